@@ -1,0 +1,272 @@
+"""The vocabulary: one pydantic class per concept, used by every layer.
+
+Schema v1 of DESIGN.md. Missing optional fields take the spec's defaults; numbers must be
+finite and non-negative; unknown fields and enum values are refused (see `snapshot.py` for the
+error codes and field paths).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SCHEMA_VERSION = 1
+
+MB = int  # memory and disk amounts are whole megabytes
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_assignment=False)
+
+
+class HostState(StrEnum):
+    """Lifecycle decided by the host's local protection loop (only the first two take work)."""
+
+    ACCEPTING = "accepting"
+    THROTTLED = "throttled"
+    DRAINING = "draining"
+    PAUSED = "paused"
+    UNHEALTHY = "unhealthy"
+    QUARANTINED = "quarantined"
+
+
+ADMITTING_STATES = frozenset({HostState.ACCEPTING, HostState.THROTTLED})
+
+
+class ResidencyState(StrEnum):
+    CACHED = "cached"  # weights on disk only: no memory, no slot
+    LOADING = "loading"
+    WARMING = "warming"
+    READY = "ready"
+    DRAINING = "draining"
+    FAILED = "failed"
+
+
+# States whose process (or claimed memory) is live on the host.
+LIVE_STATES = frozenset(
+    {
+        ResidencyState.LOADING,
+        ResidencyState.WARMING,
+        ResidencyState.READY,
+        ResidencyState.DRAINING,
+        ResidencyState.FAILED,
+    }
+)
+# States the planner may keep as an incumbent replica (zero incremental memory).
+REUSABLE_STATES = frozenset({ResidencyState.LOADING, ResidencyState.WARMING, ResidencyState.READY})
+
+
+class Ownership(StrEnum):
+    MANAGED = "managed"  # Grid-owned process: Grid may actuate it
+    MANUAL = "manual"  # operator-managed: inventory only
+    EXTERNAL = "external"  # discovered engine: inventory only
+
+
+class Evidence(StrEnum):
+    DIRECT = "direct"
+    INFERRED = "inferred"  # correlation-only: may use spare capacity, never evicts
+
+
+class Residency(_Strict):
+    model_id: str = Field(min_length=1)
+    memory_mb: MB = Field(default=0, ge=0)
+    state: ResidencyState = ResidencyState.READY
+    managed: bool = True
+    ownership: Ownership | None = None  # defaults from `managed` (external when False)
+    runtime: str | None = None
+    artifact_sha256: str | None = None
+    loaded_at: float | None = Field(default=None, ge=0)
+    last_used_at: float | None = Field(default=None, ge=0)
+    active_requests: int | None = Field(default=0, ge=0)  # None: unknown (fails safe)
+
+    @property
+    def owner(self) -> Ownership:
+        if self.ownership is not None:
+            return self.ownership
+        return Ownership.MANAGED if self.managed else Ownership.EXTERNAL
+
+    @property
+    def is_managed(self) -> bool:
+        return self.owner is Ownership.MANAGED
+
+
+class Host(_Strict):
+    host_id: str = Field(min_length=1)
+    state: HostState = HostState.ACCEPTING
+    throttle_fraction: float = Field(default=1.0, ge=0.0, le=1.0)
+    capacity_mb: MB = Field(ge=0)
+    reserved_mb: MB = Field(default=0, ge=0)
+    external_mb: MB = Field(default=0, ge=0)
+    runtimes: list[str] = Field(default_factory=lambda: ["llama.cpp"])
+    backends: list[str] = Field(default_factory=list)
+    failure_domain: str | None = None  # None: the host is its own domain
+    tags: list[str] = Field(default_factory=list)
+    data_tiers: list[str] = Field(default_factory=lambda: ["public", "internal"])
+    max_models: int = Field(default=0, ge=0)  # 0: unlimited
+    disk_free_mb: MB | None = Field(default=None, ge=0)  # None: unknown
+    cached_models: list[str] = Field(default_factory=list)
+    memory_bandwidth_gbps: float = Field(default=0.0, ge=0)
+    compute_gflops: float = Field(default=0.0, ge=0)
+    measured_tokens_per_s: dict[str, float] = Field(default_factory=dict)
+    last_heartbeat: float | None = Field(default=None, ge=0)
+    ownership: Ownership = Ownership.MANAGED  # manual hosts receive no Grid placements
+    actuator_capabilities: list[str] = Field(
+        default_factory=lambda: ["load", "warm", "drain", "unload"]
+    )
+    residencies: list[Residency] = Field(default_factory=list)
+
+    @property
+    def domain(self) -> str:
+        return self.failure_domain or f"host:{self.host_id}"
+
+
+class ModelProfile(_Strict):
+    model_id: str = Field(min_length=1)
+    memory_mb: MB = Field(ge=0)
+    runtime_memory_mb: dict[str, MB] = Field(default_factory=dict)
+    runtimes: list[str] = Field(default_factory=lambda: ["llama.cpp"])
+    backends: list[str] = Field(default_factory=list)  # empty: any backend
+    priority: int = Field(default=0, ge=0)
+    min_replicas: int = Field(default=0, ge=0)
+    max_replicas: int = Field(default=1, ge=0)
+    pinned_hosts: list[str] = Field(default_factory=list)
+    allowed_hosts: list[str] = Field(default_factory=list)  # empty: any host
+    denied_hosts: list[str] = Field(default_factory=list)
+    required_tags: list[str] = Field(default_factory=list)
+    forbidden_tags: list[str] = Field(default_factory=list)
+    data_tier: str = "internal"
+    max_colocated_models: int = Field(default=0, ge=0)  # 0: unlimited; counts the model itself
+    colocation_excludes: list[str] = Field(default_factory=list)
+    min_failure_domains: int = Field(default=1, ge=0)
+    artifact_size_mb: MB = Field(default=0, ge=0)
+    artifact_sha256: str | None = None
+    artifact_source: str | None = None
+    workload_scores: dict[str, float] = Field(default_factory=dict)
+    target_utilization: float = Field(default=0.75, gt=0.0, le=1.0)
+    replica_concurrency: float = Field(default=1.0, gt=0.0)
+    expected_service_time_s: float = Field(default=2.0, ge=0)
+    latency_slo_ms: float | None = Field(default=None, gt=0)
+    load_estimate_s: float = Field(default=60.0, ge=0)
+    warm_estimate_s: float = Field(default=20.0, ge=0)
+    min_residency_s: float = Field(default=300.0, ge=0)
+    scale_down_cooldown_s: float = Field(default=600.0, ge=0)
+
+    @field_validator("artifact_sha256")
+    @classmethod
+    def _canonical_sha(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        lowered = value.lower()
+        if len(lowered) != 64 or any(c not in "0123456789abcdef" for c in lowered):
+            raise ValueError("artifact_sha256 must be 64 hexadecimal characters")
+        return lowered
+
+    @field_validator("workload_scores")
+    @classmethod
+    def _scores_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, score in value.items():
+            if not 0.0 < score <= 1.0:
+                raise ValueError(f"workload score {name}={score} must be in (0, 1]")
+        return value
+
+
+class DemandEntry(_Strict):
+    offered_concurrency: float = Field(default=0.0, ge=0)
+    rpm: float = Field(default=0.0, ge=0)
+    queue_depth: float = Field(default=0.0, ge=0)
+    p95_ms: float = Field(default=0.0, ge=0)
+    error_rate: float = Field(default=0.0, ge=0, le=1)
+    trend: float = 0.0
+    evidence: Evidence = Evidence.DIRECT
+    desired_replicas: int | None = Field(default=None, ge=0)  # overrides the forecast
+
+
+class Policy(_Strict):
+    memory_headroom_fraction: float = Field(default=0.05, ge=0.0, lt=1.0)
+    heartbeat_stale_s: float = Field(default=90.0, gt=0)
+    heartbeat_future_skew_s: float = Field(default=30.0, ge=0)
+    demand_headroom_fraction: float = Field(default=0.2, ge=0)
+    max_evictions_per_plan: int = Field(default=64, ge=0)
+    predictive_disk_reserve_mb: MB = Field(default=10240, ge=0)
+    max_performance_boost: float = Field(default=8.0, ge=1.0)
+    error_rate_threshold: float = Field(default=0.05, ge=0, le=1)
+
+
+class FleetSnapshot(_Strict):
+    schema_version: Literal[1] = 1
+    now: float = Field(ge=0)
+    policy: Policy = Field(default_factory=Policy)
+    hosts: list[Host] = Field(default_factory=list)
+    models: list[ModelProfile] = Field(default_factory=list)
+    demand: dict[str, DemandEntry] = Field(default_factory=dict)
+    # Action records for the reconciler (issue 3); the planner ignores them.
+    history: list[dict[str, object]] = Field(default_factory=list)
+
+    def host(self, host_id: str) -> Host | None:
+        return next((h for h in self.hosts if h.host_id == host_id), None)
+
+    def model(self, model_id: str) -> ModelProfile | None:
+        return next((m for m in self.models if m.model_id == model_id), None)
+
+
+# ----------------------------------------------------------------------------- plan output
+
+
+class Assignment(BaseModel):
+    model_id: str
+    host_id: str
+    memory_mb: MB
+    runtime: str
+    existing: bool = False
+    reasons: list[str] = Field(default_factory=list)
+
+
+class Binding(BaseModel):
+    constraint: str  # constraint family: memory, live_memory, slots, colocation, ...
+    host_id: str | None = None
+    detail: str = ""
+
+
+class Unsatisfied(BaseModel):
+    model_id: str
+    code: str
+    missing_replicas: int
+    message: str
+    binding: list[Binding] = Field(default_factory=list)
+    would_fit_if: str = ""
+    host_id: str | None = None
+
+
+class Preemption(BaseModel):
+    victim_model_id: str
+    host_id: str
+    beneficiary_model_id: str
+    reason: str = ""
+
+
+class LevelValue(BaseModel):
+    level: str
+    value: float
+    bound: float
+
+
+class SolverReport(BaseModel):
+    engine: str
+    status: str
+    wall_ms: float
+    objective: list[LevelValue] = Field(default_factory=list)
+    message: str = ""
+
+
+class Plan(BaseModel):
+    schema_version: Literal[1] = 1
+    assignments: list[Assignment] = Field(default_factory=list)
+    desired_replicas: dict[str, int] = Field(default_factory=dict)
+    unsatisfied: list[Unsatisfied] = Field(default_factory=list)
+    preemptions: list[Preemption] = Field(default_factory=list)
+    solver: SolverReport
+
+    def placed(self, model_id: str) -> list[Assignment]:
+        return [a for a in self.assignments if a.model_id == model_id]

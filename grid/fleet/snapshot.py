@@ -1,0 +1,205 @@
+"""Read, validate and write fleet snapshots (JSON, or TOML for hand-written fleets).
+
+Every failure is a `SnapshotError` with a stable code and the field path, for example
+`invalid_value at hosts[2].capacity_mb`. Cross-reference rules live here so that the planner
+can assume a consistent snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from grid.fleet.errors import SnapshotError
+from grid.fleet.models import FleetSnapshot
+
+_PYDANTIC_CODES = {
+    "missing": "missing_field",
+    "extra_forbidden": "unknown_field",
+    "enum": "unknown_enum_value",
+    "literal_error": "unknown_enum_value",
+    "finite_number": "non_finite_number",
+    "greater_than_equal": "negative_number",
+    "greater_than": "out_of_range",
+    "less_than_equal": "out_of_range",
+    "less_than": "out_of_range",
+}
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _from_validation_error(exc: ValidationError) -> SnapshotError:
+    first = exc.errors()[0]
+    kind = str(first.get("type", "invalid_value"))
+    code = _PYDANTIC_CODES.get(kind, "invalid_value")
+    path = _path(tuple(first.get("loc", ())))
+    value = first.get("input")
+    if code == "negative_number" and isinstance(value, float | int) and not math.isfinite(value):
+        code = "non_finite_number"
+    message = f"{first.get('msg', 'invalid value')} (got {value!r})"
+    if kind == "missing":
+        message = "this field is required"
+    fix = {
+        "missing_field": f"add `{path}` to the snapshot",
+        "unknown_field": f"remove `{path}` or check its spelling against DESIGN.md schema v1",
+        "unknown_enum_value": f"use one of the documented values for `{path}`",
+        "non_finite_number": f"give `{path}` a finite number",
+        "negative_number": f"give `{path}` a value of zero or more",
+    }.get(code, f"correct `{path}`")
+    extra = len(exc.errors()) - 1
+    if extra:
+        message += f"; {extra} more problem(s) after this one"
+    return SnapshotError(code=code, message=message, fix=fix, path=path)
+
+
+def _check_cross_references(snap: FleetSnapshot) -> None:
+    seen: set[str] = set()
+    for i, host in enumerate(snap.hosts):
+        if host.host_id in seen:
+            raise SnapshotError(
+                "duplicate_id",
+                f"host_id {host.host_id!r} appears more than once",
+                fix="give every host a unique host_id",
+                path=f"hosts[{i}].host_id",
+            )
+        seen.add(host.host_id)
+        resident: set[str] = set()
+        for j, res in enumerate(host.residencies):
+            if res.model_id in resident:
+                raise SnapshotError(
+                    "duplicate_residency",
+                    f"model {res.model_id!r} is listed twice on host {host.host_id!r}",
+                    fix="report one residency per model per host",
+                    path=f"hosts[{i}].residencies[{j}].model_id",
+                )
+            resident.add(res.model_id)
+    models: set[str] = set()
+    for i, prof in enumerate(snap.models):
+        if prof.model_id in models:
+            raise SnapshotError(
+                "duplicate_id",
+                f"model_id {prof.model_id!r} appears more than once",
+                fix="give every model profile a unique model_id",
+                path=f"models[{i}].model_id",
+            )
+        models.add(prof.model_id)
+        if prof.min_replicas > prof.max_replicas:
+            raise SnapshotError(
+                "replica_bounds",
+                f"min_replicas {prof.min_replicas} exceeds max_replicas {prof.max_replicas}",
+                fix="lower min_replicas or raise max_replicas",
+                path=f"models[{i}].min_replicas",
+            )
+        if prof.artifact_source and not (prof.artifact_sha256 and prof.artifact_size_mb):
+            raise SnapshotError(
+                "artifact_source_incomplete",
+                "an artifact_source needs artifact_sha256 and artifact_size_mb too",
+                fix="add the exact digest and the size ceiling, or remove artifact_source",
+                path=f"models[{i}].artifact_source",
+            )
+    for model_id in snap.demand:
+        if model_id not in models:
+            raise SnapshotError(
+                "unknown_model",
+                f"demand names model {model_id!r}, which has no profile",
+                fix="add a profile for it under `models`, or remove the demand entry",
+                path=f"demand.{model_id}",
+            )
+
+
+def parse_snapshot(data: Any, *, now: float | None = None) -> FleetSnapshot:
+    """Validate a decoded document. `now` fills a missing `now` and missing heartbeats."""
+    if not isinstance(data, dict):
+        raise SnapshotError(
+            "invalid_document",
+            "a fleet snapshot must be a JSON object",
+            fix="start the file with { and give schema_version, hosts and models",
+        )
+    data = dict(data)
+    version = data.get("schema_version", 1)
+    if version != 1:
+        raise SnapshotError(
+            "unsupported_schema_version",
+            f"schema_version {version!r} is not supported (this Grid reads 1)",
+            fix="write the snapshot in schema_version 1",
+            path="schema_version",
+        )
+    if data.get("now") is None:
+        if now is None:
+            raise SnapshotError(
+                "missing_field", "this field is required", fix="add `now`", path="now"
+            )
+        data["now"] = now
+    try:
+        snap = FleetSnapshot.model_validate(data)
+    except ValidationError as exc:
+        raise _from_validation_error(exc) from None
+    for host in snap.hosts:
+        if host.last_heartbeat is None:
+            host.last_heartbeat = snap.now  # hand-written what-if fleets are "seen now"
+    _check_cross_references(snap)
+    return snap
+
+
+def load_snapshot(path: str | Path, *, now: float | None = None) -> FleetSnapshot:
+    """Read a snapshot file (JSON, or TOML by extension)."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise SnapshotError(
+            "file_not_found",
+            f"no snapshot file at {p}",
+            fix="check the path; example fleets are under models/",
+            next_command="ls models/",
+        ) from None
+    except OSError as exc:
+        raise SnapshotError("file_unreadable", f"cannot read {p}: {exc.strerror}") from None
+    try:
+        if p.suffix.lower() == ".toml":
+            data: Any = tomllib.loads(raw.decode("utf-8"))
+        else:
+            data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SnapshotError(
+            "invalid_syntax",
+            f"{p} is not valid {'TOML' if p.suffix.lower() == '.toml' else 'JSON'}: {exc}",
+            fix="fix the syntax error at the position shown",
+        ) from None
+    return parse_snapshot(data, now=now)
+
+
+def dump_json(doc: Any) -> str:
+    return json.dumps(doc, indent=2, sort_keys=False, allow_nan=False)
+
+
+def save_snapshot(snap: FleetSnapshot, path: str | Path) -> None:
+    """Write atomically: a temporary file in the same folder, fsync, rename."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    text = dump_json(snap.model_dump(mode="json", exclude_defaults=False))
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,111 @@
+"""Turn an engine's chosen candidate set into the Plan document (shared by every engine).
+
+Order: stage preemptions for unmet required/direct replicas (victims leave the placement),
+explain every unmet replica, then score every level on the final placement.
+"""
+
+from __future__ import annotations
+
+from grid.fleet.models import Assignment, LevelValue, Plan, ResidencyState, SolverReport
+from grid.planner.explain import explain_unsatisfied
+from grid.planner.levels import levels, quality_scores, score_placement
+from grid.planner.preemption import stage_preemptions
+from grid.planner.problem import PlacementProblem
+
+Key = tuple[str, str]
+
+
+def _reasons(problem: PlacementProblem, key: Key) -> list[str]:
+    cand = problem.candidates[key]
+    reasons: list[str] = []
+    if cand.pinned:
+        reasons.append("pinned host")
+    if cand.incumbent is ResidencyState.READY:
+        reasons.append("ready incumbent")
+    elif cand.incumbent is not None:
+        reasons.append(f"{cand.incumbent.value} incumbent")
+    elif cand.cached:
+        reasons.append("cached weights")
+    else:
+        reasons.append("cold load")
+    return reasons
+
+
+def trivial_bounds(problem: PlacementProblem) -> dict[str, int]:
+    """Capacity-blind bounds: what each level could reach if memory were unlimited."""
+    best: list[Key] = []
+    scores = quality_scores(problem)
+    for model in problem.models:
+        ranked = sorted(
+            (c for c in problem.candidates_of_model(model.model_id)),
+            key=lambda c: -scores[(c.model_id, c.host_id)],
+        )
+        best += [(c.model_id, c.host_id) for c in ranked[: problem.open_replicas(model.model_id)]]
+    # Score an "everything reachable" placement for replica levels, ignoring capacity.
+    values = score_placement(problem, best)
+    bounds = dict(values)
+    chosen = set(best)
+    bounds["pinned"] = values["pinned"] + sum(
+        1 for c in problem.candidates.values() if c.pinned and (c.model_id, c.host_id) not in chosen
+    )
+    bounds["domain_shortfall"] = 0
+    bounds["disruption"] = 0
+    bounds["quality"] = sum(max(0, scores[k]) for k in best)
+    bounds["spare_hosts"] = sum(1 for h in problem.hosts if h.admitting)
+    return bounds
+
+
+def assemble_plan(
+    problem: PlacementProblem,
+    placed: set[Key],
+    *,
+    engine: str,
+    status: str,
+    wall_ms: float,
+    bounds: dict[str, int] | None = None,
+    message: str = "",
+) -> Plan:
+    preemptions, evicted = stage_preemptions(problem, placed)
+    final = placed - evicted
+    assignments = [
+        Assignment(
+            model_id=f.model_id,
+            host_id=f.host_id,
+            memory_mb=f.memory_mb,
+            runtime=f.runtime,
+            existing=True,
+            reasons=["unmanaged ready residency"],
+        )
+        for f in problem.fixed
+    ]
+    for key in sorted(final):
+        cand = problem.candidates[key]
+        assignments.append(
+            Assignment(
+                model_id=cand.model_id,
+                host_id=cand.host_id,
+                memory_mb=cand.memory_mb,
+                runtime=cand.runtime,
+                existing=cand.incumbent is not None,
+                reasons=_reasons(problem, key),
+            )
+        )
+    values = score_placement(problem, final)
+    bounds = bounds if bounds is not None else trivial_bounds(problem)
+    objective = []
+    for level in levels(problem):
+        value = values.get(level.name, 0)
+        bound = bounds.get(level.name, value)
+        # A bound never claims less than the plan achieves (max) or more (min).
+        bound = max(bound, value) if level.sense == "max" else min(bound, value)
+        objective.append(LevelValue(level=level.name, value=value, bound=bound))
+    return Plan(
+        assignments=sorted(assignments, key=lambda a: (a.host_id, a.model_id)),
+        desired_replicas={m.model_id: problem.targets[m.model_id].desired for m in problem.models},
+        unsatisfied=explain_unsatisfied(problem, final, preemptions),
+        preemptions=preemptions,
+        solver=SolverReport(
+            engine=engine, status=status, wall_ms=round(wall_ms, 1), objective=objective,
+            message=message,
+        ),
+    )

@@ -1,0 +1,259 @@
+"""The objective levels, highest first, and a solver-agnostic scorer (pure).
+
+Every engine optimizes exactly these named terms in this order and reports them; the validator
+scores any plan with `score_placement`, so engines are compared on one scale.
+
+    pinned                       max  replicas on their pinned hosts
+    p{P}:baseline                max  Σ_m min(placed_m, baseline_m)            (class P, high→low)
+    p{P}:direct:{k}              max  #models m with placed_m ≥ k, for direct-demand replicas
+                                      base_m < k ≤ desired_m (max-min fair rounds, k = 1, 2, ...)
+    p{P}:direct:{k}:harm         max  Σ harm_rank(m)·[placed_m ≥ k] over the same models
+                                      (an incomplete round goes to the most harmed models)
+    p{P}:inferred                max  Σ_m (min(placed_m, desired_m) − min(placed_m, base_m)) over
+                                      inferred-only models
+    domain_shortfall             min  Σ_m max(0, min(min_failure_domains_m, placed_m) − domains_m)
+    disruption                   min  Σ disruption_cost over managed incumbents not kept
+    quality                      max  Σ quality_score over placed candidates
+    spare_hosts                  max  #admitting hosts left without any placement
+
+`placed_m` counts fixed (unmanaged) replicas too, so values describe the whole fleet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from grid.fleet.models import Evidence, HostState, ResidencyState
+from grid.planner.problem import Candidate, PlacementProblem
+
+Sense = Literal["max", "min"]
+REPLICA_LEVEL_PREFIXES = ("pinned", "p")  # levels 1–2: the ones that count replicas
+
+
+@dataclass(frozen=True)
+class Level:
+    name: str
+    sense: Sense
+    replica_level: bool  # part of levels 1–2 (pinned and priority classes)
+
+
+def direct_rounds(problem: PlacementProblem, priority: int) -> list[int]:
+    """The k values with at least one direct-demand replica k in this class."""
+    ks: set[int] = set()
+    for model in problem.models:
+        if model.priority != priority:
+            continue
+        tgt = problem.targets[model.model_id]
+        if tgt.evidence is Evidence.DIRECT:
+            ks.update(range(tgt.baseline + 1, tgt.desired + 1))
+    return sorted(ks)
+
+
+def round_members(problem: PlacementProblem, priority: int, k: int) -> list[str]:
+    out = []
+    for model in problem.models:
+        tgt = problem.targets[model.model_id]
+        if (
+            model.priority == priority
+            and tgt.evidence is Evidence.DIRECT
+            and tgt.baseline < k <= tgt.desired
+        ):
+            out.append(model.model_id)
+    return out
+
+
+def inferred_members(problem: PlacementProblem, priority: int) -> list[str]:
+    return [
+        m.model_id
+        for m in problem.models
+        if m.priority == priority
+        and problem.targets[m.model_id].evidence is Evidence.INFERRED
+        and problem.targets[m.model_id].desired > problem.targets[m.model_id].baseline
+    ]
+
+
+def levels(problem: PlacementProblem) -> list[Level]:
+    out = [Level("pinned", "max", True)]
+    for p in problem.priorities:
+        out.append(Level(f"p{p}:baseline", "max", True))
+        for k in direct_rounds(problem, p):
+            out.append(Level(f"p{p}:direct:{k}", "max", True))
+            out.append(Level(f"p{p}:direct:{k}:harm", "max", True))
+        if inferred_members(problem, p):
+            out.append(Level(f"p{p}:inferred", "max", True))
+    out += [
+        Level("domain_shortfall", "min", False),
+        Level("disruption", "min", False),
+        Level("quality", "max", False),
+        Level("spare_hosts", "max", False),
+    ]
+    return out
+
+
+# ----------------------------------------------------------------------------- coefficients
+
+
+def startup_seconds(problem: PlacementProblem, cand: Candidate) -> float:
+    model = problem.model_by_id[cand.model_id]
+    if cand.incumbent is ResidencyState.READY:
+        return 0.0
+    if cand.incumbent is not None or cand.cached:
+        return model.warm_estimate_s
+    return model.load_estimate_s + model.warm_estimate_s
+
+
+def disruption_cost(problem: PlacementProblem, cand: Candidate) -> int:
+    """Cost of not keeping an incumbent: priority-weighted warm-back time."""
+    if cand.incumbent is None:
+        return 0
+    model = problem.model_by_id[cand.model_id]
+    warm_back = model.warm_estimate_s + (0.0 if cand.cached else model.load_estimate_s)
+    state_weight = 2 if cand.incumbent is ResidencyState.READY else 1
+    return (model.priority + 1) * state_weight * (10 + math.ceil(min(warm_back, 3600.0)))
+
+
+def _performance_boost(problem: PlacementProblem, model_id: str) -> float:
+    model = problem.model_by_id[model_id]
+    demand = problem.snapshot.demand.get(model_id)
+    if demand is None:
+        return 1.0
+    per_replica = model.replica_concurrency * model.target_utilization
+    ratio = demand.offered_concurrency / per_replica if per_replica > 0 else 1.0
+    return max(1.0, min(problem.snapshot.policy.max_performance_boost, ratio))
+
+
+def _scarce_peers(problem: PlacementProblem) -> dict[str, int]:
+    """Per host: how many constrained models (≤ 2 candidate hosts) depend on it."""
+    counts: dict[str, int] = {}
+    for model in problem.models:
+        cands = problem.candidates_of_model(model.model_id)
+        if 0 < len(cands) <= 2:
+            for cand in cands:
+                counts[cand.host_id] = counts.get(cand.host_id, 0) + 1
+    return counts
+
+
+def quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
+    """Static placement-quality score of every candidate (higher is better)."""
+    snap = problem.snapshot
+    hosts = {h.host_id: h for h in snap.hosts}
+    scarce = _scarce_peers(problem)
+    out: dict[tuple[str, str], int] = {}
+    for key, cand in problem.candidates.items():
+        host = hosts[cand.host_id]
+        budget = problem.host_by_id[cand.host_id]
+        if cand.incumbent is ResidencyState.READY:
+            score = 1000
+        elif cand.incumbent is not None:
+            score = 800
+        elif cand.cached:
+            score = 400
+        else:
+            score = 0
+        score -= min(300, math.ceil(startup_seconds(problem, cand)))
+        measured = host.measured_tokens_per_s.get(cand.model_id)
+        perf = (
+            measured
+            if measured is not None
+            else host.memory_bandwidth_gbps / 10 + host.compute_gflops / 1000
+        )
+        score += round(min(100.0, perf) * _performance_boost(problem, cand.model_id))
+        if budget.allocatable_mb > 0:
+            score += round(50 * min(1.0, cand.memory_mb / budget.allocatable_mb))
+        if len(problem.candidates_of_model(cand.model_id)) > 2:
+            score -= 30 * scarce.get(cand.host_id, 0)
+        if host.state is HostState.THROTTLED:
+            score -= 50
+        out[key] = score
+    return out
+
+
+# ----------------------------------------------------------------------------- scoring
+
+
+def placed_counts(
+    problem: PlacementProblem, placed: Iterable[tuple[str, str]]
+) -> dict[str, int]:
+    counts = {m.model_id: 0 for m in problem.models}
+    for f in problem.fixed:
+        counts[f.model_id] = counts.get(f.model_id, 0) + 1
+    for model_id, _host in placed:
+        counts[model_id] = counts.get(model_id, 0) + 1
+    return counts
+
+
+def score_placement(
+    problem: PlacementProblem, placed: Iterable[tuple[str, str]]
+) -> dict[str, int]:
+    """Value of every level for a set of placed candidate pairs (fixed replicas implied)."""
+    chosen = sorted(set(placed))
+    counts = placed_counts(problem, chosen)
+    values: dict[str, int] = {}
+    pinned = sum(1 for key in chosen if problem.candidates[key].pinned)
+    pinned += sum(
+        1
+        for f in problem.fixed
+        if f.host_id in problem.model_by_id[f.model_id].pinned_hosts
+    )
+    values["pinned"] = pinned
+    harm = problem.harm_rank
+    for p in problem.priorities:
+        members = [m for m in problem.models if m.priority == p]
+        values[f"p{p}:baseline"] = sum(
+            min(counts[m.model_id], problem.targets[m.model_id].baseline) for m in members
+        )
+        for k in direct_rounds(problem, p):
+            ids = round_members(problem, p, k)
+            values[f"p{p}:direct:{k}"] = sum(1 for m in ids if counts[m] >= k)
+            values[f"p{p}:direct:{k}:harm"] = sum(harm[m] for m in ids if counts[m] >= k)
+        inferred = inferred_members(problem, p)
+        if inferred:
+            values[f"p{p}:inferred"] = sum(
+                min(counts[m], problem.targets[m].desired)
+                - min(counts[m], problem.targets[m].baseline)
+                for m in inferred
+            )
+    domains: dict[str, set[str]] = {}
+    for f in problem.fixed:
+        domains.setdefault(f.model_id, set()).add(problem.host_by_id[f.host_id].domain)
+    for model_id, host_id in chosen:
+        domains.setdefault(model_id, set()).add(problem.host_by_id[host_id].domain)
+    values["domain_shortfall"] = sum(
+        max(0, min(m.min_failure_domains, counts[m.model_id]) - len(domains.get(m.model_id, ())))
+        for m in problem.models
+    )
+    chosen_set = set(chosen)
+    values["disruption"] = sum(
+        disruption_cost(problem, cand)
+        for key, cand in problem.candidates.items()
+        if cand.incumbent is not None and key not in chosen_set
+    )
+    scores = quality_scores(problem)
+    values["quality"] = sum(scores[key] for key in chosen)
+    used_hosts = {h for _m, h in chosen} | {f.host_id for f in problem.fixed}
+    values["spare_hosts"] = sum(
+        1 for h in problem.hosts if h.admitting and h.host_id not in used_hosts
+    )
+    return values
+
+
+def compare(
+    problem: PlacementProblem,
+    a: dict[str, int],
+    b: dict[str, int],
+    *,
+    replica_levels_only: bool = False,
+) -> int:
+    """Lexicographic comparison: 1 if `a` is better, -1 if worse, 0 if equal."""
+    for level in levels(problem):
+        if replica_levels_only and not level.replica_level:
+            break
+        va, vb = a.get(level.name, 0), b.get(level.name, 0)
+        if va == vb:
+            continue
+        better = va > vb if level.sense == "max" else va < vb
+        return 1 if better else -1
+    return 0

@@ -1,0 +1,326 @@
+"""The placement problem every engine solves, precomputed once per snapshot (pure).
+
+Sets
+    M  configured models, H hosts, C ⊆ M×H the candidate pairs that pass every static filter.
+    A candidate is either an *incumbent* (a managed loading/warming/ready residency that the
+    plan may keep at zero incremental memory) or *new* (possibly with cached weights).
+Fixed replicas
+    Unmanaged (external or manual) ready residencies of configured models on admitting hosts
+    count as replicas and are never decision variables; every unmanaged live residency
+    consumes memory, a model slot and colocation room first.
+Ledgers, for each host h with placements x[m,h] over C:
+    desired footprint   Σ_m mem(m,h)·x[m,h]            ≤ allocatable(h) − fixed_mb(h)
+    make-before-break   Σ_new mem(m,h)·x[m,h]          ≤ allocatable(h) − live_mb(h) − headroom(h)
+    desired models      Σ_m x[m,h]                     ≤ desired_cap(h)   (slots, fixed ceilings)
+    new models          Σ_new x[m,h]                   ≤ new_cap(h)       (slots, live ceilings)
+    own ceiling c_m     x[m,h] ⇒ fixed_cnt(h) + Σ x[·,h] ≤ c_m;  new x[m,h] ⇒ live_cnt(h) + Σ_new ≤ c_m
+    exclusions          x[a,h] + x[b,h] ≤ 1 for excluded pairs (pairs with fixed/live are static)
+    disk (known only)   Σ_uncached-new artifact(m)·x[m,h] ≤ disk_free(h)
+Per model: Σ_h x[m,h] ≤ open(m) = desired(m) − fixed replicas(m).
+where allocatable = (capacity − reserved − external) × throttle_fraction (throttled hosts only),
+headroom = policy.memory_headroom_fraction × allocatable, and mem(m,h) is the footprint of the
+runtime chosen on h (an incumbent keeps its runtime; else the smallest declared footprint, then
+name), never less than an incumbent's reported memory.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from grid.fleet.models import (
+    LIVE_STATES,
+    REUSABLE_STATES,
+    FleetSnapshot,
+    Host,
+    HostState,
+    ModelProfile,
+    ResidencyState,
+)
+from grid.planner.eligibility import compatible_runtimes, host_refusals, pair_refusals
+from grid.planner.targets import Target, compute_targets
+
+
+@dataclass(frozen=True)
+class Candidate:
+    model_id: str
+    host_id: str
+    runtime: str
+    memory_mb: int  # desired-footprint ledger
+    new_mb: int  # make-before-break ledger (0 for an incumbent)
+    disk_mb: int  # artifact bytes to fetch (0 when cached or incumbent)
+    incumbent: ResidencyState | None
+    cached: bool
+    pinned: bool
+
+    @property
+    def is_new(self) -> bool:
+        return self.incumbent is None
+
+
+@dataclass(frozen=True)
+class FixedReplica:
+    model_id: str
+    host_id: str
+    memory_mb: int
+    runtime: str
+
+
+@dataclass(frozen=True)
+class HostBudget:
+    host_id: str
+    domain: str
+    allocatable_mb: int
+    headroom_mb: int
+    fixed_mb: int
+    live_mb: int
+    fixed_models: tuple[str, ...]
+    live_models: tuple[str, ...]
+    slot_limit: int  # 0: unlimited
+    desired_cap: int | None  # None: unlimited
+    new_cap: int | None
+    disk_free_mb: int | None
+    refusals: tuple[str, ...]
+
+    @property
+    def footprint_budget_mb(self) -> int:
+        return max(0, self.allocatable_mb - self.fixed_mb)
+
+    @property
+    def new_budget_mb(self) -> int:
+        return max(0, self.allocatable_mb - self.live_mb - self.headroom_mb)
+
+    @property
+    def admitting(self) -> bool:
+        return not self.refusals
+
+
+def allocatable_mb(host: Host) -> int:
+    raw = max(0, host.capacity_mb - host.reserved_mb - host.external_mb)
+    fraction = host.throttle_fraction if host.state is HostState.THROTTLED else 1.0
+    return math.floor(raw * fraction)
+
+
+def footprint_mb(model: ModelProfile, runtime: str) -> int:
+    return model.runtime_memory_mb.get(runtime, model.memory_mb)
+
+
+def choose_runtime(model: ModelProfile, host: Host) -> str | None:
+    runtimes = compatible_runtimes(model, host)
+    if not runtimes:
+        return None
+    return min(runtimes, key=lambda rt: (footprint_mb(model, rt), rt))
+
+
+def _cap(limit: int, count: int) -> int:
+    return max(0, limit - count)
+
+
+@dataclass
+class PlacementProblem:
+    snapshot: FleetSnapshot
+    targets: dict[str, Target]
+    models: list[ModelProfile]  # by priority (highest first), then model_id
+    hosts: list[HostBudget]  # by host_id
+    candidates: dict[tuple[str, str], Candidate]
+    refusals: dict[tuple[str, str], list[str]]
+    fixed: list[FixedReplica]
+    excluded_pairs: frozenset[frozenset[str]]
+    _by_model: dict[str, list[Candidate]] = field(default_factory=dict, repr=False)
+    _by_host: dict[str, list[Candidate]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for cand in self.candidates.values():
+            self._by_model.setdefault(cand.model_id, []).append(cand)
+            self._by_host.setdefault(cand.host_id, []).append(cand)
+
+    # -- lookups -------------------------------------------------------------------------
+    @cached_property
+    def model_by_id(self) -> dict[str, ModelProfile]:
+        return {m.model_id: m for m in self.models}
+
+    @cached_property
+    def host_by_id(self) -> dict[str, HostBudget]:
+        return {h.host_id: h for h in self.hosts}
+
+    def candidates_of_model(self, model_id: str) -> list[Candidate]:
+        return self._by_model.get(model_id, [])
+
+    def candidates_of_host(self, host_id: str) -> list[Candidate]:
+        return self._by_host.get(host_id, [])
+
+    def fixed_count(self, model_id: str) -> int:
+        return sum(1 for f in self.fixed if f.model_id == model_id)
+
+    def open_replicas(self, model_id: str) -> int:
+        """How many variable placements the model may still receive."""
+        return max(0, self.targets[model_id].desired - self.fixed_count(model_id))
+
+    def ceiling(self, model_id: str) -> int:
+        model = self.model_by_id.get(model_id)
+        return model.max_colocated_models if model is not None else 0
+
+    def excluded(self, a: str, b: str) -> bool:
+        return frozenset((a, b)) in self.excluded_pairs
+
+    @cached_property
+    def priorities(self) -> list[int]:
+        return sorted({m.priority for m in self.models}, reverse=True)
+
+    @cached_property
+    def harm_rank(self) -> dict[str, int]:
+        """0..n-1: higher means more measured service harm (model_id breaks exact ties)."""
+
+        def harm(model: ModelProfile) -> tuple[float, ...]:
+            d = self.snapshot.demand.get(model.model_id)
+            if d is None:
+                return (0.0, 0.0, 0.0, 0.0, 0.0)
+            slo = model.latency_slo_ms
+            ratio = d.p95_ms / slo if slo else 0.0
+            return (d.queue_depth, ratio, d.error_rate, d.offered_concurrency, d.rpm)
+
+        ordered = sorted(self.models, key=lambda m: (harm(m), _reverse_id(m.model_id)))
+        return {m.model_id: rank for rank, m in enumerate(ordered)}
+
+
+def _reverse_id(model_id: str) -> tuple[int, ...]:
+    # Lower model IDs win exact ties, so they rank higher.
+    return tuple(-ord(c) for c in model_id)
+
+
+def _host_budget(host: Host, snap: FleetSnapshot) -> HostBudget:
+    profiles = {m.model_id: m for m in snap.models}
+    alloc = allocatable_mb(host)
+    live = [r for r in host.residencies if r.state in LIVE_STATES]
+    fixed = [r for r in live if not r.is_managed]
+    fixed_models = tuple(sorted({r.model_id for r in fixed}))
+    live_models = tuple(sorted({r.model_id for r in live}))
+    desired_caps: list[int] = []
+    new_caps: list[int] = []
+    if host.max_models:
+        desired_caps.append(_cap(host.max_models, len(fixed_models)))
+        new_caps.append(_cap(host.max_models, len(live_models)))
+    for model_id in fixed_models:
+        prof = profiles.get(model_id)
+        if prof is not None and prof.max_colocated_models:
+            desired_caps.append(_cap(prof.max_colocated_models, len(fixed_models)))
+    for model_id in live_models:
+        prof = profiles.get(model_id)
+        if prof is not None and prof.max_colocated_models:
+            new_caps.append(_cap(prof.max_colocated_models, len(live_models)))
+    return HostBudget(
+        host_id=host.host_id,
+        domain=host.domain,
+        allocatable_mb=alloc,
+        headroom_mb=math.ceil(snap.policy.memory_headroom_fraction * alloc),
+        fixed_mb=sum(r.memory_mb for r in fixed),
+        live_mb=sum(r.memory_mb for r in live),
+        fixed_models=fixed_models,
+        live_models=live_models,
+        slot_limit=host.max_models,
+        desired_cap=min(desired_caps) if desired_caps else None,
+        new_cap=min(new_caps) if new_caps else None,
+        disk_free_mb=host.disk_free_mb,
+        refusals=tuple(host_refusals(host, snap)),
+    )
+
+
+def _pair(
+    model: ModelProfile, host: Host, budget: HostBudget, excluded: frozenset[frozenset[str]]
+) -> tuple[Candidate | None, list[str]]:
+    residency = next((r for r in host.residencies if r.model_id == model.model_id), None)
+    cached = model.model_id in host.cached_models or (
+        residency is not None and residency.state is ResidencyState.CACHED
+    )
+    refusals = list(budget.refusals)
+    incumbent: ResidencyState | None = None
+    runtime = choose_runtime(model, host)
+    if residency is not None and residency.state in LIVE_STATES:
+        reusable = (
+            residency.is_managed
+            and residency.state in REUSABLE_STATES
+            and (model.artifact_sha256 is None or residency.artifact_sha256 == model.artifact_sha256)
+            and (residency.runtime is None or residency.runtime in compatible_runtimes(model, host))
+        )
+        if not reusable:
+            refusals.append("residency_not_reusable")
+        else:
+            incumbent = residency.state
+            runtime = residency.runtime or runtime
+    refusals += pair_refusals(model, host, cached=cached or incumbent is not None)
+    if incumbent is None:
+        for other in budget.live_models:
+            if frozenset((model.model_id, other)) in excluded:
+                refusals.append("colocation_excluded")
+                break
+        if budget.new_cap == 0:
+            refusals.append("colocation_or_slots_full")
+    if budget.desired_cap == 0:
+        refusals.append("colocation_or_slots_full")
+    if refusals or runtime is None:
+        return None, sorted(set(refusals))
+    memory = footprint_mb(model, runtime)
+    if incumbent is not None and residency is not None:
+        memory = max(memory, residency.memory_mb)
+    return (
+        Candidate(
+            model_id=model.model_id,
+            host_id=host.host_id,
+            runtime=runtime,
+            memory_mb=memory,
+            new_mb=0 if incumbent is not None else memory,
+            disk_mb=0 if (cached or incumbent is not None) else model.artifact_size_mb,
+            incumbent=incumbent,
+            cached=cached,
+            pinned=host.host_id in model.pinned_hosts,
+        ),
+        [],
+    )
+
+
+def build_problem(snap: FleetSnapshot, targets: dict[str, Target] | None = None) -> PlacementProblem:
+    targets = targets if targets is not None else compute_targets(snap)
+    models = sorted(snap.models, key=lambda m: (-m.priority, m.model_id))
+    hosts = sorted(snap.hosts, key=lambda h: h.host_id)
+    excluded = frozenset(
+        frozenset((m.model_id, other))
+        for m in models
+        for other in m.colocation_excludes
+        if other != m.model_id
+    )
+    budgets = [_host_budget(h, snap) for h in hosts]
+    candidates: dict[tuple[str, str], Candidate] = {}
+    refusals: dict[tuple[str, str], list[str]] = {}
+    fixed: list[FixedReplica] = []
+    profiles = {m.model_id: m for m in models}
+    for host, budget in zip(hosts, budgets, strict=True):
+        for res in host.residencies:
+            prof = profiles.get(res.model_id)
+            if (
+                prof is not None
+                and not res.is_managed
+                and res.state is ResidencyState.READY
+                and budget.admitting
+            ):
+                runtime = res.runtime or choose_runtime(prof, host) or "external"
+                fixed.append(FixedReplica(res.model_id, host.host_id, res.memory_mb, runtime))
+        for model in models:
+            if targets[model.model_id].desired == 0:
+                refusals[(model.model_id, host.host_id)] = ["not_desired"]
+                continue
+            cand, why = _pair(model, host, budget, excluded)
+            if cand is None:
+                refusals[(model.model_id, host.host_id)] = why
+            else:
+                candidates[(model.model_id, host.host_id)] = cand
+    return PlacementProblem(
+        snapshot=snap,
+        targets=targets,
+        models=models,
+        hosts=budgets,
+        candidates=candidates,
+        refusals=refusals,
+        fixed=fixed,
+        excluded_pairs=excluded,
+    )
