@@ -105,7 +105,10 @@ def assemble_plan(
         unsatisfied=explain_unsatisfied(problem, final, preemptions),
         preemptions=preemptions,
         solver=SolverReport(
-            engine=engine, status=status, wall_ms=round(wall_ms, 1), objective=objective,
+            engine=engine,
+            status=status,
+            wall_ms=round(wall_ms, 1),
+            objective=objective,
             message=message,
         ),
     )

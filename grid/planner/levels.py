@@ -174,9 +174,7 @@ def quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
 # ----------------------------------------------------------------------------- scoring
 
 
-def placed_counts(
-    problem: PlacementProblem, placed: Iterable[tuple[str, str]]
-) -> dict[str, int]:
+def placed_counts(problem: PlacementProblem, placed: Iterable[tuple[str, str]]) -> dict[str, int]:
     counts = {m.model_id: 0 for m in problem.models}
     for f in problem.fixed:
         counts[f.model_id] = counts.get(f.model_id, 0) + 1
@@ -185,18 +183,14 @@ def placed_counts(
     return counts
 
 
-def score_placement(
-    problem: PlacementProblem, placed: Iterable[tuple[str, str]]
-) -> dict[str, int]:
+def score_placement(problem: PlacementProblem, placed: Iterable[tuple[str, str]]) -> dict[str, int]:
     """Value of every level for a set of placed candidate pairs (fixed replicas implied)."""
     chosen = sorted(set(placed))
     counts = placed_counts(problem, chosen)
     values: dict[str, int] = {}
     pinned = sum(1 for key in chosen if problem.candidates[key].pinned)
     pinned += sum(
-        1
-        for f in problem.fixed
-        if f.host_id in problem.model_by_id[f.model_id].pinned_hosts
+        1 for f in problem.fixed if f.host_id in problem.model_by_id[f.model_id].pinned_hosts
     )
     values["pinned"] = pinned
     harm = problem.harm_rank

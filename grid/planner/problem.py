@@ -13,7 +13,8 @@ Ledgers, for each host h with placements x[m,h] over C:
     make-before-break   Σ_new mem(m,h)·x[m,h]          ≤ allocatable(h) − live_mb(h) − headroom(h)
     desired models      Σ_m x[m,h]                     ≤ desired_cap(h)   (slots, fixed ceilings)
     new models          Σ_new x[m,h]                   ≤ new_cap(h)       (slots, live ceilings)
-    own ceiling c_m     x[m,h] ⇒ fixed_cnt(h) + Σ x[·,h] ≤ c_m;  new x[m,h] ⇒ live_cnt(h) + Σ_new ≤ c_m
+    own ceiling c_m     x[m,h] ⇒ fixed_cnt(h) + Σ x[·,h] ≤ c_m
+                        new x[m,h] ⇒ live_cnt(h) + Σ_new x[·,h] ≤ c_m
     exclusions          x[a,h] + x[b,h] ≤ 1 for excluded pairs (pairs with fixed/live are static)
     disk (known only)   Σ_uncached-new artifact(m)·x[m,h] ≤ disk_free(h)
 Per model: Σ_h x[m,h] ≤ open(m) = desired(m) − fixed replicas(m).
@@ -240,7 +241,9 @@ def _pair(
         reusable = (
             residency.is_managed
             and residency.state in REUSABLE_STATES
-            and (model.artifact_sha256 is None or residency.artifact_sha256 == model.artifact_sha256)
+            and (
+                model.artifact_sha256 is None or residency.artifact_sha256 == model.artifact_sha256
+            )
             and (residency.runtime is None or residency.runtime in compatible_runtimes(model, host))
         )
         if not reusable:
@@ -249,13 +252,13 @@ def _pair(
             incumbent = residency.state
             runtime = residency.runtime or runtime
     refusals += pair_refusals(model, host, cached=cached or incumbent is not None)
-    if incumbent is None:
-        for other in budget.live_models:
-            if frozenset((model.model_id, other)) in excluded:
-                refusals.append("colocation_excluded")
-                break
-        if budget.new_cap == 0:
-            refusals.append("colocation_or_slots_full")
+    # Exclusions against inventory that stays are static: unmanaged residencies always stay,
+    # and every live residency is still there when a new placement starts.
+    neighbours = budget.fixed_models if incumbent is not None else budget.live_models
+    if any(frozenset((model.model_id, other)) in excluded for other in neighbours):
+        refusals.append("colocation_excluded")
+    if incumbent is None and budget.new_cap == 0:
+        refusals.append("colocation_or_slots_full")
     if budget.desired_cap == 0:
         refusals.append("colocation_or_slots_full")
     if refusals or runtime is None:
@@ -279,7 +282,9 @@ def _pair(
     )
 
 
-def build_problem(snap: FleetSnapshot, targets: dict[str, Target] | None = None) -> PlacementProblem:
+def build_problem(
+    snap: FleetSnapshot, targets: dict[str, Target] | None = None
+) -> PlacementProblem:
     targets = targets if targets is not None else compute_targets(snap)
     models = sorted(snap.models, key=lambda m: (-m.priority, m.model_id))
     hosts = sorted(snap.hosts, key=lambda h: h.host_id)

@@ -47,12 +47,12 @@ def violations(
     variable: dict[str, list[tuple[str, int, bool]]] = {}  # host -> (model, memory, is_new)
     totals: dict[str, int] = {}
     fixed_expected: set[tuple[str, str]] = set()
-    for host in snap.hosts:
-        if host_refusals(host, snap):
+    for h in snap.hosts:
+        if host_refusals(h, snap):
             continue
-        for res in host.residencies:
-            if res.model_id in profiles and not res.is_managed and res.state is ResidencyState.READY:
-                fixed_expected.add((res.model_id, host.host_id))
+        for r in h.residencies:
+            if r.model_id in profiles and not r.is_managed and r.state is ResidencyState.READY:
+                fixed_expected.add((r.model_id, h.host_id))
     fixed_found: set[tuple[str, str]] = set()
 
     for a in plan.assignments:
@@ -105,7 +105,9 @@ def violations(
         desired = targets[model_id].desired if model_id in targets else 0
         fixed_n = sum(1 for f in fixed_found if f[0] == model_id)
         if count - fixed_n > max(0, desired - fixed_n):
-            out.append(Violation("replica_bounds", f"{model_id}: {count} replicas, {desired} desired"))
+            out.append(
+                Violation("replica_bounds", f"{model_id}: {count} replicas, {desired} desired")
+            )
 
     for host_id, placed in variable.items():
         out += _host_violations(snap, hosts[host_id], placed)
@@ -167,7 +169,9 @@ def _host_violations(
             )
         )
         if needed > host.disk_free_mb:
-            out.append(Violation("disk", f"{hid}: {needed} MB of artifacts, {host.disk_free_mb} free"))
+            out.append(
+                Violation("disk", f"{hid}: {needed} MB of artifacts, {host.disk_free_mb} free")
+            )
     return out
 
 
@@ -185,7 +189,10 @@ def _unsatisfied_violations(
         )
         if missing > 0 and reported < missing:
             out.append(
-                Violation("unexplained_shortfall", f"{prof.model_id}: {missing} missing, {reported} explained")
+                Violation(
+                    "unexplained_shortfall",
+                    f"{prof.model_id}: {missing} missing, {reported} explained",
+                )
             )
         placed_hosts = {a.host_id for a in plan.assignments if a.model_id == prof.model_id}
         for pin in prof.pinned_hosts:
@@ -195,7 +202,9 @@ def _unsatisfied_violations(
                 u.model_id == prof.model_id and u.code.startswith("pinned") and u.host_id == pin
                 for u in plan.unsatisfied
             ):
-                out.append(Violation("unexplained_pin", f"{prof.model_id} pin to {pin} not reported"))
+                out.append(
+                    Violation("unexplained_pin", f"{prof.model_id} pin to {pin} not reported")
+                )
     return out
 
 
