@@ -1,0 +1,111 @@
+"""Orders shared by the heuristic's greedy loop and its repair (pure).
+
+`replica_level` ranks "the k-th replica of model m" exactly as the objective levels of
+`levels.py` do (smaller is more important): pinned replicas, then per priority class from the
+highest, required baseline replicas, then directly demanded replicas round by round (measured
+harm breaks a round's ties), then inferred-only replicas. `CandidateOrder` picks the best
+feasible host for a model's next replica from candidates pre-sorted by static quality.
+"""
+
+from __future__ import annotations
+
+from grid.fleet.models import Evidence
+from grid.planner.heuristic_ledger import PlacementState
+from grid.planner.problem import Candidate, PlacementProblem
+
+STAGE_BASELINE = 0
+STAGE_DIRECT = 1
+STAGE_INFERRED = 2
+
+# A new failure domain is worth more than any placement-quality difference while the model's
+# domain goal is unmet (domain diversity outranks quality), and a modest preference otherwise
+# (below cached weights, above hardware estimates, as the spec orders candidate preferences).
+DOMAIN_REQUIRED_BONUS = 1_000_000
+DOMAIN_SPREAD_BONUS = 150
+
+LevelKey = tuple[int, int, int, int, int]
+
+
+def replica_stage(problem: PlacementProblem, model_id: str, k: int) -> int:
+    target = problem.targets[model_id]
+    if k <= target.baseline:
+        return STAGE_BASELINE
+    return STAGE_DIRECT if target.evidence is Evidence.DIRECT else STAGE_INFERRED
+
+
+def replica_level(
+    problem: PlacementProblem, model_id: str, k: int, *, pinned: bool = False
+) -> LevelKey:
+    """Importance of model_id's k-th replica (fixed replicas included); smaller wins."""
+    if pinned:
+        return (0, 0, 0, 0, 0)
+    priority = problem.model_by_id[model_id].priority
+    stage = replica_stage(problem, model_id, k)
+    if stage == STAGE_DIRECT:
+        return (1, -priority, stage, k, -problem.harm_rank[model_id])
+    return (1, -priority, stage, 0, 0)
+
+
+def round_order_key(problem: PlacementProblem, model_id: str) -> tuple[int, int, int, str]:
+    """Within one round: constrained first, then larger, then more harmed, then model_id."""
+    model = problem.model_by_id[model_id]
+    return (
+        len(problem.candidates_of_model(model_id)),
+        -model.memory_mb,
+        -problem.harm_rank[model_id],
+        model_id,
+    )
+
+
+class CandidateOrder:
+    """Each model's candidates sorted once by static quality (host_id breaks ties).
+
+    During the greedy pass capacity only shrinks, so a candidate that is refused once stays
+    refused: `best(..., greedy=True)` skips the refused prefix of each list for good (the
+    first-fit pile-up on a large uniform fleet would otherwise be rescanned per replica).
+    The repair removes placements, so it scans from the start.
+    """
+
+    def __init__(self, problem: PlacementProblem, scores: dict[tuple[str, str], int]) -> None:
+        self.scores = scores
+        self.sorted: dict[str, list[Candidate]] = {
+            m.model_id: sorted(
+                problem.candidates_of_model(m.model_id),
+                key=lambda c: (-scores[(c.model_id, c.host_id)], c.host_id),
+            )
+            for m in problem.models
+        }
+        self._start = {m.model_id: 0 for m in problem.models}
+
+    def best(
+        self,
+        state: PlacementState,
+        model_id: str,
+        *,
+        skip_host: str | None = None,
+        greedy: bool = False,
+    ) -> Candidate | None:
+        """The feasible candidate with the highest quality plus failure-domain bonus."""
+        if not state.has_room_for_model(model_id):
+            return None
+        need_domain = state.domain_shortfall(model_id)
+        max_bonus = DOMAIN_REQUIRED_BONUS if need_domain else DOMAIN_SPREAD_BONUS
+        ordered = self.sorted[model_id]
+        start = self._start[model_id] if greedy else 0
+        refused_prefix = greedy
+        best: Candidate | None = None
+        best_total = 0
+        for index in range(start, len(ordered)):
+            cand = ordered[index]
+            static = self.scores[(cand.model_id, cand.host_id)]
+            if best is not None and static + max_bonus <= best_total:
+                break  # sorted by static score: nothing further can win (ties: earlier wins)
+            if cand.host_id == skip_host or not state.allowed(cand) or not state.fits(cand):
+                if refused_prefix and cand.host_id != skip_host:
+                    self._start[model_id] = index + 1
+                continue
+            refused_prefix = False
+            total = static + (max_bonus if state.is_new_domain(cand) else 0)
+            if best is None or total > best_total:
+                best, best_total = cand, total
+        return best

@@ -1,0 +1,225 @@
+"""Staged preemption: name the victims that must drain so a more important model can load (pure).
+
+After an engine's placement, a model still missing a replica that it has *authority* for (a
+required baseline replica, a pin, or directly demanded replicas; never inferred-only demand,
+which may use spare capacity but never evicts) may claim a host occupied by lower-priority
+managed work. Per missing replica, most important first (the objective's level order), every
+admitting, compatible host where the model is not already present is examined (only the
+missing pinned hosts while a pin is unmet); on each, the best sufficient victim set is, in order:
+the lowest highest-victim priority, the fewest busy victims (failed, draining and idle ones are
+preferred), the lowest warm-back cost, the fewest victims. Across hosts a new failure domain
+comes first while the model's domain goal is unmet, then the same order, then host_id.
+
+The beneficiary stays unplaced: the reconciler drains the victims, and a later snapshot proves
+the memory free. Victims that the plan kept leave the plan. At most
+`policy.max_evictions_per_plan` evictions are staged, and no victim is named twice.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from grid.fleet.models import Evidence, ModelProfile, Preemption
+from grid.planner.eligibility import host_refusals, pair_refusals
+from grid.planner.heuristic_order import (
+    STAGE_BASELINE,
+    LevelKey,
+    replica_level,
+    replica_stage,
+)
+from grid.planner.preemption_host import (
+    HostView,
+    Staged,
+    Victim,
+    beneficiary_demand,
+    build_view,
+    fits_after,
+    victims_on,
+)
+from grid.planner.problem import PlacementProblem
+
+Key = tuple[str, str]
+MAX_VICTIMS_ENUMERATED = 10  # per host; beyond this only the least valuable are combined
+SetKey = tuple[int, int, float, int, tuple[str, ...]]
+
+
+def stage_preemptions(
+    problem: PlacementProblem, placed: set[Key]
+) -> tuple[list[Preemption], set[Key]]:
+    """Preemptions for unmet baseline/pinned/direct replicas, and the plan keys they remove."""
+    return _Stager(problem, placed).run()
+
+
+class _Stager:
+    def __init__(self, problem: PlacementProblem, placed: set[Key]) -> None:
+        self.problem = problem
+        self.snap = problem.snapshot
+        self.budget = self.snap.policy.max_evictions_per_plan
+        self.views = {
+            h.host_id: build_view(problem, h, placed)
+            for h in sorted(self.snap.hosts, key=lambda h: h.host_id)
+        }
+        # Hosts that hold, or will hold, a replica of each model: fixed, kept, or staged.
+        self.present: dict[str, set[str]] = {m.model_id: set() for m in problem.models}
+        for f in problem.fixed:
+            self.present[f.model_id].add(f.host_id)
+        for model_id, host_id in placed:
+            self.present[model_id].add(host_id)
+        self.preemptions: list[Preemption] = []
+        self.removed: set[Key] = set()
+        self.failed_pins: set[Key] = set()
+        self.done: set[str] = set()
+
+    def _authorized(self, model: ModelProfile) -> int:
+        target = self.problem.targets[model.model_id]
+        if target.evidence is Evidence.DIRECT:
+            return target.desired
+        return min(target.desired, max(target.baseline, target.pins))
+
+    # -- main loop -------------------------------------------------------------------------
+    def run(self) -> tuple[list[Preemption], set[Key]]:
+        while self.budget > 0:
+            nxt = self._next_missing()
+            if nxt is None:
+                break
+            model, hosts, pin_target = nxt
+            if self._stage_one(model, hosts, pin_target):
+                continue
+            if pin_target:
+                self.failed_pins.update((model.model_id, h) for h in hosts)
+            else:
+                self.done.add(model.model_id)
+        return self.preemptions, self.removed
+
+    def _next_missing(self) -> tuple[ModelProfile, list[str], bool] | None:
+        """The most important missing replica that has eviction authority, and its hosts."""
+        best: tuple[LevelKey, str, ModelProfile, list[str], bool] | None = None
+        for model in self.problem.models:
+            model_id = model.model_id
+            if model_id in self.done:
+                continue
+            present = self.present[model_id]
+            if len(present) >= self._authorized(model):
+                continue
+            found = self._target_hosts(model, present)
+            if found is None:
+                self.done.add(model_id)
+                continue
+            hosts, pin_target = found
+            level = replica_level(self.problem, model_id, len(present) + 1, pinned=pin_target)
+            if best is None or (level, model_id) < (best[0], best[1]):
+                best = (level, model_id, model, hosts, pin_target)
+        return None if best is None else (best[2], best[3], best[4])
+
+    def _target_hosts(
+        self, model: ModelProfile, present: set[str]
+    ) -> tuple[list[str], bool] | None:
+        """A missing hard pin targets its exact host; else any host, within pin reservation."""
+        pins = sorted(set(model.pinned_hosts))
+        open_pins = [
+            h
+            for h in pins
+            if h in self.views and h not in present and (model.model_id, h) not in self.failed_pins
+        ]
+        if open_pins:
+            return open_pins, True
+        unpinned_present = sum(1 for h in present if h not in pins)
+        if unpinned_present >= self.problem.targets[model.model_id].desired - len(pins):
+            return None
+        return [h for h in self.views if h not in pins and h not in present], False
+
+    def _stage_one(self, model: ModelProfile, host_ids: list[str], pin_target: bool) -> bool:
+        present = self.present[model.model_id]
+        domains = {self.problem.host_by_id[h].domain for h in present}
+        need_domain = len(domains) < model.min_failure_domains
+        best: tuple[tuple[int, SetKey, str], HostView, Staged, list[Victim]] | None = None
+        for host_id in host_ids:
+            found = self._best_on_host(model, self.views[host_id])
+            if found is None:
+                continue
+            incoming, victims, set_key = found
+            # Required diversity is reserved before the disruption comparison.
+            same_domain = need_domain and self.problem.host_by_id[host_id].domain in domains
+            key = (int(same_domain), set_key, host_id)
+            if best is None or key < best[0]:
+                best = (key, self.views[host_id], incoming, victims)
+        if best is None:
+            return False
+        _key, view, incoming, victims = best
+        kind = "pinned replica" if pin_target else _authority(self.problem, model, len(present))
+        self._commit(model, view, incoming, victims, kind)
+        return True
+
+    def _best_on_host(
+        self, model: ModelProfile, view: HostView
+    ) -> tuple[Staged, list[Victim], SetKey] | None:
+        host = view.host
+        if view.occupied_by(model.model_id) or host_refusals(host, self.snap):
+            return None
+        pool = victims_on(self.problem, view, model)[:MAX_VICTIMS_ENUMERATED]
+        if not pool:
+            return None
+        incoming = beneficiary_demand(host, model)
+        if incoming is None or pair_refusals(model, host, cached=incoming.cached):
+            return None
+        everyone = frozenset(v.model_id for v in pool)
+        if not fits_after(self.problem, view, incoming, everyone):
+            return None  # even evicting every eligible victim is not enough
+        if fits_after(self.problem, view, incoming, frozenset()):
+            return None  # it fits already: an engine's business, not an eviction's
+        options = [
+            (_set_key(combo), combo)
+            for size in range(1, min(len(pool), self.budget) + 1)
+            for combo in combinations(pool, size)
+        ]
+        options.sort(key=lambda o: o[0])
+        for set_key, combo in options:
+            if fits_after(self.problem, view, incoming, frozenset(v.model_id for v in combo)):
+                return incoming, list(combo), set_key
+        return None
+
+    def _commit(
+        self,
+        model: ModelProfile,
+        view: HostView,
+        incoming: Staged,
+        victims: list[Victim],
+        kind: str,
+    ) -> None:
+        host_id = view.host.host_id
+        for victim in victims:
+            reason = (
+                f"priority-{victim.priority} {'idle' if victim.preferred else 'busy'} "
+                f"{victim.model_id} drains so that priority-{model.priority} {model.model_id} "
+                f"({incoming.memory_mb} MB, {kind}) can load on {host_id}"
+            )
+            self.preemptions.append(
+                Preemption(
+                    victim_model_id=victim.model_id,
+                    host_id=host_id,
+                    beneficiary_model_id=model.model_id,
+                    reason=reason,
+                )
+            )
+            view.live.pop(victim.model_id, None)
+            if view.plan.pop(victim.model_id, None) is not None:
+                self.removed.add((victim.model_id, host_id))
+                self.present[victim.model_id].discard(host_id)
+        view.staged.append(incoming)
+        self.present[model.model_id].add(host_id)
+        self.budget -= len(victims)
+
+
+def _authority(problem: PlacementProblem, model: ModelProfile, present: int) -> str:
+    stage = replica_stage(problem, model.model_id, present + 1)
+    return "required baseline replica" if stage == STAGE_BASELINE else "directly demanded replica"
+
+
+def _set_key(victims: tuple[Victim, ...]) -> SetKey:
+    return (
+        max(v.priority for v in victims),
+        sum(1 for v in victims if not v.preferred),
+        round(sum(v.warm_back_s for v in victims), 6),
+        len(victims),
+        tuple(sorted(v.model_id for v in victims)),
+    )
