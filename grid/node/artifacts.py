@@ -1,0 +1,302 @@
+"""Artifact store: verify cached GGUFs by SHA-256; fetch, resume, verify and publish new ones.
+
+A transfer needs three operator-declared facts (spec, "Managed host actuator"): an exact source
+(`hf://owner/repo/path.gguf`, mapped onto a configured base URL, or `file:///abs/path.gguf`), an
+immutable SHA-256, and a size ceiling. Nothing is inferred from a display name.
+
+Layout under `cache_dir`:
+    models/<model_id>/<file name>   published, verified artifacts (what engines load)
+    staging/<sha256>.partial        bytes received so far, named by the declared digest so a
+                                    resumed transfer continues the same artifact
+    staging/<sha256>.lock           serializes two fetches of the same artifact
+
+A published file changes only by an atomic rename of a staging file whose complete SHA-256 was
+checked; a wrong digest deletes the staging file and leaves the published cache as it was.
+Errors are GridError with codes artifact_*:
+    artifact_spec_invalid, artifact_source_not_authorized, artifact_source_not_configured,
+    artifact_source_missing, artifact_too_large, artifact_disk_full, artifact_http_error,
+    artifact_transfer_interrupted, artifact_digest_mismatch, artifact_io_error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import httpx
+
+from grid.fleet.errors import GridError
+from grid.fleet.models import ModelProfile
+from grid.node.artifact_transfer import HttpTransfer, copy_file_resumable
+
+MIB = 1024 * 1024
+_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+_HF_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def sha256_file(path: Path, block_bytes: int = 4 * MIB) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(block_bytes):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ArtifactSpec:
+    model_id: str
+    source: str  # hf://owner/repo/path.gguf or file:///absolute/path.gguf
+    sha256: str
+    max_size_bytes: int
+
+    @classmethod
+    def from_profile(cls, profile: ModelProfile) -> ArtifactSpec:
+        """The transfer a profile authorizes; refused unless it declares all three fields."""
+        if not (profile.artifact_source and profile.artifact_sha256 and profile.artifact_size_mb):
+            raise GridError(
+                code="artifact_source_not_authorized",
+                message=(
+                    f"Profile {profile.model_id} does not authorize a transfer: it needs "
+                    "artifact_source, artifact_sha256 and artifact_size_mb together."
+                ),
+                fix="Declare all three fields in the profile, or place the verified GGUF "
+                "in the cache by hand.",
+            )
+        return cls(
+            model_id=profile.model_id,
+            source=profile.artifact_source,
+            sha256=profile.artifact_sha256,
+            max_size_bytes=profile.artifact_size_mb * MIB,
+        )
+
+
+@dataclass(frozen=True)
+class ArtifactResult:
+    model_id: str
+    path: Path
+    sha256: str
+    size_bytes: int
+    artifact_fetched: bool  # True only when this call transferred bytes and published them
+    resumed_from_bytes: int = 0  # bytes reused from an earlier partial transfer
+    attempts: int = 0  # transfer attempts made by this call (0 when the cache was valid)
+
+
+@dataclass(frozen=True)
+class _Source:
+    scheme: str  # "hf" or "file"
+    file_name: str
+    hf_path: str = ""  # owner/repo/path.gguf
+    local_path: Path | None = None
+
+
+def _invalid(message: str, code: str = "artifact_spec_invalid") -> GridError:
+    return GridError(
+        code=code,
+        message=message,
+        fix="Use an exact hf://owner/repo/path.gguf or file:///absolute/path.gguf source.",
+    )
+
+
+def parse_source(source: str) -> _Source:
+    """Validate an exact artifact source; no query, fragment, wildcard or relative segment."""
+    parts = urlsplit(source)
+    if parts.query or parts.fragment or "%" in source or "\\" in source:
+        raise _invalid(f"Artifact source {source!r} must be exact (no query or escapes).")
+    if parts.scheme == "hf":
+        segments = [parts.netloc, *parts.path.split("/")[1:]]
+        if len(segments) < 3 or any(s in ("", ".", "..") for s in segments):
+            raise _invalid(f"{source!r} is not hf://owner/repo/path.gguf.")
+        if not (_HF_NAME_RE.match(segments[0]) and _HF_NAME_RE.match(segments[1])):
+            raise _invalid(f"{source!r} has an invalid owner or repository name.")
+        if not segments[-1].endswith(".gguf"):
+            raise _invalid(f"{source!r} does not name a .gguf file.")
+        return _Source("hf", segments[-1], hf_path="/".join(segments))
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise _invalid(f"{source!r} names a remote host; file:// must be local.")
+        path = Path(unquote(parts.path))
+        if not path.is_absolute() or ".." in path.parts or not path.name.endswith(".gguf"):
+            raise _invalid(f"{source!r} is not an absolute path to a .gguf file.")
+        return _Source("file", path.name, local_path=path)
+    raise _invalid(
+        f"Artifact source scheme {parts.scheme or '(none)'!r} is not authorized.",
+        code="artifact_source_not_authorized",
+    )
+
+
+def _validate_spec(spec: ArtifactSpec) -> _Source:
+    if not _SHA_RE.match(spec.sha256):
+        raise _invalid(f"artifact_sha256 {spec.sha256!r} is not 64 lowercase hex digits.")
+    if spec.max_size_bytes <= 0:
+        raise _invalid("The artifact size ceiling must be positive.")
+    if not spec.model_id or "/" in spec.model_id or spec.model_id in (".", ".."):
+        raise _invalid(f"Model id {spec.model_id!r} cannot name a cache folder.")
+    return parse_source(spec.source)
+
+
+class ArtifactStore:
+    """Side-effect wrapper for the node's GGUF cache."""
+
+    def __init__(
+        self,
+        cache_dir: Path,
+        *,
+        hf_base_url: str | None = None,
+        hf_revision: str = "main",
+        http: httpx.Client | None = None,
+        max_attempts: int = 3,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.cache_dir = cache_dir
+        self._hf_base_url = hf_base_url.rstrip("/") if hf_base_url else None
+        self._hf_revision = hf_revision
+        self._http = http or httpx.Client(trust_env=False, timeout=timeout_s)
+        self._max_attempts = max(1, max_attempts)
+
+    def close(self) -> None:
+        self._http.close()
+
+    # ------------------------------------------------------------------ paths
+
+    def published_path(self, spec: ArtifactSpec) -> Path:
+        source = _validate_spec(spec)
+        return self.cache_dir / "models" / spec.model_id / source.file_name
+
+    def staging_path(self, sha256: str) -> Path:
+        return self.cache_dir / "staging" / f"{sha256}.partial"
+
+    def source_url(self, spec: ArtifactSpec) -> str:
+        source = _validate_spec(spec)
+        if source.scheme != "hf":
+            raise _invalid(f"{spec.source!r} is not an hf:// source.")
+        if self._hf_base_url is None:
+            raise GridError(
+                code="artifact_source_not_configured",
+                message="No base URL is configured for hf:// artifact sources.",
+                fix="Configure the hf base URL of the node (an operator-approved mirror).",
+            )
+        owner, repo, path = source.hf_path.split("/", 2)
+        return f"{self._hf_base_url}/{owner}/{repo}/resolve/{self._hf_revision}/{path}"
+
+    # ------------------------------------------------------------------ verify
+
+    @staticmethod
+    def verify(path: Path, sha256: str) -> bool:
+        """True when `path` is a regular file whose complete SHA-256 is `sha256`."""
+        try:
+            return path.is_file() and sha256_file(path) == sha256.lower()
+        except OSError:
+            return False
+
+    def verified_cached(self, spec: ArtifactSpec) -> Path | None:
+        path = self.published_path(spec)
+        return path if self.verify(path, spec.sha256) else None
+
+    # ------------------------------------------------------------------ ensure
+
+    def ensure(self, spec: ArtifactSpec) -> ArtifactResult:
+        """The verified cached artifact, fetching it first when the cache lacks or mismatches it."""
+        source = _validate_spec(spec)
+        published = self.published_path(spec)
+        if self.verify(published, spec.sha256):
+            return ArtifactResult(
+                spec.model_id, published, spec.sha256, published.stat().st_size, False
+            )
+        staging = self.staging_path(spec.sha256)
+        try:
+            staging.parent.mkdir(parents=True, exist_ok=True)
+            published.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _io_error(exc, self.cache_dir) from exc
+        with _exclusive(staging.with_suffix(".lock")):
+            # Another fetch of the same artifact may have published it while we waited.
+            if self.verify(published, spec.sha256):
+                return ArtifactResult(
+                    spec.model_id, published, spec.sha256, published.stat().st_size, False
+                )
+            resumed_from = staging.stat().st_size if staging.exists() else 0
+            attempts = self._transfer(spec, source, staging)
+            self._verify_and_publish(spec, staging, published)
+        return ArtifactResult(
+            spec.model_id,
+            published,
+            spec.sha256,
+            published.stat().st_size,
+            True,
+            resumed_from_bytes=resumed_from,
+            attempts=attempts,
+        )
+
+    def _transfer(self, spec: ArtifactSpec, source: _Source, staging: Path) -> int:
+        try:
+            if source.scheme == "file":
+                assert source.local_path is not None
+                copy_file_resumable(source.local_path, staging, spec.max_size_bytes)
+                return 1
+            transfer = HttpTransfer(
+                self._http,
+                url=self.source_url(spec),
+                staging=staging,
+                max_size_bytes=spec.max_size_bytes,
+                max_attempts=self._max_attempts,
+            )
+            return transfer.run()
+        except OSError as exc:
+            raise _io_error(exc, staging) from exc
+
+    def _verify_and_publish(self, spec: ArtifactSpec, staging: Path, published: Path) -> None:
+        try:
+            digest = sha256_file(staging)
+        except OSError as exc:
+            raise _io_error(exc, staging) from exc
+        if digest != spec.sha256:
+            # These bytes can never become the declared artifact: resuming them is pointless.
+            with contextlib.suppress(OSError):
+                staging.unlink()
+            raise GridError(
+                code="artifact_digest_mismatch",
+                message=(
+                    f"The artifact fetched for {spec.model_id} from {spec.source} has SHA-256 "
+                    f"{digest}, not the declared {spec.sha256}; the cache was left unchanged."
+                ),
+                fix="Check the source and the declared digest in the profile.",
+                details={"observed_sha256": digest},
+            )
+        try:
+            os.replace(staging, published)
+            _fsync_dir(published.parent)
+        except OSError as exc:
+            raise _io_error(exc, published) from exc
+
+
+def _io_error(exc: OSError, where: Path) -> GridError:
+    return GridError(
+        code="artifact_io_error",
+        message=f"File-system error in the artifact cache at {where}: {exc}.",
+        fix="Check free disk space and permissions of the cache folder.",
+    )
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    with lock_path.open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

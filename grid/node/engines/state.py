@@ -1,0 +1,151 @@
+"""Durable engine state: the per-host engine key and one record per live child.
+
+Layout of `<state_dir>/engines.json` (mode 0600, written atomically):
+
+    {"schema_version": 1, "engine_key": "...",
+     "engines": {"<model_id>": {"model_id": ..., "pid": ..., "port": ..., "argv": [...],
+                                "model_path": ..., "executable": ..., "birth": {...},
+                                "spawned_at": ...}}}
+
+`<state_dir>/engine.keys` holds the same key, one per line, for llama-server's
+`--api-key-file` (mode 0600). The key never travels through argv or the environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from grid.fleet.errors import GridError
+from grid.node.engines.proc import BirthMarker
+
+STATE_FILE_NAME = "engines.json"
+KEY_FILE_NAME = "engine.keys"
+STATE_SCHEMA_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BirthRecord(_Strict):
+    start_ticks: int
+    boot_id: str
+
+    def marker(self) -> BirthMarker:
+        return BirthMarker(start_ticks=self.start_ticks, boot_id=self.boot_id)
+
+
+class EngineRecord(_Strict):
+    """What is written right after spawn (pid, port) and then enriched (executable, birth)."""
+
+    model_id: str
+    pid: int = Field(gt=0)
+    port: int = Field(gt=0, lt=65536)
+    argv: list[str]
+    model_path: str
+    executable: str | None = None
+    birth: BirthRecord | None = None
+    spawned_at: float
+
+
+class EngineStateDoc(_Strict):
+    schema_version: int = STATE_SCHEMA_VERSION
+    engine_key: str = Field(min_length=16)
+    engines: dict[str, EngineRecord] = Field(default_factory=dict)
+
+
+def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write `text` so that readers see the old or the new file, never a torn one.
+
+    The temporary file is created with `mode` from the start (no window where a secret is
+    world-readable), fsynced, renamed over `path`, and the directory is fsynced.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class EngineStateStore:
+    """Reads and writes the engine state file; the only writer of the engine key."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.state_path = state_dir / STATE_FILE_NAME
+        self.key_path = state_dir / KEY_FILE_NAME
+
+    def load_or_init(self) -> EngineStateDoc:
+        """The stored document, or a new one with a freshly generated key (persisted at once)."""
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise GridError(
+                code="engine_state_unwritable",
+                message=f"Cannot create the engine state folder {self.state_dir}: {exc}.",
+                fix="Choose a state folder this user can write.",
+            ) from exc
+        if not self.state_path.exists():
+            doc = EngineStateDoc(engine_key=secrets.token_urlsafe(32))
+            self.save(doc)
+        else:
+            doc = self._read()
+        self.write_key_file(doc.engine_key)
+        return doc
+
+    def _read(self) -> EngineStateDoc:
+        try:
+            raw: Any = json.loads(self.state_path.read_text(encoding="utf-8"))
+            doc = EngineStateDoc.model_validate(raw)
+        except (OSError, ValueError, ValidationError) as exc:
+            raise GridError(
+                code="engine_state_corrupt",
+                message=f"The engine state file {self.state_path} cannot be read: {exc}.",
+                fix="Inspect the file; if no engine is running, move it aside and start again.",
+                path=str(self.state_path),
+            ) from exc
+        if doc.schema_version != STATE_SCHEMA_VERSION:
+            raise GridError(
+                code="engine_state_version",
+                message=(
+                    f"The engine state file has schema_version {doc.schema_version}; "
+                    f"this agent understands {STATE_SCHEMA_VERSION}."
+                ),
+                fix="Run the agent version that wrote it, or move the file aside.",
+                path=str(self.state_path),
+            )
+        return doc
+
+    def save(self, doc: EngineStateDoc) -> None:
+        """Atomic owner-only write; raises OSError on failure (the caller decides the fallout)."""
+        atomic_write_text(self.state_path, doc.model_dump_json(indent=2) + "\n")
+
+    def write_key_file(self, key: str) -> None:
+        try:
+            atomic_write_text(self.key_path, key + "\n")
+        except OSError as exc:
+            raise GridError(
+                code="engine_state_unwritable",
+                message=f"Cannot write the engine key file {self.key_path}: {exc}.",
+                fix="Make the state folder writable by this user.",
+            ) from exc
