@@ -60,29 +60,35 @@ def compatible_runtimes(model: ModelProfile, host: Host) -> list[str]:
     """Runtimes both sides support; an empty model list means any runtime the host has."""
     if not model.runtimes:
         return sorted(host.runtimes)
+    if len(model.runtimes) == 1:  # the common case, without building sets
+        return list(model.runtimes) if model.runtimes[0] in host.runtimes else []
     return sorted(set(model.runtimes) & set(host.runtimes))
 
 
-def pair_refusals(model: ModelProfile, host: Host, *, cached: bool) -> list[str]:
-    """Why this model can never run on this host, independent of current memory."""
+def pair_refusals(
+    model: ModelProfile, host: Host, *, cached: bool, runtimes: list[str] | None = None
+) -> list[str]:
+    """Why this model can never run on this host, independent of current memory.
+
+    `runtimes` may pass `compatible_runtimes(model, host)` when the caller has it already.
+    """
     reasons: list[str] = []
-    if not compatible_runtimes(model, host):
+    if not (runtimes if runtimes is not None else compatible_runtimes(model, host)):
         reasons.append("runtime_mismatch")
     if model.backends and not set(model.backends) & set(host.backends):
         reasons.append("backend_mismatch")
     if model.data_tier not in host.data_tiers:
         reasons.append("data_tier")
-    tags = set(host.tags)
-    if not set(model.required_tags) <= tags:
+    if model.required_tags and not set(model.required_tags) <= set(host.tags):
         reasons.append("missing_tag")
-    if set(model.forbidden_tags) & tags:
+    if model.forbidden_tags and not set(model.forbidden_tags).isdisjoint(host.tags):
         reasons.append("forbidden_tag")
     if model.allowed_hosts and host.host_id not in model.allowed_hosts:
         reasons.append("host_not_allowed")
     if host.host_id in model.denied_hosts:
         reasons.append("host_denied")
-    needed = {"warm"} if cached else {"load", "warm"}
-    if not needed <= set(host.actuator_capabilities):
+    caps = host.actuator_capabilities
+    if "warm" not in caps or not (cached or "load" in caps):
         reasons.append("actuator_missing")
     return reasons
 

@@ -37,6 +37,7 @@ from grid.fleet.models import (
     Host,
     HostState,
     ModelProfile,
+    Residency,
     ResidencyState,
 )
 from grid.planner.eligibility import compatible_runtimes, host_refusals, pair_refusals
@@ -186,8 +187,9 @@ class PlacementProblem:
 
 
 def _reverse_id(model_id: str) -> tuple[int, ...]:
-    # Lower model IDs win exact ties, so they rank higher.
-    return tuple(-ord(c) for c in model_id)
+    # Lower model IDs win exact ties, so they rank higher. The trailing 1 outranks every
+    # -ord(c) <= 0, so a proper prefix ("a" < "ab") also sorts after the longer ID.
+    return (*(-ord(c) for c in model_id), 1)
 
 
 def _host_budget(host: Host, snap: FleetSnapshot) -> HostBudget:
@@ -228,15 +230,19 @@ def _host_budget(host: Host, snap: FleetSnapshot) -> HostBudget:
 
 
 def _pair(
-    model: ModelProfile, host: Host, budget: HostBudget, excluded: frozenset[frozenset[str]]
+    model: ModelProfile,
+    host: Host,
+    budget: HostBudget,
+    partners: frozenset[str],
+    residency: Residency | None,
 ) -> tuple[Candidate | None, list[str]]:
-    residency = next((r for r in host.residencies if r.model_id == model.model_id), None)
     cached = model.model_id in host.cached_models or (
         residency is not None and residency.state is ResidencyState.CACHED
     )
-    refusals = list(budget.refusals)
+    refusals: list[str] = []
     incumbent: ResidencyState | None = None
-    runtime = choose_runtime(model, host)
+    runtimes = compatible_runtimes(model, host)
+    runtime = runtimes[0] if len(runtimes) == 1 else choose_runtime(model, host)
     if residency is not None and residency.state in LIVE_STATES:
         reusable = (
             residency.is_managed
@@ -244,18 +250,20 @@ def _pair(
             and (
                 model.artifact_sha256 is None or residency.artifact_sha256 == model.artifact_sha256
             )
-            and (residency.runtime is None or residency.runtime in compatible_runtimes(model, host))
+            and (residency.runtime is None or residency.runtime in runtimes)
         )
         if not reusable:
             refusals.append("residency_not_reusable")
         else:
             incumbent = residency.state
             runtime = residency.runtime or runtime
-    refusals += pair_refusals(model, host, cached=cached or incumbent is not None)
+    refusals += pair_refusals(
+        model, host, cached=cached or incumbent is not None, runtimes=runtimes
+    )
     # Exclusions against inventory that stays are static: unmanaged residencies always stay,
     # and every live residency is still there when a new placement starts.
     neighbours = budget.fixed_models if incumbent is not None else budget.live_models
-    if any(frozenset((model.model_id, other)) in excluded for other in neighbours):
+    if partners and not partners.isdisjoint(neighbours):
         refusals.append("colocation_excluded")
     if incumbent is None and budget.new_cap == 0:
         refusals.append("colocation_or_slots_full")
@@ -294,6 +302,12 @@ def build_problem(
         for other in m.colocation_excludes
         if other != m.model_id
     )
+    partners = {
+        m.model_id: frozenset(
+            other for pair in excluded if m.model_id in pair for other in pair - {m.model_id}
+        )
+        for m in models
+    }
     budgets = [_host_budget(h, snap) for h in hosts]
     candidates: dict[tuple[str, str], Candidate] = {}
     refusals: dict[tuple[str, str], list[str]] = {}
@@ -310,11 +324,17 @@ def build_problem(
             ):
                 runtime = res.runtime or choose_runtime(prof, host) or "external"
                 fixed.append(FixedReplica(res.model_id, host.host_id, res.memory_mb, runtime))
+        residencies = {r.model_id: r for r in host.residencies}
         for model in models:
             if targets[model.model_id].desired == 0:
                 refusals[(model.model_id, host.host_id)] = ["not_desired"]
                 continue
-            cand, why = _pair(model, host, budget, excluded)
+            if budget.refusals:  # the host takes no new work: skip the pair filters
+                refusals[(model.model_id, host.host_id)] = list(budget.refusals)
+                continue
+            cand, why = _pair(
+                model, host, budget, partners[model.model_id], residencies.get(model.model_id)
+            )
             if cand is None:
                 refusals[(model.model_id, host.host_id)] = why
             else:

@@ -1,0 +1,193 @@
+"""Planner benchmark: both engines on generated fleets of growing size (prints figures only).
+
+    .venv/bin/python bench/bench_planner.py [--sizes 8,64,256,1000] [--time-limit 5] [--json]
+
+Per size it prints the heuristic's and CP-SAT's wall time, CP-SAT's status, whether CP-SAT
+proved every replica level (value equals bound), the lexicographic comparison of the two plans'
+level values, each level's gap to the solver's bound, and the validator's verdict on both plans.
+Numbers depend on the machine; nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
+
+from grid.fleet.models import FleetSnapshot, Plan
+from grid.lab.fleetgen import generate_fleet
+from grid.planner.levels import compare, levels
+from grid.planner.plan import make_plan
+from grid.planner.problem import build_problem
+from grid.planner.validate import violations
+
+MODELS_FOR_HOSTS = {8: 6, 64: 32, 256: 96, 1000: 200}
+COMPARE_WORDS = {1: "cpsat better", 0: "equal", -1: "cpsat WORSE"}
+
+
+@dataclass
+class SizeResult:
+    hosts: int
+    models: int
+    seed: int
+    candidates: int
+    desired_replicas: int
+    heuristic_ms: float
+    cpsat_ms: float
+    cpsat_engine: str
+    cpsat_status: str
+    replica_levels_proven: bool
+    comparison: str  # cpsat vs heuristic, all levels
+    replica_comparison: str  # cpsat vs heuristic, replica levels only
+    placed_heuristic: int
+    placed_cpsat: int
+    heuristic_violations: list[str]
+    cpsat_violations: list[str]
+    levels: list[dict[str, object]] = field(default_factory=list)
+
+
+def models_for(hosts: int) -> int:
+    if hosts in MODELS_FOR_HOSTS:
+        return MODELS_FOR_HOSTS[hosts]
+    return max(2, round(hosts * 0.2 + 4))  # between the published points
+
+
+def _values(plan: Plan) -> dict[str, int]:
+    return {lv.level: round(lv.value) for lv in plan.solver.objective}
+
+
+def bench_size(hosts: int, seed: int, time_limit_s: float, deterministic: bool) -> SizeResult:
+    models = models_for(hosts)
+    snap: FleetSnapshot = generate_fleet(hosts, models, seed)
+    problem = build_problem(snap)
+    started = time.perf_counter()
+    heuristic = make_plan(snap, engine="heuristic")
+    heuristic_ms = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    cpsat = make_plan(snap, engine="cpsat", time_limit_s=time_limit_s, deterministic=deterministic)
+    cpsat_ms = (time.perf_counter() - started) * 1000
+
+    cp_values, h_values = _values(cpsat), _values(heuristic)
+    bounds = {lv.level: lv.bound for lv in cpsat.solver.objective}
+    level_rows: list[dict[str, object]] = []
+    proven = True
+    for level in levels(problem):
+        value = cp_values.get(level.name, 0)
+        bound = bounds.get(level.name, float(value))
+        gap = abs(bound - value)
+        if level.replica_level and gap != 0:
+            proven = False
+        level_rows.append(
+            {
+                "level": level.name,
+                "replica_level": level.replica_level,
+                "cpsat": value,
+                "heuristic": h_values.get(level.name, 0),
+                "bound": bound,
+                "gap": gap,
+            }
+        )
+    proven = proven and cpsat.solver.engine == "cp-sat"
+    return SizeResult(
+        hosts=hosts,
+        models=models,
+        seed=seed,
+        candidates=len(problem.candidates),
+        desired_replicas=sum(t.desired for t in problem.targets.values()),
+        heuristic_ms=round(heuristic_ms, 1),
+        cpsat_ms=round(cpsat_ms, 1),
+        cpsat_engine=cpsat.solver.engine,
+        cpsat_status=cpsat.solver.status,
+        replica_levels_proven=proven,
+        comparison=COMPARE_WORDS[compare(problem, cp_values, h_values)],
+        replica_comparison=COMPARE_WORDS[
+            compare(problem, cp_values, h_values, replica_levels_only=True)
+        ],
+        placed_heuristic=len(heuristic.assignments),
+        placed_cpsat=len(cpsat.assignments),
+        heuristic_violations=[f"{v.code}: {v.message}" for v in violations(snap, heuristic)],
+        cpsat_violations=[f"{v.code}: {v.message}" for v in violations(snap, cpsat)],
+        levels=level_rows,
+    )
+
+
+def _verdict(found: list[str]) -> str:
+    return "valid" if not found else f"INVALID ({len(found)})"
+
+
+def print_table(results: list[SizeResult], *, all_levels: bool = False) -> None:
+    head = (
+        f"{'hosts':>5} {'models':>6} {'cands':>6} {'want':>5} {'heur ms':>8} {'cpsat ms':>9} "
+        f"{'status':<18} {'proven':<6} {'vs heuristic':<13} {'replicas vs h':<13} "
+        f"{'placed h/c':>10} {'validate h/c'}"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        print(
+            f"{r.hosts:>5} {r.models:>6} {r.candidates:>6} {r.desired_replicas:>5} "
+            f"{r.heuristic_ms:>8.1f} {r.cpsat_ms:>9.1f} {r.cpsat_status:<18} "
+            f"{'yes' if r.replica_levels_proven else 'no':<6} {r.comparison:<13} "
+            f"{r.replica_comparison:<13} "
+            f"{r.placed_heuristic:>4}/{r.placed_cpsat:<5} "
+            f"{_verdict(r.heuristic_violations)}/{_verdict(r.cpsat_violations)}"
+        )
+    for r in results:
+        shown = [
+            row
+            for row in r.levels
+            if all_levels or row["gap"] != 0 or row["cpsat"] != row["heuristic"]
+        ]
+        proven = sum(1 for row in r.levels if row["gap"] == 0)
+        print(
+            f"\nlevels at {r.hosts} hosts: {proven} of {len(r.levels)} at their bound"
+            + ("" if all_levels else f"; {len(shown)} open or differing shown")
+            + " (cpsat / heuristic / bound, gap):"
+        )
+        for row in shown:
+            mark = "*" if row["replica_level"] else " "
+            print(
+                f"  {mark} {row['level']:<22} {row['cpsat']:>9} {row['heuristic']:>9} "
+                f"{row['bound']:>11g}  gap {row['gap']:g}"
+            )
+        for found in r.heuristic_violations + r.cpsat_violations:
+            print(f"  violation: {found}")
+    print("\n* replica levels (pinned, per-class baseline/direct/inferred)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--sizes", default="8,64,256,1000", help="comma-separated host counts")
+    parser.add_argument("--seed", type=int, default=7, help="fleet generator seed")
+    parser.add_argument("--time-limit", type=float, default=5.0, help="CP-SAT budget (s)")
+    parser.add_argument(
+        "--deterministic", action="store_true", help="one solver worker, fixed seed"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--all-levels", action="store_true", help="list every level, not only open ones"
+    )
+    args = parser.parse_args(argv)
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        parser.error("--sizes takes comma-separated integers, e.g. 8,64,256")
+    results = []
+    for hosts in sizes:
+        if not args.json:
+            print(f"planning {hosts} hosts ...", file=sys.stderr, flush=True)
+        results.append(bench_size(hosts, args.seed, args.time_limit, args.deterministic))
+    if args.json:
+        print(json.dumps([asdict(r) for r in results], indent=2))
+    else:
+        print_table(results, all_levels=args.all_levels)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

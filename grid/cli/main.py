@@ -1,0 +1,81 @@
+"""The `grid` command line: a Typer app whose group catches every refusal in one place.
+
+Commands register here; each noun gets its own sub-app (`grid lab ...` now; allocator, node and
+test later). `GuardedGroup.invoke` wraps every command and sub-command, so a `GridError` raised
+anywhere prints its code, path, fix and next command on stderr and exits 2, and any other
+exception exits 1 without a traceback unless GRID_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from grid import __version__
+from grid.cli import lab_cmd, plan_cmd
+from grid.cli.errors import report_grid_error, report_unexpected
+from grid.fleet.errors import GridError
+
+# Typer's own control flow (exit codes, aborts, usage errors) must pass through untouched.
+_PASS_THROUGH = (typer.Exit, typer.Abort, typer.TyperException)
+
+
+class GuardedGroup(TyperGroup):
+    """A command group that turns exceptions into the CLI's error format and exit codes."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _PASS_THROUGH:
+            raise
+        except GridError as err:
+            raise typer.Exit(report_grid_error(err)) from None
+        except Exception as exc:
+            raise typer.Exit(report_unexpected(exc)) from None
+
+
+app = typer.Typer(
+    name="grid",
+    cls=GuardedGroup,
+    help="Grid: a fleet model allocator. Plans which models run where, and explains why.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"grid {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version_callback,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Grid: a fleet model allocator. Plans which models run where, and explains why."""
+
+
+app.command("plan")(plan_cmd.plan)
+app.command("validate")(plan_cmd.validate)
+app.add_typer(lab_cmd.lab_app, name="lab")
+
+
+def main() -> None:
+    """Console-script entry point (`grid`), also used by `python -m grid`."""
+    app(prog_name="grid")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""Rich views of a plan and of a snapshot check (presentation only, no decisions).
+
+Host memory in the plan view is the desired end state: every planned replica plus every
+unmanaged live residency (Grid cannot stop those), against the host's allocatable memory
+(capacity less reserve and external use, derated when throttled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from grid.fleet.models import LIVE_STATES, FleetSnapshot, Host, HostState, Plan
+from grid.planner.eligibility import host_refusals
+from grid.planner.problem import allocatable_mb
+
+# Marker, style and meaning of each line in a host's model list.
+MARK_KEPT = ("=", "green", "kept (already live)")
+MARK_NEW = ("+", "bold cyan", "new (load and warm)")
+MARK_UNMANAGED = ("~", "magenta", "unmanaged (external or manual)")
+MARK_LEAVING = ("-", "red", "leaving (drain and unload)")
+LEGEND = (MARK_KEPT, MARK_NEW, MARK_UNMANAGED, MARK_LEAVING)
+
+
+@dataclass(frozen=True)
+class HostView:
+    host_id: str
+    state: str
+    lines: list[tuple[tuple[str, str, str], str]]  # (marker, label)
+    used_mb: int
+    allocatable_mb: int
+    slots_used: int
+    slot_limit: int  # 0: unlimited
+    refusals: list[str]
+
+    @property
+    def free_mb(self) -> int:
+        return self.allocatable_mb - self.used_mb
+
+
+def host_view(snap: FleetSnapshot, plan: Plan, host: Host) -> HostView:
+    unmanaged = {
+        r.model_id: r for r in host.residencies if r.state in LIVE_STATES and not r.is_managed
+    }
+    managed_live = {
+        r.model_id: r for r in host.residencies if r.state in LIVE_STATES and r.is_managed
+    }
+    placed = [a for a in plan.assignments if a.host_id == host.host_id]
+    placed_ids = {a.model_id for a in placed}
+    lines: list[tuple[tuple[str, str, str], str]] = []
+    used = sum(r.memory_mb for r in unmanaged.values())
+    for a in sorted(placed, key=lambda a: a.model_id):
+        if a.model_id in unmanaged:
+            lines.append((MARK_UNMANAGED, f"{a.model_id} {a.memory_mb} MB"))
+            continue
+        used += a.memory_mb
+        mark = MARK_KEPT if a.existing else MARK_NEW
+        lines.append((mark, f"{a.model_id} {a.memory_mb} MB {a.runtime}"))
+    for model_id, res in sorted(unmanaged.items()):
+        if model_id not in placed_ids:
+            lines.append((MARK_UNMANAGED, f"{model_id} {res.memory_mb} MB ({res.owner.value})"))
+    for model_id, res in sorted(managed_live.items()):
+        if model_id not in placed_ids:
+            lines.append((MARK_LEAVING, f"{model_id} {res.memory_mb} MB ({res.state.value})"))
+    state = host.state.value
+    if host.state is HostState.THROTTLED:
+        state += f" x{host.throttle_fraction:g}"
+    return HostView(
+        host_id=host.host_id,
+        state=state,
+        lines=lines,
+        used_mb=used,
+        allocatable_mb=allocatable_mb(host),
+        slots_used=len(placed_ids | set(unmanaged)),
+        slot_limit=host.max_models,
+        refusals=host_refusals(host, snap),
+    )
+
+
+def _hosts_table(snap: FleetSnapshot, plan: Plan) -> Table:
+    # A light box and a minimum width for the model list keep 80-column terminals readable.
+    table = Table(title="Hosts", title_justify="left", box=box.SIMPLE_HEAD, expand=False)
+    table.add_column("Host", no_wrap=True, style="bold")
+    table.add_column("State", max_width=18, overflow="fold")
+    table.add_column("Models", overflow="fold", ratio=1)
+    table.add_column("Memory MB\nused / alloc", justify="right", no_wrap=True)
+    table.add_column("Slots", justify="right", no_wrap=True)
+    for host in sorted(snap.hosts, key=lambda h: h.host_id):
+        view = host_view(snap, plan, host)
+        models = Text()
+        for index, ((mark, style, _meaning), label) in enumerate(view.lines):
+            if index:
+                models.append("\n")
+            models.append(f"{mark} ", style=style)
+            models.append(label)
+        if not view.lines:
+            models.append("(empty)", style="dim")
+        state = Text(view.state, style="green" if not view.refusals else "yellow")
+        if view.refusals:
+            state.append("\n" + ", ".join(view.refusals), style="dim")
+        memory = Text(f"{view.used_mb} / {view.allocatable_mb}\n")
+        memory.append(f"{view.free_mb} free", style="red" if view.free_mb < 0 else "dim")
+        limit = str(view.slot_limit) if view.slot_limit else "∞"
+        table.add_row(view.host_id, state, models, memory, f"{view.slots_used}/{limit}")
+    return table
+
+
+def _legend() -> Text:
+    text = Text("Legend: ", style="dim")
+    for index, (mark, style, meaning) in enumerate(LEGEND):
+        if index:
+            text.append("  ")
+        text.append(mark, style=style)
+        text.append(f" {meaning}", style="dim")
+    return text
+
+
+def _unmet(plan: Plan) -> RenderableType:
+    if not plan.unsatisfied:
+        return Text("Unmet replicas: none", style="green")
+    parts: list[RenderableType] = [Text("Unmet replicas", style="bold")]
+    for u in plan.unsatisfied:
+        head = Text("  x ", style="red")
+        head.append(u.model_id, style="bold")
+        head.append(f"  missing {u.missing_replicas}  ")
+        head.append(f"[{u.code}]", style="yellow")
+        if u.host_id:
+            head.append(f" on {u.host_id}")
+        head.append(f"  {u.message}")
+        parts.append(head)
+        for b in u.binding:
+            line = Text(f"      binding: {b.constraint}", style="dim")
+            if b.host_id:
+                line.append(f" on {b.host_id}", style="dim")
+            if b.detail:
+                line.append(f": {b.detail}", style="dim")
+            parts.append(line)
+        if u.would_fit_if:
+            parts.append(Text(f"      would fit if: {u.would_fit_if}", style="cyan"))
+    return Group(*parts)
+
+
+def _preemptions(plan: Plan) -> RenderableType:
+    if not plan.preemptions:
+        return Text("Preemptions: none", style="dim")
+    parts: list[RenderableType] = [Text("Preemptions (staged: drain, unload, then place)")]
+    for p in plan.preemptions:
+        line = Text("  ")
+        line.append(p.victim_model_id, style="red")
+        line.append(f" leaves {p.host_id} for ")
+        line.append(p.beneficiary_model_id, style="bold")
+        if p.reason:
+            line.append(f" ({p.reason})", style="dim")
+        parts.append(line)
+    return Group(*parts)
+
+
+def is_replica_level(name: str) -> bool:
+    """Levels 1–2 (pinned, per-class baseline/direct/inferred) count replicas."""
+    return name == "pinned" or (name.startswith("p") and ":" in name)
+
+
+def _solver(plan: Plan) -> RenderableType:
+    s = plan.solver
+    line = Text("Solver: ", style="bold")
+    line.append(f"{s.engine} · ")
+    ok = s.status in {"OPTIMAL", "HEURISTIC"}
+    line.append(s.status, style="green" if ok else "yellow")
+    line.append(f" · {s.wall_ms:.1f} ms")
+    parts: list[RenderableType] = [line]
+    if s.message:
+        parts.append(Text(f"  {s.message}", style="dim"))
+    if s.objective:
+        table = Table(
+            title="Objective levels (highest first)", title_justify="left", box=box.SIMPLE_HEAD
+        )
+        table.add_column("Level", no_wrap=True)
+        table.add_column("Value", justify="right")
+        table.add_column("Bound", justify="right")
+        table.add_column("Gap", justify="right")
+        for lv in s.objective:
+            gap = abs(lv.bound - lv.value)
+            name = Text(lv.level, style="bold" if is_replica_level(lv.level) else "")
+            table.add_row(
+                name,
+                f"{lv.value:g}",
+                f"{lv.bound:g}",
+                Text(f"{gap:g}", style="green" if gap == 0 else "yellow"),
+            )
+        parts.append(table)
+        parts.append(Text("Bold levels count replicas; gap 0 means proven at that level.", "dim"))
+    return Group(*parts)
+
+
+def plan_summary(plan: Plan) -> Text:
+    new = sum(1 for a in plan.assignments if not a.existing)
+    kept = len(plan.assignments) - new
+    missing = sum(u.missing_replicas for u in plan.unsatisfied)
+    text = Text("Plan: ", style="bold")
+    text.append(f"{len(plan.assignments)} replicas ({kept} existing, {new} new), ")
+    text.append(f"{missing} unmet", style="red" if missing else "green")
+    text.append(f", {len(plan.preemptions)} preemptions")
+    return text
+
+
+def render_plan(snap: FleetSnapshot, plan: Plan) -> RenderableType:
+    return Group(
+        plan_summary(plan),
+        _hosts_table(snap, plan),
+        _legend(),
+        Text(""),
+        _unmet(plan),
+        Text(""),
+        _preemptions(plan),
+        Text(""),
+        _solver(plan),
+    )
+
+
+def render_validation(path: str, counts: dict[str, int]) -> RenderableType:
+    text = Text("OK ", style="bold green")
+    text.append(f"{path}: ")
+    text.append(
+        f"{counts['hosts']} hosts ({counts['admitting_hosts']} admitting), "
+        f"{counts['models']} models, {counts['demand_entries']} demand entries, "
+        f"{counts['residencies']} residencies ({counts['unmanaged_residencies']} unmanaged), "
+        f"{counts['pins']} pins"
+    )
+    return text
+
