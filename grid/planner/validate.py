@@ -108,6 +108,17 @@ def violations(
             out.append(
                 Violation("replica_bounds", f"{model_id}: {count} replicas, {desired} desired")
             )
+        # Pins are reserved, never substituted: one replica is kept back for each pinned host.
+        # Unmanaged copies off the pins are inventory Grid cannot move: they use the allowance.
+        pins = set(profiles[model_id].pinned_hosts)
+        off_pins = sum(1 for m, h in seen - fixed_found if m == model_id and h not in pins)
+        fixed_off = sum(1 for m, h in fixed_found if m == model_id and h not in pins)
+        if pins and off_pins > max(0, desired - len(pins) - fixed_off):
+            out.append(
+                Violation(
+                    "pin_substituted", f"{model_id}: {off_pins} replicas off its pinned hosts"
+                )
+            )
 
     for host_id, placed in variable.items():
         out += _host_violations(snap, hosts[host_id], placed)
