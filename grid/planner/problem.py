@@ -17,7 +17,8 @@ Ledgers, for each host h with placements x[m,h] over C:
                         new x[m,h] ⇒ live_cnt(h) + Σ_new x[·,h] ≤ c_m
     exclusions          x[a,h] + x[b,h] ≤ 1 for excluded pairs (pairs with fixed/live are static)
     disk (known only)   Σ_uncached-new artifact(m)·x[m,h] ≤ disk_free(h)
-Per model: Σ_h x[m,h] ≤ open(m) = desired(m) − fixed replicas(m).
+Per model: Σ_h x[m,h] ≤ open(m) = desired(m) − fixed replicas(m), and pins are reserved, never
+substituted: Σ_{h ∉ pins(m)} x[m,h] ≤ desired(m) − |pins(m)| − fixed replicas off the pins.
 where allocatable = (capacity − reserved − external) × throttle_fraction (throttled hosts only),
 headroom = policy.memory_headroom_fraction × allocatable, and mem(m,h) is the footprint of the
 runtime chosen on h (an incumbent keeps its runtime; else the smallest declared footprint, then
