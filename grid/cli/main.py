@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from grid import __version__
-from grid.cli import lab_cmd, plan_cmd
+from grid.cli import lab_cmd, plan_cmd, reconcile_cmd
 from grid.cli.errors import report_grid_error, report_unexpected
 from grid.fleet.errors import GridError
 
@@ -69,6 +69,7 @@ def _root(
 
 app.command("plan")(plan_cmd.plan)
 app.command("validate")(plan_cmd.validate)
+app.command("reconcile")(reconcile_cmd.reconcile)
 app.add_typer(lab_cmd.lab_app, name="lab")
 
 

@@ -192,6 +192,14 @@ class Policy(_Strict):
     predictive_disk_reserve_mb: MB = Field(default=10240, ge=0)
     max_performance_boost: float = Field(default=8.0, ge=1.0)
     error_rate_threshold: float = Field(default=0.05, ge=0, le=1)
+    # Reconciler governors and retry timing (issue 3).
+    max_concurrent_mutations: int = Field(default=8, ge=1)  # fleet-wide open actions
+    max_host_mutations: int = Field(default=2, ge=1)  # open actions per host
+    artifact_fanout: int = Field(default=2, ge=1)  # concurrent loads of one exact artifact
+    retry_backoff_base_s: float = Field(default=15.0, gt=0)
+    retry_backoff_cap_s: float = Field(default=600.0, gt=0)
+    observation_timeout_s: float = Field(default=120.0, gt=0)  # success awaiting a heartbeat
+    reconcile_interval_s: float = Field(default=5.0, gt=0)  # when a blocked action is retried
 
 
 class FleetSnapshot(_Strict):

@@ -134,6 +134,7 @@ EVENT_NAMES = [
     "requests",
     "unknown_activity",
     "remove_profile",
+    "slow_poll",
 ]
 
 
@@ -158,6 +159,8 @@ def scenarios(draw: st.DrawFn, *, max_events: int = 6, ticks: int = 10) -> Scena
             args = (host_id, model_id)
         elif name == "remove_profile":
             args = (model_id,)
+        elif name == "slow_poll":
+            args = (host_id, draw(st.integers(2, 3)))
         else:
             args = (host_id,)
         events.append(Event(tick, name, args))
@@ -200,6 +203,8 @@ def apply_event(sim: FleetSimulator, event: Event) -> None:
         sim.set_activity_unknown(*args)
     elif name == "remove_profile":
         sim.remove_profile(args[0])
+    elif name == "slow_poll":
+        sim.set_poll_every(*args)
 
 
 def calm_down(sim: FleetSimulator) -> None:
@@ -211,3 +216,4 @@ def calm_down(sim: FleetSimulator) -> None:
         for res in host.residencies.values():
             res.activity_unknown = False
     sim.failure_rules.clear()
+    sim.poll_every.clear()

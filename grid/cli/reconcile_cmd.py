@@ -1,0 +1,145 @@
+"""`grid reconcile`: plan one snapshot, then stage the safe actions that would converge it.
+
+Reads a fleet snapshot (with an optional `history` list of action records and retirement
+tombstones), plans it deterministically, and prints the actions, the deferrals (each with its
+code, sentence and retry time) and any withdrawals. It never touches a fleet: even in automatic
+mode it only marks actions executable. With --json, stdout carries exactly one JSON document:
+{"mode", "now", "actions", "deferred", "withdrawn", "in_flight", "blocked_models", "plan"}.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from grid.cli.errors import report_grid_error
+from grid.fleet.actions import ReconcileResult, parse_history
+from grid.fleet.errors import GridError
+from grid.fleet.models import FleetSnapshot, Plan
+from grid.fleet.snapshot import load_snapshot
+
+
+def _load(path: Path) -> FleetSnapshot:
+    # A hand-written snapshot without `now` is taken as observed at the current time.
+    return load_snapshot(path, now=time.time())
+
+
+def reconcile(
+    snapshot: Annotated[Path, typer.Argument(help="Fleet snapshot file (JSON, or TOML).")],
+    mode: Annotated[
+        str, typer.Option("--mode", help="observe, recommend or automatic.")
+    ] = "recommend",
+    engine: Annotated[str, typer.Option("--engine", help="Placement engine.")] = "cpsat",
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
+    ] = False,
+    time_limit: Annotated[
+        float, typer.Option("--time-limit", help="Solver budget in seconds.")
+    ] = 5.0,
+) -> None:
+    """Plan a snapshot and show the staged actions that would converge the fleet to it."""
+    from grid.planner.plan import make_plan
+    from grid.runtime.reconcile import reconcile as reconcile_fleet
+    from grid.runtime.reconcile import result_document
+    from grid.runtime.reconcile.modes import parse_mode
+
+    try:
+        chosen = parse_mode(mode)
+        snap = _load(snapshot)
+        records, tombstones = parse_history(snap.history)
+        plan = make_plan(snap, engine=engine, time_limit_s=time_limit, deterministic=True)
+        result = reconcile_fleet(plan, snap, records, mode=chosen, tombstones=tombstones)
+    except GridError as err:
+        raise typer.Exit(report_grid_error(err)) from None
+    if json_out:
+        typer.echo(json.dumps(result_document(result, plan), indent=2, allow_nan=False))
+        return
+    Console(highlight=False).print(render_reconcile(snap, plan, result, source=str(snapshot)))
+
+
+def _retry(now: float, at: float) -> str:
+    delta = at - now
+    return "now" if delta <= 0 else f"in {delta:.0f} s"
+
+
+def render_reconcile(
+    snap: FleetSnapshot, plan: Plan, result: ReconcileResult, *, source: str = "SNAPSHOT"
+) -> Group:
+    parts: list[Table | Text] = []
+    verb = {
+        "observe": "observed (no actions)",
+        "recommend": "recommended (not executed)",
+        "automatic": "executable",
+    }[result.mode.value]
+    title = f"Actions — {verb}"
+    if result.actions:
+        table = Table(title=title, title_justify="left")
+        for column in ("id", "kind", "host", "model", "memory MB", "after", "reason"):
+            table.add_column(column)
+        for a in result.actions:
+            table.add_row(
+                a.action_id,
+                a.kind.value,
+                a.host_id,
+                a.model_id,
+                str(a.memory_mb),
+                ", ".join(a.dependencies) or "-",
+                a.reason,
+            )
+        parts.append(table)
+    else:
+        parts.append(Text(f"{title}: none", style="bold"))
+    if result.deferred:
+        table = Table(title="Deferred", title_justify="left")
+        for column in ("kind", "host", "model", "code", "retry", "why"):
+            table.add_column(column)
+        for d in result.deferred:
+            table.add_row(
+                d.kind.value,
+                d.host_id,
+                d.model_id,
+                d.code,
+                _retry(result.now, d.retry_at),
+                d.message,
+            )
+        parts.append(table)
+    if result.withdrawn:
+        table = Table(title="Withdrawn", title_justify="left")
+        for column in ("id", "kind", "host", "model", "code", "delivered"):
+            table.add_column(column)
+        for w in result.withdrawn:
+            table.add_row(
+                w.action_id,
+                w.kind.value,
+                w.host_id,
+                w.model_id,
+                w.code,
+                "yes" if w.delivered else "no",
+            )
+        parts.append(table)
+    if result.in_flight:
+        parts.append(Text(f"In flight (kept): {', '.join(result.in_flight)}"))
+    if result.blocked_models:
+        parts.append(
+            Text(
+                f"Destructive work blocked for: {', '.join(result.blocked_models)}",
+                style="yellow",
+            )
+        )
+    unmet = sum(u.missing_replicas for u in plan.unsatisfied)
+    parts.append(
+        Text(
+            f"Plan: {len(plan.assignments)} replica(s) on {len(snap.hosts)} host(s), "
+            f"{unmet} unmet; solver {plan.solver.engine} {plan.solver.status}. "
+            f"Next: grid plan {source} for the placement details.",
+            style="dim",
+        )
+    )
+    return Group(*parts)

@@ -1,0 +1,199 @@
+"""Safety invariants the simulator checks on every tick and at every action start.
+
+Each check returns `SimViolation`s instead of raising, so a property test can print the whole
+story of a failing scenario. The checks read the simulator's ground truth, not the snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grid.fleet.actions import (
+    DESTRUCTIVE_KINDS,
+    Action,
+    ActionKind,
+    ActionRecord,
+    ReconcileResult,
+)
+from grid.fleet.models import (
+    ADMITTING_STATES,
+    FleetSnapshot,
+    ModelProfile,
+    Ownership,
+    Policy,
+    ResidencyState,
+)
+from grid.lab.sim_host import SimHost
+from grid.planner.eligibility import host_refusals, pair_refusals
+from grid.runtime.reconcile.codes import DEFERRAL_TEXT
+from grid.runtime.reconcile.history import HistoryIndex, key_of
+
+
+@dataclass(frozen=True)
+class SimViolation:
+    at: float
+    code: str
+    detail: str
+
+
+def memory_violations(now: float, hosts: dict[str, SimHost]) -> list[SimViolation]:
+    out = []
+    for host in hosts.values():
+        if host.live_mb() > host.allocatable_raw_mb():
+            out.append(
+                SimViolation(
+                    now,
+                    "memory_overcommitted",
+                    f"{host.host_id}: {host.live_mb()} MB live, {host.allocatable_raw_mb()} MB",
+                )
+            )
+    return out
+
+
+def placement_violations(
+    now: float, snap: FleetSnapshot, result: ReconcileResult
+) -> list[SimViolation]:
+    """Constructive work only on hosts that may take it, as the snapshot shows them."""
+    out = []
+    hosts = {h.host_id: h for h in snap.hosts}
+    profiles = {m.model_id: m for m in snap.models}
+    for action in result.actions:
+        if action.kind not in (ActionKind.LOAD, ActionKind.WARM):
+            continue
+        host, prof = hosts.get(action.host_id), profiles.get(action.model_id)
+        if host is None or prof is None:
+            out.append(SimViolation(now, "unknown_target", action.action_id))
+            continue
+        cached = action.model_id in host.cached_models
+        why = host_refusals(host, snap) + pair_refusals(prof, host, cached=cached)
+        if why:
+            out.append(
+                SimViolation(
+                    now,
+                    "ineligible_host",
+                    f"{action.kind.value} {action.model_id} on {action.host_id}: {', '.join(why)}",
+                )
+            )
+    return out
+
+
+def deferral_violations(now: float, result: ReconcileResult) -> list[SimViolation]:
+    """Every deferral carries a documented code, a sentence, and a retry time not in the past."""
+    out = []
+    for d in result.deferred:
+        if d.code not in DEFERRAL_TEXT or not d.message or d.retry_at < now:
+            out.append(SimViolation(now, "bad_deferral", f"{d.code} {d.retry_at} {d.message!r}"))
+    return out
+
+
+def ownership_violations(
+    now: float, snap: FleetSnapshot, hosts: dict[str, SimHost], actions: list[Action]
+) -> list[SimViolation]:
+    out = []
+    profiles = {m.model_id: m for m in snap.models}
+    for action in actions:
+        host = hosts[action.host_id]
+        if host.template.ownership is Ownership.MANUAL:
+            out.append(SimViolation(now, "manual_host_actuated", action.action_id))
+        if action.kind not in DESTRUCTIVE_KINDS:
+            continue
+        res = host.residencies.get(action.model_id)
+        prof = profiles.get(action.model_id)
+        if res is not None and res.ownership is not Ownership.MANAGED:
+            out.append(SimViolation(now, "unmanaged_actuated", action.action_id))
+        if prof is not None and action.host_id in prof.pinned_hosts:
+            out.append(SimViolation(now, "pinned_actuated", action.action_id))
+    return out
+
+
+def governor_violations(
+    now: float, snap: FleetSnapshot, records: list[ActionRecord]
+) -> list[SimViolation]:
+    out = []
+    policy = snap.policy
+    holders = [r for r in records if r.holds_slot]
+    if len(holders) > policy.max_concurrent_mutations:
+        out.append(SimViolation(now, "global_limit", f"{len(holders)} open mutations"))
+    per_host: dict[str, int] = {}
+    per_artifact: dict[str, int] = {}
+    for r in holders:
+        per_host[r.host_id] = per_host.get(r.host_id, 0) + 1
+        if r.kind is ActionKind.LOAD:
+            per_artifact[r.artifact_key] = per_artifact.get(r.artifact_key, 0) + 1
+    for host_id, count in per_host.items():
+        if count > policy.max_host_mutations:
+            out.append(SimViolation(now, "host_limit", f"{host_id}: {count} open mutations"))
+    for artifact, count in per_artifact.items():
+        if count > policy.artifact_fanout:
+            out.append(SimViolation(now, "artifact_fanout", f"{artifact}: {count} loads"))
+    return out
+
+
+def retry_violations(
+    now: float, snap: FleetSnapshot, before: list[ActionRecord], actions: list[Action]
+) -> list[SimViolation]:
+    """Stable ids, pending equivalents suppressed, retries only after their backoff."""
+    out = []
+    index = HistoryIndex(before)
+    known = {r.action_id for r in before}
+    open_keys = {key_of(r) for r in before if r.is_open}
+    for action in actions:
+        key = (action.kind, action.host_id, action.model_id)
+        if action.action_id in known:
+            out.append(SimViolation(now, "reused_action_id", action.action_id))
+        if key in open_keys:
+            out.append(SimViolation(now, "duplicate_open_action", action.action_id))
+        retry = index.retry_at(key, snap.policy)
+        if retry is not None and now < retry:
+            out.append(SimViolation(now, "retry_before_backoff", f"{action.action_id} < {retry}"))
+    return out
+
+
+def start_violations(
+    now: float,
+    profiles: dict[str, ModelProfile],
+    policy: Policy,
+    hosts: dict[str, SimHost],
+    host: SimHost,
+    action: Action,
+) -> list[SimViolation]:
+    """Checked the moment a node starts a destructive action."""
+    out = []
+    res = host.residencies.get(action.model_id)
+    if action.kind is ActionKind.UNLOAD and res is not None:
+        if res.state is ResidencyState.READY:
+            out.append(SimViolation(now, "unloaded_before_drain", action.action_id))
+        if res.activity_unknown or res.active_requests is None or res.active_requests > 0:
+            out.append(SimViolation(now, "unloaded_with_requests", action.action_id))
+    if action.kind is ActionKind.DRAIN and res is not None and not action.preemption:
+        prof = profiles.get(action.model_id)
+
+        def observed_admitting(h: SimHost) -> bool:
+            # What a heartbeat shows: an unreported outage still looks admitting until stale.
+            hb = h.last_heartbeat
+            return (
+                h.state in ADMITTING_STATES
+                and hb is not None
+                and now - hb <= policy.heartbeat_stale_s
+            )
+
+        if prof is not None and prof.min_replicas > 0 and observed_admitting(host):
+            ready = [
+                h.host_id
+                for h in hosts.values()
+                if observed_admitting(h)
+                and (r := h.residencies.get(action.model_id)) is not None
+                and r.state is ResidencyState.READY
+                and r.ownership is Ownership.MANAGED
+                and (prof.artifact_sha256 is None or r.artifact_sha256 == prof.artifact_sha256)
+            ]
+            if host.host_id in ready and len(ready) - 1 < prof.min_replicas:
+                out.append(
+                    SimViolation(
+                        now,
+                        "floor_broken",
+                        f"drain of {action.model_id} on {host.host_id} leaves {len(ready) - 1} "
+                        f"ready, floor {prof.min_replicas}",
+                    )
+                )
+    return out

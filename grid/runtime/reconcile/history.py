@@ -1,0 +1,145 @@
+"""The action history, indexed once per tick: open work, attempts, backoff, receipt fences.
+
+Everything is keyed by (kind, host, model): failure backoff is tracked per key so that a broken
+artifact neither loops fleet-wide nor blocks healthy targets elsewhere, and a retry after a
+terminal record gets the next attempt number, hence a new action id, while an identical open
+record keeps its id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from grid.fleet.actions import (
+    CONSTRUCTIVE_KINDS,
+    DESTRUCTIVE_KINDS,
+    ActionKind,
+    ActionRecord,
+    RecordStatus,
+    action_id,
+)
+from grid.fleet.models import Policy
+
+ActionKey = tuple[ActionKind, str, str]  # (kind, host_id, model_id)
+
+
+def key_of(record: ActionRecord) -> ActionKey:
+    return (record.kind, record.host_id, record.model_id)
+
+
+def backoff_delay(policy: Policy, failures: int) -> float:
+    """Exponential delay after `failures` consecutive failures (1 → base), capped."""
+    if failures <= 0:
+        return 0.0
+    exponent = min(failures - 1, 60)  # 2**60 seconds is beyond any cap
+    return float(min(policy.retry_backoff_cap_s, policy.retry_backoff_base_s * 2**exponent))
+
+
+@dataclass
+class HistoryIndex:
+    records: list[ActionRecord]
+    by_key: dict[ActionKey, list[ActionRecord]] = field(default_factory=dict)
+    by_id: dict[str, ActionRecord] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        ordered = sorted(self.records, key=lambda r: (r.created_at, r.attempt, r.action_id))
+        for record in ordered:
+            self.by_key.setdefault(key_of(record), []).append(record)
+            self.by_id.setdefault(record.action_id, record)
+
+    # -- identity ------------------------------------------------------------------------
+    def open_record(self, key: ActionKey) -> ActionRecord | None:
+        return next((r for r in self.by_key.get(key, []) if r.is_open), None)
+
+    def next_attempt(self, key: ActionKey) -> int:
+        """The attempt number for new work on this key (an open record keeps its own)."""
+        open_record = self.open_record(key)
+        if open_record is not None:
+            return open_record.attempt
+        return max((r.attempt for r in self.by_key.get(key, [])), default=0) + 1
+
+    def next_id(self, key: ActionKey) -> tuple[str, int]:
+        attempt = self.next_attempt(key)
+        kind, host_id, model_id = key
+        return action_id(kind, host_id, model_id, attempt), attempt
+
+    # -- retries -------------------------------------------------------------------------
+    def consecutive_failures(self, key: ActionKey) -> int:
+        count = 0
+        for record in reversed(self.by_key.get(key, [])):
+            if record.status is RecordStatus.FAILED:
+                count += 1
+            elif record.status is RecordStatus.SUCCEEDED:
+                break
+        return count
+
+    def retry_at(self, key: ActionKey, policy: Policy) -> float | None:
+        """When the key may be tried again after its latest failure (None: no failure holds)."""
+        terminal = [
+            r
+            for r in self.by_key.get(key, [])
+            if r.status in {RecordStatus.FAILED, RecordStatus.SUCCEEDED}
+        ]
+        if not terminal or terminal[-1].status is not RecordStatus.FAILED:
+            return None
+        last = terminal[-1]
+        failed_at = last.finished_at if last.finished_at is not None else last.created_at
+        return failed_at + backoff_delay(policy, self.consecutive_failures(key))
+
+    def awaiting_observation(
+        self, key: ActionKey, heartbeat: float, now: float, policy: Policy
+    ) -> ActionRecord | None:
+        """A success newer than the host's heartbeat: the snapshot cannot show it yet.
+
+        A heartbeat older than a successful action cannot trigger a duplicate of it; a
+        genuinely newer heartbeat that still shows the old state may start a new lifecycle.
+        """
+        for record in reversed(self.by_key.get(key, [])):
+            if record.status is not RecordStatus.SUCCEEDED or record.finished_at is None:
+                continue
+            if record.finished_at >= heartbeat and now - record.finished_at < (
+                policy.observation_timeout_s
+            ):
+                return record
+            return None
+        return None
+
+    # -- governors -------------------------------------------------------------------------
+    def slot_holders(self) -> list[ActionRecord]:
+        return [r for r in self.by_id.values() if r.holds_slot]
+
+    def open_records(self) -> list[ActionRecord]:
+        return [r for r in self.by_id.values() if r.is_open]
+
+    def open_of_model(self, model_id: str, kinds: frozenset[ActionKind]) -> list[ActionRecord]:
+        return [
+            r
+            for r in self.by_id.values()
+            if r.is_open and r.model_id == model_id and r.kind in kinds
+        ]
+
+    def open_constructive(self, model_id: str, host_id: str) -> list[ActionRecord]:
+        return [r for r in self.open_of_model(model_id, CONSTRUCTIVE_KINDS) if r.host_id == host_id]
+
+    def running_constructive(self, model_id: str, host_id: str) -> list[ActionRecord]:
+        """Delivered loads and warms of this residency that may still be running."""
+        return [
+            r
+            for r in self.by_id.values()
+            if r.kind in CONSTRUCTIVE_KINDS
+            and r.model_id == model_id
+            and r.host_id == host_id
+            and r.holds_slot
+            and r.was_delivered
+        ]
+
+    def dangling_destructive(self) -> list[ActionRecord]:
+        """Destructive records withdrawn after delivery and still without a terminal receipt."""
+        return [
+            r
+            for r in self.by_id.values()
+            if r.kind in DESTRUCTIVE_KINDS
+            and r.status is RecordStatus.WITHDRAWN
+            and r.was_delivered
+            and r.finished_at is None
+        ]

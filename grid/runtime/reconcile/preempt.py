@@ -1,0 +1,192 @@
+"""Staged preemption: release a victim's memory first, place the beneficiary on a later tick.
+
+The plan names each victim and its beneficiary; the victim is not in the plan's assignments and
+the beneficiary stays unsatisfied until a later heartbeat proves the memory free. Here:
+- when the beneficiary's profile has an operator-authorized artifact source, its weights are
+  fetched to disk first (a disk-only LOAD: no memory, no slot) and the victim's drain depends on
+  that fetch; a fetch in failure backoff does not hold the drain back (the drain is no less safe);
+- the victim drains, inheriting the beneficiary's priority and service class, and unloads once it
+  reports no requests in flight;
+- already-drained and idle victims are released before busy ones (`busy_rank`).
+Pinned, manual and external victims are never actuated, whatever the plan says.
+"""
+
+from __future__ import annotations
+
+from grid.fleet.actions import ActionKind
+from grid.fleet.models import LIVE_STATES, Preemption, ResidencyState
+from grid.planner.eligibility import host_refusals, pair_refusals
+from grid.runtime.reconcile.constructive import artifact_key, replica_urgency, startup_s
+from grid.runtime.reconcile.history import HistoryIndex
+from grid.runtime.reconcile.proposals import Proposal, TickState
+from grid.runtime.reconcile.safety import (
+    backoff_blocker,
+    residency_age_blocker,
+    unload_blocker,
+)
+from grid.runtime.reconcile.view import FleetView, Key
+
+
+def preemption_victims(view: FleetView) -> dict[Key, Preemption]:
+    """One entry per victim residency: the highest-priority beneficiary that names it."""
+    out: dict[Key, Preemption] = {}
+    for p in view.plan.preemptions:
+        key = (p.victim_model_id, p.host_id)
+        current = out.get(key)
+        if current is None or _priority(view, p) > _priority(view, current):
+            out[key] = p
+    return out
+
+
+def _priority(view: FleetView, p: Preemption) -> int:
+    prof = view.profiles.get(p.beneficiary_model_id)
+    return prof.priority if prof is not None else 0
+
+
+def propose_preemptions(
+    view: FleetView, history: HistoryIndex, tick: TickState, victims: dict[Key, Preemption]
+) -> None:
+    beneficiaries_noted: set[Key] = set()
+    for (victim_id, host_id), p in sorted(victims.items()):
+        host = view.hosts.get(host_id)
+        beneficiary = view.profiles.get(p.beneficiary_model_id)
+        res = view.residency(victim_id, host_id)
+        if host is None or beneficiary is None:
+            continue
+        ben_key = (beneficiary.model_id, host_id)
+        if ben_key not in beneficiaries_noted and ben_key not in view.desired:
+            beneficiaries_noted.add(ben_key)
+            tick.defer(
+                ActionKind.WARM,
+                host_id,
+                beneficiary.model_id,
+                "preemption_staged",
+                detail=f"victim {victim_id} on {host_id}",
+            )
+        if res is None or res.state not in LIVE_STATES:
+            continue  # already released: a later plan assigns the beneficiary
+        kind = ActionKind.DRAIN if res.state is ResidencyState.READY else ActionKind.UNLOAD
+        if not res.is_managed or view.is_pinned(victim_id, host_id):
+            tick.defer(
+                kind,
+                host_id,
+                victim_id,
+                "pinned_residency" if res.is_managed else "not_managed",
+                detail=f"named as a preemption victim for {beneficiary.model_id}",
+            )
+            continue
+        if not view.reachable.get(host_id, False):
+            tick.defer(kind, host_id, victim_id, "host_unreachable")
+            continue
+        if victim_id in tick.blocked_models:
+            tick.defer(kind, host_id, victim_id, "destructive_blocked")
+            continue
+        if history.running_constructive(victim_id, host_id):
+            tick.defer(kind, host_id, victim_id, "constructive_in_flight")
+            continue
+        ben_round = len(view.counted_hosts(beneficiary.model_id)) + 1
+        urgency = replica_urgency(view, beneficiary.model_id, host_id, ben_round)
+        cached = view.exact_cached(beneficiary.model_id, host_id)
+        prefetch, prefetch_record = _prefetch(view, history, tick, p, cached)
+        key = (kind, host_id, victim_id)
+        open_record = history.open_record(key)
+        if open_record is not None and not tick.is_withdrawn(open_record):
+            tick.keep(open_record)
+            continue
+        if history.awaiting_observation(key, view.heartbeat(host_id), view.now, view.policy):
+            continue
+        if kind is ActionKind.DRAIN:
+            age = residency_age_blocker(view, victim_id, host_id, res, scale_down=False)
+            if age is not None:
+                tick.defer(
+                    kind, host_id, victim_id, age.code, retry_at=age.retry_at, detail=age.detail
+                )
+                continue
+            busy_rank = 1 if res.active_requests == 0 else 2
+        else:
+            blocker = unload_blocker(res)
+            if blocker is not None:
+                tick.defer(kind, host_id, victim_id, blocker.code, detail=blocker.detail)
+                continue
+            busy_rank = 0
+        retry = backoff_blocker(view, history, key)
+        if retry is not None:
+            tick.defer(
+                kind, host_id, victim_id, retry.code, retry_at=retry.retry_at, detail=retry.detail
+            )
+            continue
+        tick.proposals.append(
+            Proposal(
+                kind=kind,
+                host_id=host_id,
+                model_id=victim_id,
+                memory_mb=res.memory_mb,
+                reason=f"preemption: release memory for {beneficiary.model_id}",
+                priority=beneficiary.priority,
+                urgency=urgency,
+                replica_round=ben_round,
+                cold_start_s=startup_s(beneficiary, cached),
+                busy_rank=busy_rank,
+                preemption=True,
+                depends_on=prefetch if kind is ActionKind.DRAIN else None,
+                depends_on_record=prefetch_record if kind is ActionKind.DRAIN else None,
+            )
+        )
+
+
+def _prefetch(
+    view: FleetView, history: HistoryIndex, tick: TickState, p: Preemption, cached: bool
+) -> tuple[Proposal | None, str | None]:
+    """A disk-only LOAD of the beneficiary's weights before its victim drains."""
+    beneficiary = view.profiles[p.beneficiary_model_id]
+    host = view.hosts[p.host_id]
+    model_id = beneficiary.model_id
+    if beneficiary.artifact_source is None or cached or view.is_live(model_id, p.host_id):
+        return None, None
+    key = (ActionKind.LOAD, p.host_id, model_id)
+    open_record = history.open_record(key)
+    if open_record is not None and not tick.is_withdrawn(open_record):
+        tick.keep(open_record)
+        return None, open_record.action_id
+    if history.awaiting_observation(key, view.heartbeat(p.host_id), view.now, view.policy):
+        return None, None
+    refusals = host_refusals(host, view.snap) + pair_refusals(beneficiary, host, cached=False)
+    if refusals:
+        return None, None  # the beneficiary could not use this host anyway
+    if host.disk_free_mb is not None and host.disk_free_mb < beneficiary.artifact_size_mb:
+        tick.defer(
+            ActionKind.LOAD,
+            p.host_id,
+            model_id,
+            "insufficient_disk",
+            detail=f"needs {beneficiary.artifact_size_mb} MB, {host.disk_free_mb} MB free",
+        )
+        return None, None
+    blocker = backoff_blocker(view, history, key)
+    if blocker is not None:
+        tick.defer(
+            ActionKind.LOAD,
+            p.host_id,
+            model_id,
+            blocker.code,
+            retry_at=blocker.retry_at,
+            detail=blocker.detail,
+        )
+        return None, None
+    ben_round = len(view.counted_hosts(model_id)) + 1
+    proposal = Proposal(
+        kind=ActionKind.LOAD,
+        host_id=p.host_id,
+        model_id=model_id,
+        memory_mb=0,
+        reason=f"preemption: fetch weights to disk before {p.victim_model_id} drains",
+        priority=beneficiary.priority,
+        urgency=replica_urgency(view, model_id, p.host_id, ben_round),
+        replica_round=ben_round,
+        cold_start_s=startup_s(beneficiary, False),
+        preemption=True,
+        artifact_key=artifact_key(beneficiary),
+        artifact_mb=beneficiary.artifact_size_mb,
+    )
+    tick.proposals.append(proposal)
+    return proposal, None
