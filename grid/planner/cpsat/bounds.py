@@ -1,0 +1,82 @@
+"""Capacity-blind bounds on every level: cheap proofs that let the solver skip a stage.
+
+Each model could at best reach fixed + min(open, pinned candidates + min(unpinned candidates,
+unpinned allowance)) replicas; the replica levels are scored on those counts. The bound of a
+minimized level is its smallest conceivable value (0). A hint that meets a level's bound is
+optimal on that level whatever the earlier levels fixed.
+"""
+
+from __future__ import annotations
+
+from grid.planner.cpsat.replicas import unpinned_allowance
+from grid.planner.levels import (
+    direct_rounds,
+    inferred_members,
+    quality_scores,
+    round_members,
+)
+from grid.planner.problem import PlacementProblem
+
+
+def reachable_replicas(problem: PlacementProblem) -> dict[str, int]:
+    fixed: dict[str, int] = {}
+    for f in problem.fixed:
+        fixed[f.model_id] = fixed.get(f.model_id, 0) + 1
+    out: dict[str, int] = {}
+    for profile in problem.models:
+        model_id = profile.model_id
+        cands = problem.candidates_of_model(model_id)
+        pinned = sum(1 for c in cands if c.pinned)
+        unpinned = min(len(cands) - pinned, unpinned_allowance(problem, model_id))
+        room = max(0, problem.targets[model_id].desired - fixed.get(model_id, 0))
+        out[model_id] = fixed.get(model_id, 0) + min(room, pinned + unpinned)
+    return out
+
+
+def static_bounds(
+    problem: PlacementProblem, quality: dict[tuple[str, str], int] | None = None
+) -> dict[str, int]:
+    reach = reachable_replicas(problem)
+    harm = problem.harm_rank
+    fixed_pinned = sum(
+        1 for f in problem.fixed if f.host_id in problem.model_by_id[f.model_id].pinned_hosts
+    )
+    bounds = {
+        "pinned": fixed_pinned
+        + sum(
+            min(
+                problem.open_replicas(m.model_id),
+                sum(1 for c in problem.candidates_of_model(m.model_id) if c.pinned),
+            )
+            for m in problem.models
+        )
+    }
+    for p in problem.priorities:
+        members = [m.model_id for m in problem.models if m.priority == p]
+        bounds[f"p{p}:baseline"] = sum(min(reach[m], problem.targets[m].baseline) for m in members)
+        for k in direct_rounds(problem, p):
+            ids = [m for m in round_members(problem, p, k) if reach[m] >= k]
+            bounds[f"p{p}:direct:{k}"] = len(ids)
+            bounds[f"p{p}:direct:{k}:harm"] = sum(harm[m] for m in ids)
+        inferred = inferred_members(problem, p)
+        if inferred:
+            bounds[f"p{p}:inferred"] = sum(
+                min(reach[m], problem.targets[m].desired)
+                - min(reach[m], problem.targets[m].baseline)
+                for m in inferred
+            )
+    bounds["domain_shortfall"] = 0
+    bounds["disruption"] = 0
+    scores = quality if quality is not None else quality_scores(problem)
+    best_quality = 0
+    for profile in problem.models:
+        cands = problem.candidates_of_model(profile.model_id)
+        model_scores = sorted((scores[(c.model_id, c.host_id)] for c in cands), reverse=True)
+        variable = reach[profile.model_id] - problem.fixed_count(profile.model_id)
+        best_quality += sum(s for s in model_scores[:variable] if s > 0)
+    bounds["quality"] = best_quality
+    fixed_hosts = {f.host_id for f in problem.fixed}
+    bounds["spare_hosts"] = sum(
+        1 for h in problem.hosts if h.admitting and h.host_id not in fixed_hosts
+    )
+    return bounds

@@ -1,0 +1,562 @@
+"""Why a model is short of its desired replicas, and the smallest change that would admit one.
+
+For every model below its target, entries whose missing_replicas add up to the shortfall:
+    pinned_host_unavailable    a pin names a host missing from the snapshot or not admitting
+    pinned_host_insufficient   a pin names an admitting host that cannot hold the replica
+    preemption_staged          a staged eviction frees memory for it (placed once proven free)
+    no_eligible_host           no host passes the static filters (one binding per reason code)
+    insufficient_capacity      eligible hosts exist but none has room
+and failure_domain_shortfall (missing_replicas 0) when the replicas span too few domains.
+Bindings name the constraint family, the host and the amounts. They come from a CP-SAT
+infeasibility core (cpsat/assumptions.py: other models keep their levels-1–2 replicas) over at
+most LOCAL_KEYS candidates, for the first CPSAT_MODELS models within a deterministic work budget
+(CPSAT_WORK per model, CPSAT_TOTAL_WORK per plan), and from the static ledger otherwise.
+`would_fit_if` is the single host whose blockers (or refusals) are fewest and smallest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from grid.fleet.models import Binding, ModelProfile, Preemption, Unsatisfied
+from grid.planner.cpsat.assumptions import Core, binding_core
+from grid.planner.cpsat.ledger import Blocker, Ledger
+from grid.planner.eligibility import REASON_TEXT
+from grid.planner.levels import placed_counts
+from grid.planner.problem import PlacementProblem
+
+Key = tuple[str, str]
+CPSAT_MODELS = 20  # models explained with a CP-SAT core; the rest get the static ledger
+CPSAT_WORK = 0.1  # CP-SAT deterministic time per model (roughly a third of a second at most)
+CPSAT_TOTAL_WORK = 0.3  # for the whole plan, so explanations never dominate planning
+LOCAL_HOSTS = 16  # hosts in one explanation model ...
+LOCAL_KEYS = 1500  # ... and candidate variables (the first host always counts)
+MAX_BINDINGS = 8
+FAMILY_ORDER = ("memory", "live_memory", "slots", "disk", "colocation", "colocation_exclusion")
+HOST_LEVEL = frozenset(
+    {
+        "host_not_admitting",
+        "heartbeat_missing",
+        "heartbeat_stale",
+        "heartbeat_future",
+        "host_manual",
+    }
+)
+RELATION_TEXT = {
+    "higher_priority": "a higher-priority model",
+    "equal_priority": "an equal-priority model (fair share)",
+    "lower_priority": "a lower-priority model this plan may not evict",
+}
+
+
+def explain_unsatisfied(
+    problem: PlacementProblem, placed: set[Key], preemptions: list[Preemption]
+) -> list[Unsatisfied]:
+    explainer = _Explainer(problem, {k for k in placed if k in problem.candidates}, preemptions)
+    out: list[Unsatisfied] = []
+    for profile in problem.models:
+        out += explainer.entries(profile)
+    return out
+
+
+@dataclass(frozen=True)
+class _Change:
+    """A candidate fix on one host: its blockers, ranked by how small the change is.
+
+    When both memory ledgers block, more physical memory relieves both: they count as one
+    change, sized for the larger need (the live ledger also loses the headroom share).
+    """
+
+    host_id: str
+    blockers: tuple[Blocker, ...]
+    headroom_fraction: float = 0.0
+
+    def effective(self) -> tuple[Blocker, ...]:
+        families = {b.family for b in self.blockers}
+        if not {"memory", "live_memory"} <= families:
+            return self.blockers
+        memory = next(b for b in self.blockers if b.family == "memory")
+        live = next(b for b in self.blockers if b.family == "live_memory")
+        scale = 1.0 - self.headroom_fraction if self.headroom_fraction < 1.0 else 1.0
+        need = max(memory.deficit, math.ceil(live.deficit / scale))
+        merged = Blocker("memory", self.host_id, memory.free + need, memory.free)
+        rest = tuple(b for b in self.blockers if b.family not in ("memory", "live_memory"))
+        return (merged, *rest)
+
+    def rank(self) -> tuple[int, int, int, str]:
+        effective = self.effective()
+        families = [FAMILY_ORDER.index(b.family) for b in effective if b.family in FAMILY_ORDER]
+        return (len(effective), min(families, default=99), self.amount(), self.host_id)
+
+    def amount(self) -> int:
+        return sum(b.deficit for b in self.effective())
+
+
+class _Explainer:
+    def __init__(
+        self, problem: PlacementProblem, placed: set[Key], preemptions: Sequence[Preemption]
+    ) -> None:
+        self.problem = problem
+        self.placed = placed
+        self.ledger = Ledger(problem, placed)
+        self.counts = placed_counts(problem, placed)
+        self.preemptions = preemptions
+        self.cpsat_models = 0
+        self.cpsat_work = 0.0
+        self._refusals: dict[str, list[tuple[str, list[str]]]] | None = None
+
+    # -- per model -----------------------------------------------------------------------
+    def entries(self, profile: ModelProfile) -> list[Unsatisfied]:
+        model_id = profile.model_id
+        desired = self.problem.targets[model_id].desired
+        remaining = max(0, desired - self.counts[model_id])
+        holding = self.hosts_holding(model_id)
+        out: list[Unsatisfied] = []
+        for pin in dict.fromkeys(profile.pinned_hosts):
+            if pin in holding:
+                continue
+            missing = 1 if remaining > 0 else 0
+            remaining -= missing
+            out.append(self.pin_entry(profile, pin, missing))
+        staged = [
+            p.host_id
+            for p in self.preemptions
+            if p.beneficiary_model_id == model_id and p.host_id not in profile.pinned_hosts
+        ]
+        for host_id in list(dict.fromkeys(staged))[:remaining]:
+            out.append(self.preemption_entry(model_id, host_id))
+            remaining -= 1
+        if remaining > 0:
+            out.append(self.capacity_entry(profile, remaining, desired))
+        domain = self.domain_entry(profile)
+        if domain is not None:
+            out.append(domain)
+        return out
+
+    def change(self, host_id: str, blockers: Sequence[Blocker]) -> _Change:
+        fraction = self.problem.snapshot.policy.memory_headroom_fraction
+        return _Change(host_id, tuple(blockers), fraction)
+
+    def hosts_holding(self, model_id: str) -> set[str]:
+        held = {h for m, h in self.placed if m == model_id}
+        return held | {f.host_id for f in self.problem.fixed if f.model_id == model_id}
+
+    # -- pins ----------------------------------------------------------------------------
+    def pin_entry(self, profile: ModelProfile, pin: str, missing: int) -> Unsatisfied:
+        model_id = profile.model_id
+        host = self.problem.snapshot.host(pin)
+        budget = self.problem.host_by_id.get(pin)
+        if host is None or budget is None:
+            return Unsatisfied(
+                model_id=model_id,
+                code="pinned_host_unavailable",
+                missing_replicas=missing,
+                host_id=pin,
+                message=f"{model_id} is pinned to {pin}, which is not in the fleet snapshot, "
+                "so that replica waits for it and is not placed on another host.",
+                binding=[Binding(constraint="pinned_host", host_id=pin, detail="not in snapshot")],
+                would_fit_if=f"{pin} rejoined the fleet and accepted work",
+            )
+        if budget.refusals:
+            reasons = "; ".join(REASON_TEXT.get(r, r) for r in budget.refusals)
+            return Unsatisfied(
+                model_id=model_id,
+                code="pinned_host_unavailable",
+                missing_replicas=missing,
+                host_id=pin,
+                message=f"{model_id} is pinned to {pin}, which takes no new work ({reasons}), "
+                "so that replica is not placed on another host.",
+                binding=[
+                    Binding(constraint=r, host_id=pin, detail=REASON_TEXT.get(r, r))
+                    for r in budget.refusals
+                ],
+                would_fit_if=self.refusal_fix(profile, pin, list(budget.refusals)),
+            )
+        if any(p.beneficiary_model_id == model_id and p.host_id == pin for p in self.preemptions):
+            entry = self.preemption_entry(model_id, pin)
+            return entry.model_copy(
+                update={"code": "pinned_host_insufficient", "missing_replicas": missing}
+            )
+        key = (model_id, pin)
+        if key not in self.problem.candidates:
+            codes = self.problem.refusals.get(key, [])
+            return Unsatisfied(
+                model_id=model_id,
+                code="pinned_host_insufficient",
+                missing_replicas=missing,
+                host_id=pin,
+                message=f"{model_id} is pinned to {pin}, but {pin} can never run it: "
+                f"{'; '.join(REASON_TEXT.get(c, c) for c in codes)}.",
+                binding=[self.refusal_binding(profile, c, [pin]) for c in codes],
+                would_fit_if=self.refusal_fix(profile, pin, codes),
+            )
+        blockers = tuple(self.ledger.host_blockers(self.problem.candidates[key]))
+        bindings = self.core_bindings(model_id, [pin], required_host=pin)
+        if not bindings:
+            bindings = [self.blocker_binding(model_id, b) for b in blockers]
+        first = bindings[0].detail if bindings else "its room is taken"
+        return Unsatisfied(
+            model_id=model_id,
+            code="pinned_host_insufficient",
+            missing_replicas=missing,
+            host_id=pin,
+            message=f"{model_id} is pinned to {pin}, but {pin} cannot hold it now "
+            f"({bindings[0].constraint if bindings else 'capacity'}: {first}).",
+            binding=bindings,
+            would_fit_if=_change_text(model_id, self.change(pin, blockers))
+            if blockers
+            else f"other replicas moved off {pin}",
+        )
+
+    # -- preemption ----------------------------------------------------------------------
+    def preemption_entry(self, model_id: str, host_id: str) -> Unsatisfied:
+        victims = sorted(
+            p.victim_model_id
+            for p in self.preemptions
+            if p.beneficiary_model_id == model_id and p.host_id == host_id
+        )
+        names = ", ".join(victims)
+        return Unsatisfied(
+            model_id=model_id,
+            code="preemption_staged",
+            missing_replicas=1,
+            host_id=host_id,
+            message=f"{model_id} waits for {names} to drain and unload on {host_id}, and is "
+            "placed there once a heartbeat proves the memory free.",
+            binding=[
+                Binding(constraint="preemption", host_id=host_id, detail=f"evicting {v}")
+                for v in victims
+            ],
+            would_fit_if=f"the staged eviction of {names} from {host_id} completed",
+        )
+
+    # -- capacity ------------------------------------------------------------------------
+    def capacity_entry(self, profile: ModelProfile, missing: int, desired: int) -> Unsatisfied:
+        model_id = profile.model_id
+        cands = self.problem.candidates_of_model(model_id)
+        if not cands:
+            return self.no_host_entry(profile, missing)
+        have = desired - missing
+        open_hosts = [c.host_id for c in cands if (model_id, c.host_id) not in self.placed]
+        pins = set(profile.pinned_hosts)
+        unpinned_open = [h for h in open_hosts if h not in pins]
+        if not unpinned_open:
+            return self.too_few_hosts_entry(profile, missing, desired, len(cands))
+        changes = sorted(
+            (
+                self.change(h, self.ledger.host_blockers(self.problem.candidates[(model_id, h)]))
+                for h in unpinned_open
+            ),
+            key=_Change.rank,
+        )
+        local = [c.host_id for c in changes[:LOCAL_HOSTS]]
+        bindings = self.core_bindings(model_id, local)
+        if not bindings:
+            bindings = [self.blocker_binding(model_id, b) for c in changes for b in c.blockers][
+                :MAX_BINDINGS
+            ]
+        best = changes[0]
+        if best.blockers:
+            fix = _change_text(model_id, best)
+        else:
+            fix = f"other replicas moved so that {best.host_id} kept room for it"
+        lead = bindings[0] if bindings else None
+        why = (
+            f"{lead.constraint} on {lead.host_id}: {lead.detail}"
+            if lead is not None and lead.host_id
+            else (f"{lead.constraint}: {lead.detail}" if lead is not None else "no room")
+        )
+        return Unsatisfied(
+            model_id=model_id,
+            code="insufficient_capacity",
+            missing_replicas=missing,
+            message=f"{model_id} has {have} of {desired} desired replicas because no eligible "
+            f"host has room for another ({why}).",
+            binding=bindings,
+            would_fit_if=fix,
+        )
+
+    def too_few_hosts_entry(
+        self, profile: ModelProfile, missing: int, desired: int, eligible: int
+    ) -> Unsatisfied:
+        model_id = profile.model_id
+        bindings = [
+            Binding(
+                constraint="eligible_hosts",
+                detail=f"{eligible} eligible host(s), each already holding a replica or "
+                "reserved for a pin; at most one replica per host",
+            )
+        ]
+        by_reason = self.refusals_by_reason(model_id)
+        bindings += [self.refusal_binding(profile, r, hs) for r, hs in by_reason.items()]
+        fix = self.best_refusal_fix(profile)
+        return Unsatisfied(
+            model_id=model_id,
+            code="insufficient_capacity",
+            missing_replicas=missing,
+            message=f"{model_id} has {desired - missing} of {desired} desired replicas because "
+            f"only {eligible} host(s) are eligible and each holds at most one replica.",
+            binding=bindings[:MAX_BINDINGS],
+            would_fit_if=fix or "another eligible host joined the fleet",
+        )
+
+    def no_host_entry(self, profile: ModelProfile, missing: int) -> Unsatisfied:
+        model_id = profile.model_id
+        by_reason = self.refusals_by_reason(model_id)
+        bindings = [self.refusal_binding(profile, r, hs) for r, hs in by_reason.items()]
+        if not self.problem.hosts:
+            bindings = [Binding(constraint="fleet", detail="the snapshot has no hosts")]
+        top = min(by_reason, key=lambda r: (-len(by_reason[r]), r), default=None)
+        summary = (
+            f"most often {REASON_TEXT.get(top, top)} ({len(by_reason[top])} of "
+            f"{len(self.problem.hosts)} hosts)"
+            if top is not None
+            else "the fleet has no hosts"
+        )
+        return Unsatisfied(
+            model_id=model_id,
+            code="no_eligible_host",
+            missing_replicas=missing,
+            message=f"{model_id} has no eligible host; {summary}.",
+            binding=bindings,
+            would_fit_if=self.best_refusal_fix(profile) or "a host joined the fleet",
+        )
+
+    # -- failure domains -----------------------------------------------------------------
+    def domain_entry(self, profile: ModelProfile) -> Unsatisfied | None:
+        model_id = profile.model_id
+        count = self.counts[model_id]
+        need = min(profile.min_failure_domains, count)
+        domain_of = {h.host_id: h.domain for h in self.problem.hosts}
+        covered = {domain_of[h] for h in self.hosts_holding(model_id)}
+        if len(covered) >= need:
+            return None
+        reachable = covered | {
+            domain_of[c.host_id] for c in self.problem.candidates_of_model(model_id)
+        }
+        if len(reachable) < need:
+            detail = (
+                f"only {len(reachable)} failure domain(s) have an eligible host "
+                f"({', '.join(sorted(reachable))})"
+            )
+            fix = "a host in another failure domain were eligible for it"
+        else:
+            elsewhere = [
+                c
+                for c in self.problem.candidates_of_model(model_id)
+                if domain_of[c.host_id] not in covered
+            ]
+            changes = sorted(
+                (self.change(c.host_id, self.ledger.host_blockers(c)) for c in elsewhere),
+                key=_Change.rank,
+            )
+            best = changes[0]
+            detail = f"hosts in {', '.join(sorted(reachable - covered))} have no room for it"
+            fix = (
+                _change_text(model_id, best)
+                if best.blockers
+                else f"one replica moved to {best.host_id} ({domain_of[best.host_id]})"
+            )
+        return Unsatisfied(
+            model_id=model_id,
+            code="failure_domain_shortfall",
+            missing_replicas=0,
+            message=f"{model_id}'s {count} replica(s) span {len(covered)} failure domain(s), "
+            f"short of the {need} it requires.",
+            binding=[Binding(constraint="failure_domain", detail=detail)],
+            would_fit_if=fix,
+        )
+
+    # -- CP-SAT core ---------------------------------------------------------------------
+    def core_bindings(
+        self, model_id: str, hosts: list[str], required_host: str | None = None
+    ) -> list[Binding]:
+        if self.cpsat_models >= CPSAT_MODELS or self.cpsat_work >= CPSAT_TOTAL_WORK:
+            return []
+        self.cpsat_models += 1
+        core = binding_core(
+            self.problem,
+            self.placed,
+            model_id,
+            hosts=self.local_hosts(hosts),
+            required_host=required_host,
+            work_limit=min(CPSAT_WORK, CPSAT_TOTAL_WORK - self.cpsat_work),
+        )
+        self.cpsat_work += core.work
+        return self.bindings_of(model_id, core)
+
+    def local_hosts(self, ranked: list[str]) -> list[str]:
+        """The leading hosts whose candidates stay within LOCAL_KEYS (at least one host)."""
+        chosen: list[str] = []
+        keys = 0
+        for host_id in ranked[:LOCAL_HOSTS]:
+            size = len(self.problem.candidates_of_host(host_id))
+            if chosen and keys + size > LOCAL_KEYS:
+                break
+            chosen.append(host_id)
+            keys += size
+        return chosen
+
+    def bindings_of(self, model_id: str, core: Core) -> list[Binding]:
+        if core.outcome == "feasible":
+            return [
+                Binding(
+                    constraint="search",
+                    detail="another replica fits once other replicas move, which this plan "
+                    "did not do",
+                )
+            ]
+        out: list[Binding] = []
+        for family, scope in core.blockers:
+            if family in RELATION_TEXT:
+                out.append(self.relation_binding(model_id, family, scope))
+            else:
+                out.append(self.host_binding(model_id, family, scope))
+        out.sort(key=lambda b: (b.constraint in RELATION_TEXT, b.host_id or "", b.constraint))
+        return out[:MAX_BINDINGS]
+
+    def relation_binding(self, model_id: str, relation: str, other: str) -> Binding:
+        profile = self.problem.model_by_id[other]
+        hosts = sorted(h for m, h in self.placed if m == other)
+        return Binding(
+            constraint=relation,
+            host_id=hosts[0] if len(hosts) == 1 else None,
+            detail=f"{other} (priority {profile.priority}, {RELATION_TEXT[relation]}) keeps its "
+            f"{self.counts[other]} replica(s)",
+        )
+
+    def host_binding(self, model_id: str, family: str, host_id: str) -> Binding:
+        cand = self.problem.candidates.get((model_id, host_id))
+        if cand is not None:
+            for blocker in self.ledger.host_blockers(cand):
+                if blocker.family == family:
+                    return self.blocker_binding(model_id, blocker)
+        load = self.ledger.hosts[host_id]
+        budget = load.budget
+        detail = {
+            "memory": f"{load.footprint_mb} of {budget.footprint_budget_mb} MB in use",
+            "live_memory": f"{load.new_mb} of {budget.new_budget_mb} MB of free memory claimed",
+            "slots": f"{len(load.models)} model(s) placed, the host's slots are used up",
+            "colocation": "a colocation ceiling of a model on the host is reached",
+            "colocation_exclusion": "a model it may not share a host with is placed there",
+            "disk": f"{load.disk_mb} of {budget.disk_free_mb} MB of free disk claimed",
+        }.get(family, family)
+        return Binding(constraint=family, host_id=host_id, detail=detail)
+
+    # -- static wording ------------------------------------------------------------------
+    def blocker_binding(self, model_id: str, blocker: Blocker) -> Binding:
+        free = max(0, blocker.free)
+        detail = {
+            "memory": f"needs {blocker.need} MB, {free} MB free",
+            "live_memory": f"needs {blocker.need} MB free now, {free} MB free after live "
+            "models and headroom",
+            "slots": f"all {blocker.free} model slot(s) taken",
+            "colocation": f"{blocker.other} allows at most {blocker.free} model(s) on the host",
+            "colocation_exclusion": f"{model_id} may not share a host with {blocker.other}",
+            "disk": f"needs {blocker.need} MB of disk for its artifact, {free} MB free",
+            "replicas": "no replica left beyond those reserved for its pins",
+        }.get(blocker.family, blocker.family)
+        return Binding(constraint=blocker.family, host_id=blocker.host_id, detail=detail)
+
+    def refusals_by_reason(self, model_id: str) -> dict[str, list[str]]:
+        by_reason: dict[str, list[str]] = {}
+        for host_id, codes in self.refusals_of(model_id):
+            for code in codes:
+                by_reason.setdefault(code, []).append(host_id)
+        return by_reason
+
+    def refusals_of(self, model_id: str) -> list[tuple[str, list[str]]]:
+        """(host, reason codes) for every host that refuses the model, by host ID."""
+        if self._refusals is None:
+            self._refusals = {}
+            for (m, host_id), codes in sorted(self.problem.refusals.items()):
+                self._refusals.setdefault(m, []).append((host_id, codes))
+        return self._refusals.get(model_id, [])
+
+    def refusal_binding(self, profile: ModelProfile, code: str, hosts: list[str]) -> Binding:
+        shown = ", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")
+        wanted = {
+            "runtime_mismatch": f" (needs runtime {' or '.join(profile.runtimes)})",
+            "backend_mismatch": f" (needs backend {' or '.join(profile.backends)})",
+            "data_tier": f" (needs tier '{profile.data_tier}')",
+            "missing_tag": f" (needs {_quoted(profile.required_tags, 'tag')})",
+            "forbidden_tag": f" (forbids {_quoted(profile.forbidden_tags, 'tag')})",
+        }.get(code, "")
+        return Binding(
+            constraint=code,
+            host_id=hosts[0] if len(hosts) == 1 else None,
+            detail=f"{shown}: {REASON_TEXT.get(code, code)}{wanted}",
+        )
+
+    def best_refusal_fix(self, profile: ModelProfile) -> str:
+        per_host = {
+            host_id: codes for host_id, codes in self.refusals_of(profile.model_id) if codes
+        }
+        if not per_host:
+            return ""
+
+        def cost(host_id: str) -> tuple[int, int, str]:
+            codes = per_host[host_id]
+            return (any(c in HOST_LEVEL for c in codes), len(codes), host_id)
+
+        host_id = min(per_host, key=cost)
+        return self.refusal_fix(profile, host_id, per_host[host_id])
+
+    def refusal_fix(self, profile: ModelProfile, host_id: str, codes: Sequence[str]) -> str:
+        host = self.problem.snapshot.host(host_id)
+        tags = set(host.tags) if host is not None else set()
+        model_id = profile.model_id
+        state = host.state.value if host is not None else "unknown"
+        phrases = {
+            "runtime_mismatch": f"{host_id} offered runtime '{sorted(profile.runtimes)[0]}'"
+            if profile.runtimes
+            else f"{host_id} offered a runtime",
+            "backend_mismatch": f"{host_id} offered backend '{sorted(profile.backends)[0]}'"
+            if profile.backends
+            else f"{host_id} offered a backend",
+            "data_tier": f"{host_id} were cleared for data tier '{profile.data_tier}'",
+            "missing_tag": f"{host_id} carried "
+            f"{_quoted(sorted(set(profile.required_tags) - tags), 'tag')}",
+            "forbidden_tag": f"{host_id} did not carry "
+            f"{_quoted(sorted(set(profile.forbidden_tags) & tags), 'tag')}",
+            "host_not_allowed": f"{host_id} were on {model_id}'s allow list",
+            "host_denied": f"{host_id} were off {model_id}'s deny list",
+            "actuator_missing": f"{host_id}'s actuator could load and warm models",
+            "host_not_admitting": f"{host_id} were accepting work (it is {state})",
+            "heartbeat_missing": f"{host_id} sent a heartbeat",
+            "heartbeat_stale": f"{host_id} sent a fresh heartbeat",
+            "heartbeat_future": f"{host_id}'s clock agreed with the controller's",
+            "host_manual": f"{host_id} were managed by Grid",
+            "residency_not_reusable": f"the stale copy of {model_id} on {host_id} were unloaded",
+            "colocation_excluded": f"no model that {model_id} may not share a host with ran "
+            f"on {host_id}",
+            "colocation_or_slots_full": f"{host_id} had a free model slot",
+        }
+        texts = list(dict.fromkeys(phrases.get(c, f"{host_id} accepted it ({c})") for c in codes))
+        return " and ".join(texts)
+
+
+def _quoted(items: Sequence[str], noun: str) -> str:
+    names = " and ".join(f"'{i}'" for i in items)
+    return f"{noun}s {names}" if len(items) > 1 else f"{noun} {names}"
+
+
+def _change_text(model_id: str, change: _Change) -> str:
+    host = change.host_id
+    parts: list[str] = []
+    for blocker in change.effective():
+        if blocker.family == "memory":
+            parts.append(f"{host} had {blocker.deficit} MB more free memory")
+        elif blocker.family == "live_memory":
+            parts.append(f"{host} had {blocker.deficit} MB more memory free right now")
+        elif blocker.family == "slots":
+            parts.append(f"{host} allowed one more model")
+        elif blocker.family == "colocation":
+            parts.append(f"{host} carried one model fewer ({blocker.other}'s colocation ceiling)")
+        elif blocker.family == "colocation_exclusion":
+            parts.append(f"{blocker.other} were not on {host}")
+        elif blocker.family == "disk":
+            parts.append(f"{host} had {blocker.deficit} MB more free disk")
+    return " and ".join(dict.fromkeys(parts)) or f"{host} had room for {model_id}"
