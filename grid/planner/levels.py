@@ -137,7 +137,14 @@ def _scarce_peers(problem: PlacementProblem) -> dict[str, int]:
 
 
 def quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
-    """Static placement-quality score of every candidate (higher is better)."""
+    """Static placement-quality score of every candidate (higher is better), memoized."""
+    cached = problem.memo.get("quality_scores")
+    if cached is None:
+        cached = problem.memo["quality_scores"] = _quality_scores(problem)
+    return cached  # type: ignore[return-value]
+
+
+def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
     snap = problem.snapshot
     hosts = {h.host_id: h for h in snap.hosts}
     scarce = _scarce_peers(problem)

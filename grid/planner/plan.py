@@ -14,10 +14,13 @@ from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.assemble import assemble_plan
 from grid.planner.heuristic import heuristic_placement
+from grid.planner.levels import compare, score_placement
+from grid.planner.preemption import stage_preemptions
 from grid.planner.problem import PlacementProblem, build_problem
 from grid.planner.targets import Target
 
 Engine = Literal["cpsat", "heuristic"]
+Key = tuple[str, str]
 ENGINES = ("cpsat", "heuristic")
 
 
@@ -72,12 +75,32 @@ def make_plan(
             wall_ms=wall,
             message=result.message or "CP-SAT found no feasible solution within the time limit",
         )
+    placed, message = result.placed, result.message
+    if _after_preemption_better(problem, greedy, placed):
+        # Staged evictions depend on where everything else sits: a solver placement that is
+        # at least as good before staging can lose replicas to a larger victim set after it.
+        placed = greedy
+        message = (message + " " if message else "") + (
+            "kept the heuristic's placement: it needs fewer evictions once preemption is staged"
+        )
     return assemble_plan(
         problem,
-        result.placed,
+        placed,
         engine="cp-sat",
         status=result.status,
-        wall_ms=wall,
+        wall_ms=(time.perf_counter() - started) * 1000,
         bounds=result.bounds,
-        message=result.message,
+        message=message,
     )
+
+
+def _after_preemption_better(
+    problem: PlacementProblem, candidate: set[Key], incumbent: set[Key]
+) -> bool:
+    """Is `candidate` lexicographically better than `incumbent` once victims leave the plan?"""
+
+    def final_values(placed: set[Key]) -> dict[str, int]:
+        _preemptions, evicted = stage_preemptions(problem, placed)
+        return score_placement(problem, placed - evicted)
+
+    return compare(problem, final_values(candidate), final_values(incumbent)) > 0

@@ -130,6 +130,8 @@ class PlacementProblem:
     refusals: dict[tuple[str, str], list[str]]
     fixed: list[FixedReplica]
     excluded_pairs: frozenset[frozenset[str]]
+    # Derived tables computed once per problem by other modules (e.g. quality scores).
+    memo: dict[str, object] = field(default_factory=dict, repr=False)
     _by_model: dict[str, list[Candidate]] = field(default_factory=dict, repr=False)
     _by_host: dict[str, list[Candidate]] = field(default_factory=dict, repr=False)
 
