@@ -257,6 +257,10 @@ class _Explainer:
             bindings = [self.blocker_binding(model_id, b) for c in changes for b in c.blockers][
                 :MAX_BINDINGS
             ]
+        # Hosts that can never take it explain why the search stayed on so few hosts.
+        refused = self.refusals_by_reason(model_id)
+        bindings += [self.refusal_binding(profile, r, hs) for r, hs in refused.items()]
+        bindings = bindings[:MAX_BINDINGS]
         best = changes[0]
         if best.blockers:
             fix = _change_text(model_id, best)
@@ -487,7 +491,7 @@ class _Explainer:
         return Binding(
             constraint=code,
             host_id=hosts[0] if len(hosts) == 1 else None,
-            detail=f"{shown}: {REASON_TEXT.get(code, code)}{wanted}",
+            detail=f"{shown + ': ' if len(hosts) > 1 else ''}{REASON_TEXT.get(code, code)}{wanted}",
         )
 
     def best_refusal_fix(self, profile: ModelProfile) -> str:
