@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from grid import __version__
-from grid.cli import lab_cmd, plan_cmd, reconcile_cmd
+from grid.cli import allocator_cmd, lab_cmd, plan_cmd, reconcile_cmd, server_cmd
 from grid.cli.errors import report_grid_error, report_unexpected
 from grid.fleet.errors import GridError
 
@@ -70,6 +70,9 @@ def _root(
 app.command("plan")(plan_cmd.plan)
 app.command("validate")(plan_cmd.validate)
 app.command("reconcile")(reconcile_cmd.reconcile)
+app.command("up")(server_cmd.up)
+app.command("down")(server_cmd.down)
+app.add_typer(allocator_cmd.allocator_app, name="allocator")
 app.add_typer(lab_cmd.lab_app, name="lab")
 
 

@@ -1,0 +1,35 @@
+"""The FastAPI app factory: one router per resource, one error format, no secret in output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from grid import __version__
+from grid.api import routes_allocator, routes_metrics, routes_nodes
+from grid.api.auth import Credentials
+from grid.api.errors import install_error_handlers
+from grid.runtime.controller.service import ControllerService
+
+
+def create_app(
+    service: ControllerService, credentials: Credentials, *, instance: str = ""
+) -> FastAPI:
+    app = FastAPI(
+        title="Grid allocator controller",
+        version=__version__,
+        description="Fleet model allocator: node wire contract, control surface and metrics.",
+    )
+    app.state.service = service
+    app.state.credentials = credentials
+    install_error_handlers(app)
+    app.include_router(routes_nodes.router)
+    app.include_router(routes_allocator.router)
+    app.include_router(routes_metrics.router)
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, Any]:
+        return {"ok": True, "instance": instance, "mode": service.controller.mode.value}
+
+    return app

@@ -1,0 +1,172 @@
+"""The httpx client of the allocator API, used by the CLI and by node agents.
+
+Refusals come back as GridError with the server's code, sentence and fix. Credentials are sent
+only in headers and never over plain HTTP to a non-loopback address. Nothing here prints or logs
+a credential.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+
+from grid.api.auth import NODE_HEADER, OPERATOR_HEADER
+from grid.fleet.errors import GridError
+
+DEFAULT_TIMEOUT_S = 60.0
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class AllocatorClient:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        operator_token: str | None = None,
+        node_token: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise GridError(
+                "invalid_controller_url",
+                f"{base_url!r} is not an http(s) URL",
+                fix="pass --grid http://127.0.0.1:22101 (or the controller's URL)",
+            )
+        if (
+            (operator_token or node_token)
+            and parts.scheme == "http"
+            and not is_loopback(parts.hostname)
+        ):
+            raise GridError(
+                "insecure_transport",
+                "credentials are never sent over plain HTTP to a non-loopback address",
+                fix="use the controller's https:// URL, or run the command on the controller",
+            )
+        headers: dict[str, str] = {}
+        if operator_token:
+            headers[OPERATOR_HEADER] = operator_token
+        if node_token:
+            headers[NODE_HEADER] = node_token
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=timeout_s,
+            transport=transport,
+            trust_env=False,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> AllocatorClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- transport -------------------------------------------------------------------------
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TimeoutException:
+            raise GridError(
+                "controller_timeout",
+                f"the controller at {self.base_url} did not answer in time",
+                fix="check the controller's log, or retry",
+            ) from None
+        except httpx.TransportError:
+            raise GridError(
+                "controller_unreachable",
+                f"no controller answers at {self.base_url}",
+                fix="start it, or pass the right --grid URL",
+                next_command="grid up",
+            ) from None
+        if response.status_code >= 400:
+            raise _refusal(response)
+        if response.headers.get("content-type", "").startswith("application/json"):
+            return response.json()
+        return response.text
+
+    # -- allocator ---------------------------------------------------------------------------
+    def healthz(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", "/healthz")
+        return result
+
+    def status(self, *, history: int = 50) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "GET", "/allocator/status", params={"history": history}
+        )
+        return result
+
+    def put_model(self, model_id: str, profile: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "PUT", f"/allocator/models/{_seg(model_id)}", json=profile
+        )
+        return result
+
+    def delete_model(self, model_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("DELETE", f"/allocator/models/{_seg(model_id)}")
+        return result
+
+    def set_mode(self, mode: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("PUT", "/allocator/mode", json={"mode": mode})
+        return result
+
+    def tick(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("POST", "/allocator/tick")
+        return result
+
+    def observe(self, observations: list[dict[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "POST", "/allocator/observations", json={"observations": observations}
+        )
+        return result
+
+    def node_credential(self, host_id: str | None, *, ttl_s: float | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if host_id is not None:
+            body["host_id"] = host_id
+        if ttl_s is not None:
+            body["ttl_seconds"] = ttl_s
+        result: dict[str, Any] = self.request("POST", "/allocator/node-credentials", json=body)
+        return result
+
+    def metrics(self) -> str:
+        result: str = self.request("GET", "/metrics")
+        return result
+
+    # -- nodes ------------------------------------------------------------------------------
+    def put_node(self, node_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("PUT", f"/nodes/{_seg(node_id)}", json=body)
+        return result
+
+
+def _seg(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _refusal(response: httpx.Response) -> GridError:
+    try:
+        body = response.json()
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+    except ValueError:
+        error = {}
+    code = str(error.get("code") or f"http_{response.status_code}")
+    message = str(error.get("message") or f"the controller answered HTTP {response.status_code}")
+    return GridError(
+        code, message, fix=str(error.get("fix", "")), details={"http_status": response.status_code}
+    )

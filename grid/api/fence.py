@@ -1,0 +1,63 @@
+"""The node-side authority fence for controller commands (pure; the node persists its state).
+
+A managed node remembers the highest controller term it has accepted and the one controller
+identity allowed in that term. It refuses a command from a lower term (even after a restart,
+once the state is restored), from a second controller claiming the same term, a command whose
+lease TTL (converted by the node to its own monotonic clock) has run out, and anything not
+marked executable. Once a fenced command was seen, the legacy term-zero namespace is closed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FenceVerdict:
+    accepted: bool
+    reason: str = ""
+
+
+@dataclass
+class CommandFence:
+    highest_term: int = 0
+    controller_id: str = ""
+
+    def admit(self, command: dict[str, Any], ttl_remaining_s: float) -> FenceVerdict:
+        term = command.get("controller_term", 0)
+        who = command.get("controller_id", "")
+        if not isinstance(term, int) or isinstance(term, bool) or term < 0:
+            return FenceVerdict(False, "malformed_term")
+        if not isinstance(who, str):
+            return FenceVerdict(False, "malformed_controller_id")
+        if command.get("executable") is not True:
+            return FenceVerdict(False, "not_executable")
+        if not math.isfinite(ttl_remaining_s) or ttl_remaining_s <= 0:
+            return FenceVerdict(False, "authority_expired")
+        if term < self.highest_term:
+            return FenceVerdict(False, "stale_term")
+        if term == self.highest_term and self.controller_id and who != self.controller_id:
+            return FenceVerdict(False, "second_controller_in_term")
+        self.highest_term = term
+        self.controller_id = who
+        return FenceVerdict(True)
+
+    def to_state(self) -> dict[str, Any]:
+        return {"highest_term": self.highest_term, "controller_id": self.controller_id}
+
+    @classmethod
+    def from_state(cls, data: Any) -> CommandFence:
+        if not isinstance(data, dict):
+            return cls()
+        term = data.get("highest_term", 0)
+        who = data.get("controller_id", "")
+        if (
+            not isinstance(term, int)
+            or isinstance(term, bool)
+            or term < 0
+            or not isinstance(who, str)
+        ):
+            return cls()
+        return cls(highest_term=term, controller_id=who)

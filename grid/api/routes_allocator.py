@@ -1,0 +1,122 @@
+"""The allocator's control surface (spec "HTTP control surface").
+
+GET /allocator/status is read-only and follows the server's loopback visibility; every other
+route needs the operator capability and changes nothing when it is missing or wrong (the check
+runs before the handler).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Depends, Path, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from grid.api.auth import DEFAULT_NODE_TTL_S, MAX_NODE_TTL_S, Credentials
+from grid.api.deps import Service, get_credentials, require_operator
+from grid.demand import parse_observation
+from grid.fleet.errors import GridError
+from grid.runtime.controller.status import status_document
+
+router = APIRouter(prefix="/allocator", tags=["allocator"])
+admin = [Depends(require_operator)]
+
+ModelId = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^\S+$")]
+MAX_OBSERVATIONS = 1000
+
+
+class ModeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    mode: Literal["observe", "recommend", "automatic"]
+
+
+class ObservationBatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    observations: list[dict[str, Any]] = Field(max_length=MAX_OBSERVATIONS)
+
+
+class CredentialRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    host_id: str | None = Field(default=None, min_length=1, max_length=256, pattern=r"^\S+$")
+    ttl_seconds: float = Field(default=DEFAULT_NODE_TTL_S, gt=0, le=MAX_NODE_TTL_S)
+
+
+@router.get("/status")
+def get_status(
+    service: Service, history: Annotated[int, Query(ge=0, le=512)] = 50
+) -> dict[str, Any]:
+    return status_document(service.controller, service.clock(), history=history)
+
+
+@router.put("/models/{model_id}", dependencies=admin)
+def put_model(
+    model_id: ModelId,
+    service: Service,
+    profile: Annotated[dict[str, Any], Body(description="A model profile (DESIGN.md schema)")],
+) -> dict[str, Any]:
+    saved = service.controller.put_profile(model_id, profile, service.clock())
+    service.notify()
+    return {"profile": saved.model_dump(mode="json")}
+
+
+@router.delete("/models/{model_id}", dependencies=admin)
+def delete_model(model_id: ModelId, service: Service) -> dict[str, Any]:
+    tomb = service.controller.remove_profile(model_id, service.clock())
+    service.notify()
+    return {"tombstone": tomb.model_dump(mode="json")}
+
+
+@router.put("/mode", dependencies=admin)
+def put_mode(body: ModeBody, service: Service) -> dict[str, Any]:
+    result = service.controller.set_mode(body.mode, service.clock())
+    service.notify()
+    return result
+
+
+@router.post("/tick", dependencies=admin)
+def post_tick(service: Service) -> dict[str, Any]:
+    ctl = service.controller
+    revision = ctl.request_tick()
+    service.ensure_tick(revision)
+    report = ctl.last_tick
+    return {
+        "tick": None if report is None else vars(report).copy(),
+        "revision": revision,
+        "success_revision": ctl.success_revision,
+    }
+
+
+@router.post("/observations", dependencies=admin)
+def post_observations(body: ObservationBatch, service: Service) -> dict[str, Any]:
+    ctl = service.controller
+    workloads = ctl.config.demand.workloads
+    parsed = []
+    invalid: list[dict[str, str]] = []
+    for index, raw in enumerate(body.observations):
+        try:
+            parsed.append(parse_observation(raw, workloads))
+        except GridError as err:
+            invalid.append({"index": str(index), "code": err.code, "path": err.path})
+    counts = ctl.observe(parsed, service.clock())
+    if counts["accepted"]:
+        service.notify()
+    return {**counts, "invalid": len(invalid), "errors": invalid[:20]}
+
+
+@router.post("/node-credentials", dependencies=admin)
+def post_node_credential(
+    body: CredentialRequest,
+    service: Service,
+    credentials: Annotated[Credentials, Depends(get_credentials)],
+) -> dict[str, Any]:
+    host_id = body.host_id or f"host-{secrets.token_hex(6)}"
+    token, expires = credentials.mint_node_token(
+        host_id, now=service.clock(), ttl_s=body.ttl_seconds
+    )
+    return {
+        "host_id": host_id,
+        "token": token,
+        "expires_at": expires,
+        "generated_host_id": body.host_id is None,
+    }

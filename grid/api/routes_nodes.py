@@ -1,0 +1,53 @@
+"""PUT /nodes/{node_id}: allocator node registration, heartbeat, receipts and command delivery.
+
+The wire contract is the spec's: the response carries `ttl_seconds`, `model_last_used_at` for the
+models resident on the host, and an `allocator` block with the mode, the controller lease TTL in
+this server's clock domain and the commands for the authenticated host. With
+`request_commands: false` the update only refreshes registry truth and marks placement dirty;
+it returns at once and never marks a command delivered.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
+
+from grid.api.deps import Node, Service
+from grid.runtime.controller.wire import NodeUpdate
+
+router = APIRouter(tags=["nodes"])
+
+NodeId = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._:@-]+$")]
+
+
+@router.put("/nodes/{node_id}")
+def put_node(node_id: NodeId, update: NodeUpdate, service: Service, node: Node) -> dict[str, Any]:
+    ctl = service.controller
+    reply = ctl.node_update(node_id, node.host_id, update, service.clock())
+    commands: list[dict[str, Any]] = []
+    held: list[str] = []
+    if update.request_commands:
+        service.ensure_tick(reply.revision)
+        delivery = ctl.poll_commands(node.host_id, reply.revision, service.clock())
+        commands, held = delivery.commands, delivery.held
+    else:
+        service.notify()
+    now = service.clock()
+    return {
+        "node_id": node_id,
+        "host_id": reply.host_id,
+        "ttl_seconds": ctl.config.node_ttl_s,
+        "model_last_used_at": ctl.last_used_for(reply.host_id),
+        "acknowledgements": [
+            {"action_id": o.action_id, "result": o.result.value} for o in reply.acknowledgements
+        ],
+        "allocator": {
+            "schema_version": 1,
+            "mode": ctl.mode.value,
+            "controller_lease_ttl_seconds": round(ctl.lease_ttl(now), 3),
+            "revision": reply.revision,
+            "commands": commands,
+            "held_destructive": held,
+        },
+    }

@@ -1,0 +1,95 @@
+"""`python -m grid.api.server --state-dir DIR`: the controller process `grid up` starts.
+
+Secrets are read from DIR/config.json (owner-only), never from the command line or the
+environment, so `ps` shows nothing sensitive. State lives in DIR/state.json with its lease
+beside it. The server binds to loopback unless the config names another address.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import secrets
+import sys
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from grid.api.app import create_app
+from grid.api.settings import STATE_NAME, Settings, load_settings
+from grid.demand.config import DemandConfig
+from grid.fleet.errors import GridError
+from grid.runtime.controller.config import ControllerConfig
+from grid.runtime.controller.core import Controller
+from grid.runtime.controller.lease import LeaseFile
+from grid.runtime.controller.service import ControllerService
+from grid.runtime.controller.store import StateStore
+
+log = logging.getLogger("grid.server")
+
+
+def controller_config(overrides: dict[str, Any]) -> ControllerConfig:
+    known = {f.name for f in fields(ControllerConfig)} - {"demand"}
+    chosen = {k: v for k, v in overrides.items() if k in known}
+    demand = overrides.get("demand")
+    if isinstance(demand, dict):
+        known_demand = {f.name for f in fields(DemandConfig)}
+        chosen["demand"] = DemandConfig(**{k: v for k, v in demand.items() if k in known_demand})
+    try:
+        return ControllerConfig(**chosen)
+    except TypeError as exc:
+        raise GridError(
+            "invalid_controller_config",
+            f"controller settings: {exc}",
+            fix="correct the `controller` section of config.json",
+        ) from None
+
+
+def build(state_dir: Path, settings: Settings) -> tuple[FastAPI, ControllerService]:
+    config = controller_config(settings.controller)
+    state_path = state_dir / STATE_NAME
+    lease = LeaseFile(
+        state_path.with_name(STATE_NAME + ".lease"),
+        controller_id=secrets.token_hex(8),
+        ttl_s=config.lease_ttl_s,
+    )
+    controller = Controller(StateStore(state_path), now=time.time(), config=config, lease=lease)
+    service = ControllerService(controller)
+    app = create_app(service, settings.credentials, instance=settings.instance)
+    return app, service
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="grid-allocator-server")
+    parser.add_argument("--state-dir", required=True, type=Path)
+    parser.add_argument("--port", type=int, default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        settings = load_settings(args.state_dir)
+        app, service = build(args.state_dir, settings)
+    except GridError as err:
+        print(f"Error [{err.code}]: {err.message}", file=sys.stderr)
+        return 2
+    port = args.port or settings.port
+    service.start()
+    log.info(
+        "controller %s listening on %s:%d (state %s)",
+        service.controller.controller_id,
+        settings.host,
+        port,
+        args.state_dir / STATE_NAME,
+    )
+    try:
+        uvicorn.run(app, host=settings.host, port=port, log_level="info", access_log=True)
+    finally:
+        service.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

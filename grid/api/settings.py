@@ -1,0 +1,152 @@
+"""The controller's owner-only config file: `<state-dir>/config.json` (mode 0600).
+
+It holds the operator capability (`operator_token`), the node-signing key, and where the server
+listens. The server reads it at startup, so no secret ever appears in a process's arguments; the
+CLI reads the capability from it for admin commands on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grid.api.auth import Credentials, new_secret
+from grid.fleet.errors import GridError
+
+CONFIG_NAME = "config.json"
+STATE_NAME = "state.json"
+DEFAULT_PORT = 22101
+DEFAULT_HOST = "127.0.0.1"
+STATE_DIR_ENV = "GRID_STATE_DIR"
+
+
+def default_state_dir() -> Path:
+    configured = os.environ.get(STATE_DIR_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".grid" / "allocator"
+
+
+@dataclass(frozen=True)
+class Settings:
+    operator_token: str
+    node_signing_key: str
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    instance: str = ""
+    controller: dict[str, Any] = field(default_factory=dict)  # ControllerConfig overrides
+
+    @property
+    def credentials(self) -> Credentials:
+        return Credentials(self.operator_token, self.node_signing_key)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def config_path(state_dir: Path) -> Path:
+    return state_dir / CONFIG_NAME
+
+
+def load_settings(state_dir: Path) -> Settings:
+    path = config_path(state_dir)
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise GridError(
+            "no_controller_config",
+            f"no controller config at {path}",
+            fix="start the controller first",
+            next_command=f"grid up --state-dir {state_dir}",
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise GridError(
+            "invalid_controller_config",
+            f"the controller config at {path} cannot be read ({type(exc).__name__})",
+            fix="restore the file or move it aside and run `grid up` again",
+        ) from None
+    if not isinstance(data, dict):
+        raise GridError(
+            "invalid_controller_config",
+            f"{path} is not a JSON object",
+            fix="move it aside and run `grid up` again",
+        )
+    token, key = data.get("operator_token"), data.get("node_signing_key")
+    port, host = data.get("port", DEFAULT_PORT), data.get("host", DEFAULT_HOST)
+    if not (isinstance(token, str) and token and isinstance(key, str) and key):
+        raise GridError(
+            "invalid_controller_config",
+            f"{path} lacks operator_token or node_signing_key",
+            fix="move it aside and run `grid up` again",
+        )
+    if not isinstance(port, int) or not 0 < port < 65536 or not isinstance(host, str):
+        raise GridError(
+            "invalid_controller_config",
+            f"{path} has an invalid host or port",
+            fix="correct host and port in the file",
+        )
+    _owner_only(path)
+    instance = data.get("instance", "")
+    controller = data.get("controller", {})
+    return Settings(
+        token,
+        key,
+        host,
+        port,
+        instance if isinstance(instance, str) else "",
+        controller if isinstance(controller, dict) else {},
+    )
+
+
+def write_settings(state_dir: Path, settings: Settings) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(state_dir, 0o700)
+    path = config_path(state_dir)
+    fd, tmp = tempfile.mkstemp(prefix=".config.", dir=state_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), 0o600)
+            json.dump(asdict(settings), fh, indent=2)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_or_create_settings(state_dir: Path, *, port: int | None = None) -> Settings:
+    """The existing config (a new port is recorded), or a fresh one with new secrets."""
+    if config_path(state_dir).exists():
+        current = load_settings(state_dir)
+        if port is not None and port != current.port:
+            current = Settings(
+                current.operator_token,
+                current.node_signing_key,
+                current.host,
+                port,
+                current.instance,
+            )
+            write_settings(state_dir, current)
+        return current
+    settings = Settings(
+        operator_token=new_secret(),
+        node_signing_key=new_secret(),
+        port=port or DEFAULT_PORT,
+        instance=secrets.token_hex(8),
+    )
+    write_settings(state_dir, settings)
+    return settings
+
+
+def _owner_only(path: Path) -> None:
+    # A config readable by others leaks the capability: tighten it rather than keep going.
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        os.chmod(path, 0o600)

@@ -1,0 +1,484 @@
+"""`grid allocator ...`: model profiles, modes, ticks, status and node credentials.
+
+Every command talks to the controller over HTTP (`--grid URL`, default: the local controller of
+`--state-dir`). Admin commands take the operator capability from `--token-file`, then
+GRID_ALLOCATOR_CONTROL_TOKEN, then the local config.json; it is sent in a header only and never
+printed. `status --json` and `--json` elsewhere print exactly one JSON document on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from grid.api.client import AllocatorClient
+from grid.api.settings import CONFIG_NAME, default_state_dir, load_settings
+from grid.fleet.errors import GridError
+
+TOKEN_ENV = "GRID_ALLOCATOR_CONTROL_TOKEN"
+
+allocator_app = typer.Typer(
+    name="allocator",
+    help="Control the fleet allocator: profiles, modes, ticks, status, node credentials.",
+    no_args_is_help=True,
+)
+model_app = typer.Typer(
+    help="Create, replace or retire model placement profiles.", no_args_is_help=True
+)
+token_app = typer.Typer(help="Write host-scoped node credentials.", no_args_is_help=True)
+allocator_app.add_typer(model_app, name="model")
+allocator_app.add_typer(token_app, name="token")
+
+GridOpt = Annotated[str | None, typer.Option("--grid", help="Controller URL (default: local).")]
+StateOpt = Annotated[Path | None, typer.Option("--state-dir", help="Local controller folder.")]
+TokenFileOpt = Annotated[
+    Path | None, typer.Option("--token-file", help="File holding the operator capability.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+
+
+# ----------------------------------------------------------------------------- connection
+
+
+def _read_token_file(path: Path) -> str:
+    try:
+        text = path.expanduser().read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise GridError(
+            "token_file_unreadable",
+            f"cannot read {path} ({exc.strerror})",
+            fix="check the --token-file path and its permissions",
+        ) from None
+    if text.startswith("{"):  # a controller config.json
+        try:
+            token = json.loads(text).get("operator_token", "")
+        except (ValueError, AttributeError):
+            token = ""
+        text = token if isinstance(token, str) else ""
+    if not text:
+        raise GridError(
+            "token_file_empty",
+            f"{path} holds no operator capability",
+            fix="point --token-file at the controller's config.json or a token file",
+        )
+    return text
+
+
+def _operator_token(state_dir: Path, token_file: Path | None) -> str:
+    if token_file is not None:
+        return _read_token_file(token_file)
+    from_env = os.environ.get(TOKEN_ENV, "").strip()
+    if from_env:
+        return from_env
+    return load_settings(state_dir).operator_token
+
+
+def _url(grid: str | None, state_dir: Path) -> str:
+    if grid:
+        return grid
+    try:
+        return load_settings(state_dir).url
+    except GridError as err:
+        err.fix = "start the local controller, or pass --grid URL"
+        err.next_command = "grid up"
+        raise
+
+
+def client(
+    grid: str | None, state_dir: Path | None, token_file: Path | None = None, *, admin: bool = True
+) -> AllocatorClient:
+    folder = (state_dir or default_state_dir()).expanduser()
+    token = _operator_token(folder, token_file) if admin else None
+    return AllocatorClient(_url(grid, folder), operator_token=token)
+
+
+def _emit(document: Any) -> None:
+    typer.echo(json.dumps(document, indent=2, allow_nan=False))
+
+
+# ----------------------------------------------------------------------------- model set
+
+
+def _pairs(values: list[str] | None, flag: str, kind: type) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for raw in values or []:
+        name, sep, value = raw.partition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            out[name] = kind(value)
+        except ValueError:
+            raise GridError(
+                "invalid_option",
+                f"{flag} {raw!r} is not NAME=VALUE",
+                fix=f"write it as {flag} name=value",
+            ) from None
+    return out
+
+
+@model_app.command("set")
+def model_set(
+    model_id: Annotated[str, typer.Argument(help="Model id (the GGUF file or alias name).")],
+    memory_mb: Annotated[int, typer.Option("--memory-mb", help="Resident MB of one replica.")],
+    runtime: Annotated[list[str] | None, typer.Option("--runtime")] = None,
+    runtime_memory_mb: Annotated[
+        list[str] | None, typer.Option("--runtime-memory-mb", help="RUNTIME=MB, repeatable.")
+    ] = None,
+    backend: Annotated[list[str] | None, typer.Option("--backend")] = None,
+    required_tag: Annotated[list[str] | None, typer.Option("--required-tag")] = None,
+    forbidden_tag: Annotated[list[str] | None, typer.Option("--forbidden-tag")] = None,
+    pin: Annotated[list[str] | None, typer.Option("--pin", help="Pinned host id.")] = None,
+    allow_host: Annotated[list[str] | None, typer.Option("--allow-host")] = None,
+    deny_host: Annotated[list[str] | None, typer.Option("--deny-host")] = None,
+    workload_score: Annotated[
+        list[str] | None, typer.Option("--workload-score", help="WORKLOAD=SCORE in (0, 1].")
+    ] = None,
+    colocation_exclude: Annotated[list[str] | None, typer.Option("--colocation-exclude")] = None,
+    max_colocated_models: Annotated[int | None, typer.Option("--max-colocated-models")] = None,
+    min_replicas: Annotated[int | None, typer.Option("--min-replicas")] = None,
+    max_replicas: Annotated[int | None, typer.Option("--max-replicas")] = None,
+    min_failure_domains: Annotated[int | None, typer.Option("--min-failure-domains")] = None,
+    priority: Annotated[int | None, typer.Option("--priority")] = None,
+    data_tier: Annotated[str | None, typer.Option("--data-tier")] = None,
+    artifact_sha256: Annotated[str | None, typer.Option("--artifact-sha256")] = None,
+    artifact_source: Annotated[str | None, typer.Option("--artifact-source")] = None,
+    artifact_size_mb: Annotated[int | None, typer.Option("--artifact-size-mb")] = None,
+    target_utilization: Annotated[float | None, typer.Option("--target-utilization")] = None,
+    replica_concurrency: Annotated[float | None, typer.Option("--replica-concurrency")] = None,
+    expected_service_time: Annotated[
+        float | None, typer.Option("--expected-service-time", help="Seconds per request.")
+    ] = None,
+    latency_slo_ms: Annotated[float | None, typer.Option("--latency-slo-ms")] = None,
+    load_estimate: Annotated[float | None, typer.Option("--load-estimate", help="Seconds.")] = None,
+    warm_estimate: Annotated[float | None, typer.Option("--warm-estimate", help="Seconds.")] = None,
+    min_residency: Annotated[float | None, typer.Option("--min-residency", help="Seconds.")] = None,
+    scale_down_cooldown: Annotated[
+        float | None, typer.Option("--scale-down-cooldown", help="Seconds.")
+    ] = None,
+    grid: GridOpt = None,
+    state_dir: StateOpt = None,
+    token_file: TokenFileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create or replace a model placement profile."""
+    if artifact_source and not (artifact_sha256 and artifact_size_mb):
+        raise GridError(
+            "artifact_source_incomplete",
+            "--artifact-source enables autonomous fetch and needs --artifact-sha256 and "
+            "--artifact-size-mb too",
+            fix="add the exact digest and the download size ceiling, or drop --artifact-source",
+        )
+    body: dict[str, Any] = {"memory_mb": memory_mb}
+    lists = {
+        "runtimes": runtime,
+        "backends": backend,
+        "required_tags": required_tag,
+        "forbidden_tags": forbidden_tag,
+        "pinned_hosts": pin,
+        "allowed_hosts": allow_host,
+        "denied_hosts": deny_host,
+        "colocation_excludes": colocation_exclude,
+    }
+    body.update({k: v for k, v in lists.items() if v})
+    if runtime_memory_mb:
+        body["runtime_memory_mb"] = _pairs(runtime_memory_mb, "--runtime-memory-mb", int)
+    if workload_score:
+        body["workload_scores"] = _pairs(workload_score, "--workload-score", float)
+    scalars = {
+        "max_colocated_models": max_colocated_models,
+        "min_replicas": min_replicas,
+        "max_replicas": max_replicas,
+        "min_failure_domains": min_failure_domains,
+        "priority": priority,
+        "data_tier": data_tier,
+        "artifact_sha256": artifact_sha256,
+        "artifact_source": artifact_source,
+        "artifact_size_mb": artifact_size_mb,
+        "target_utilization": target_utilization,
+        "replica_concurrency": replica_concurrency,
+        "expected_service_time_s": expected_service_time,
+        "latency_slo_ms": latency_slo_ms,
+        "load_estimate_s": load_estimate,
+        "warm_estimate_s": warm_estimate,
+        "min_residency_s": min_residency,
+        "scale_down_cooldown_s": scale_down_cooldown,
+    }
+    body.update({k: v for k, v in scalars.items() if v is not None})
+    with client(grid, state_dir, token_file) as api:
+        saved = api.put_model(model_id, body)
+    if as_json:
+        _emit(saved)
+        return
+    prof = saved["profile"]
+    typer.echo(
+        f"Saved profile {prof['model_id']}: {prof['memory_mb']} MB, replicas "
+        f"{prof['min_replicas']}..{prof['max_replicas']}, runtimes "
+        f"{', '.join(prof['runtimes'])}"
+    )
+    typer.echo("Next: grid allocator tick && grid allocator status")
+
+
+def _remove(
+    model_id: str, grid: str | None, state_dir: Path | None, token_file: Path | None, as_json: bool
+) -> None:
+    with client(grid, state_dir, token_file) as api:
+        result = api.delete_model(model_id)
+    if as_json:
+        _emit(result)
+    else:
+        typer.echo(
+            f"Retired {model_id}: it converges to zero replicas; the tombstone stays "
+            "until the profile is created again."
+        )
+
+
+@model_app.command("remove")
+def model_remove(
+    model_id: Annotated[str, typer.Argument()],
+    grid: GridOpt = None,
+    state_dir: StateOpt = None,
+    token_file: TokenFileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Retire a model profile (drained and unloaded safely)."""
+    _remove(model_id, grid, state_dir, token_file, as_json)
+
+
+@model_app.command("rm")
+def model_rm(
+    model_id: Annotated[str, typer.Argument()],
+    grid: GridOpt = None,
+    state_dir: StateOpt = None,
+    token_file: TokenFileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Alias of `model remove`."""
+    _remove(model_id, grid, state_dir, token_file, as_json)
+
+
+# ----------------------------------------------------------------------------- mode, tick
+
+
+@allocator_app.command("mode")
+def mode(
+    value: Annotated[str, typer.Argument(help="observe, recommend or automatic.")],
+    grid: GridOpt = None,
+    state_dir: StateOpt = None,
+    token_file: TokenFileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Select observe, recommend or automatic mode (recommend is the kill switch)."""
+    if value not in ("observe", "recommend", "automatic"):
+        raise GridError(
+            "unknown_mode",
+            f"mode {value!r} is not observe, recommend or automatic",
+            fix="use one of observe, recommend, automatic",
+        )
+    with client(grid, state_dir, token_file) as api:
+        result = api.set_mode(value)
+    if as_json:
+        _emit(result)
+        return
+    typer.echo(f"Mode: {result['previous']} -> {result['mode']}")
+    if result["withdrawn"]:
+        typer.echo(f"Cancelled {len(result['withdrawn'])} undelivered command(s).")
+
+
+@allocator_app.command("tick")
+def tick(
+    grid: GridOpt = None,
+    state_dir: StateOpt = None,
+    token_file: TokenFileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a reconciliation pass now."""
+    with client(grid, state_dir, token_file) as api:
+        result = api.tick()
+    if as_json:
+        _emit(result)
+        return
+    report = result.get("tick") or {}
+    if report.get("ok"):
+        typer.echo(
+            f"Tick ok in {report['duration_ms']} ms: {report['engine']} "
+            f"{report['solver_status']}, {len(report['issued'])} command(s) issued, "
+            f"generation {report['generation']}"
+        )
+    else:
+        typer.echo(f"Tick failed: {report.get('error', 'unknown error')}")
+        raise typer.Exit(1)
+
+
+# ----------------------------------------------------------------------------- status
+
+
+def _table(title: str, columns: list[str]) -> Table:
+    table = Table(title=title, title_justify="left", show_lines=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def render_status(doc: dict[str, Any]) -> RenderableType:
+    parts: list[RenderableType] = []
+    rev = doc["revisions"]
+    lease = doc["lease"]
+    head = Text()
+    head.append(f"mode {doc['mode']}", style="bold")
+    head.append(f"  durable {'yes' if doc['durable'] else 'NO'}")
+    head.append(
+        f"  lease term {lease['term']} ttl {lease['ttl_s']} s"
+        if lease["held"]
+        else "  lease not held"
+    )
+    head.append(
+        f"\nrevisions dirty {rev['dirty']} processed {rev['processed']} "
+        f"success {rev['success']} safety {rev['safety']}"
+    )
+    if doc["grace"]["active"]:
+        head.append("\nmembership grace active: destructive work waits", style="yellow")
+    tick_info = doc.get("last_tick") or {}
+    if tick_info:
+        head.append(
+            f"\nlast tick {'ok' if tick_info['ok'] else 'FAILED'} "
+            f"{tick_info['duration_ms']} ms {tick_info.get('error', '')}"
+        )
+    parts.append(head)
+    for warning in doc["warnings"]:
+        parts.append(Text(f"warning [{warning['code']}]: {warning['message']}", style="yellow"))
+    hosts = _table("Hosts", ["host", "state", "domain", "memory MB", "residencies"])
+    for h in doc["hosts"]:
+        res = ", ".join(f"{r['model_id']}:{r['state']}" for r in h["residencies"]) or "-"
+        state = h["state"] + ("" if not h["refusals"] else f" ({', '.join(h['refusals'])})")
+        hosts.add_row(
+            h["host_id"], state, h["failure_domain"], f"{h['live_mb']}/{h['allocatable_mb']}", res
+        )
+    parts.append(hosts)
+    plan = doc.get("plan")
+    if plan:
+        solver = plan["solver"]
+        parts.append(
+            Text(
+                f"Plan {doc.get('plan_generation')}: {solver['engine']} "
+                f"{solver['status']} in {solver['wall_ms']} ms, "
+                f"{len(plan['assignments'])} assignment(s)",
+                style="bold",
+            )
+        )
+        levels = _table("Objective levels", ["level", "value", "bound"])
+        for level in solver["objective"]:
+            levels.add_row(level["level"], str(level["value"]), str(level["bound"]))
+        parts.append(levels)
+    if doc["unmet"]:
+        unmet = _table("Unmet replicas", ["model", "code", "missing", "binding", "would fit if"])
+        for u in doc["unmet"]:
+            binding = (
+                "; ".join(
+                    f"{b['constraint']}"
+                    + (f"@{b['host_id']}" if b.get("host_id") else "")
+                    + (f": {b['detail']}" if b.get("detail") else "")
+                    for b in u["binding"]
+                )
+                or u["message"]
+            )
+            unmet.add_row(
+                u["model_id"],
+                u["code"],
+                str(u["missing_replicas"]),
+                binding,
+                u.get("would_fit_if") or "-",
+            )
+        parts.append(unmet)
+    rows = [
+        (c["action_id"], c["kind"], c["host_id"], c["model_id"], c["status"])
+        for c in doc["pending_commands"]
+    ]
+    rows += [
+        (a["action_id"], a["kind"], a["host_id"], a["model_id"], "proposed")
+        for a in doc["proposed_actions"]
+    ]
+    if rows:
+        table = _table(
+            "Pending and proposed commands", ["action", "kind", "host", "model", "status"]
+        )
+        for row in rows:
+            table.add_row(*row)
+        parts.append(table)
+    if doc["withdrawn_destructive"]:
+        table = _table(
+            "Withdrawn destructive (awaiting receipt)", ["action", "kind", "host", "model"]
+        )
+        for w in doc["withdrawn_destructive"]:
+            table.add_row(w["action_id"], w["kind"], w["host_id"], w["model_id"])
+        parts.append(table)
+    if doc.get("delivery_safety_error"):
+        parts.append(
+            Text(f"delivery safety: {doc['delivery_safety_error']['message']}", style="yellow")
+        )
+    if doc["tombstones"]:
+        parts.append(Text("retired: " + ", ".join(t["model_id"] for t in doc["tombstones"])))
+    return Group(*parts)
+
+
+@allocator_app.command("status")
+def status(
+    grid: GridOpt = None,
+    state_dir: StateOpt = None,
+    as_json: JsonOpt = False,
+    history: Annotated[int, typer.Option("--history", min=0, max=512)] = 50,
+) -> None:
+    """Show hosts, the plan, unmet replicas, pending commands, revisions and warnings."""
+    with client(grid, state_dir, admin=False) as api:
+        doc = api.status(history=history)
+    if as_json:
+        _emit(doc)
+    else:
+        Console(highlight=False, width=max(120, Console().width)).print(render_status(doc))
+
+
+# ----------------------------------------------------------------------------- tokens
+
+
+@token_app.command("write")
+def token_write(
+    file: Annotated[Path, typer.Argument(help="Where to write the credential (mode 0600).")],
+    host_id: Annotated[str | None, typer.Option("--host-id", help="Stable host id.")] = None,
+    ttl_seconds: Annotated[float | None, typer.Option("--ttl-seconds")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
+    grid: GridOpt = None,
+    state_dir: StateOpt = None,
+    token_file: TokenFileOpt = None,
+) -> None:
+    """Write an expiring credential valid only for one host; the secret is never printed."""
+    target = file.expanduser()
+    if target.exists() and not force:
+        raise GridError(
+            "file_exists",
+            f"{target} already exists",
+            fix="choose another path, or pass --force to replace it",
+        )
+    with client(grid, state_dir, token_file) as api:
+        minted = api.node_credential(host_id, ttl_s=ttl_seconds)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (0 if force else os.O_EXCL)
+    fd = os.open(target, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, (minted["token"] + "\n").encode())
+    finally:
+        os.close(fd)
+    if minted.get("generated_host_id"):
+        typer.echo(f"Generated host id: {minted['host_id']}")
+    typer.echo(
+        f"Wrote a credential for host {minted['host_id']} to {target} (mode 0600); "
+        "copy it to that machine over a secure channel."
+    )
+
+
+__all__ = ["CONFIG_NAME", "allocator_app", "render_status"]

@@ -1,0 +1,1 @@
+"""The stateful controller: durable state, lease, generations, timings, the control loop."""

@@ -1,0 +1,48 @@
+"""Tuning of the controller loop (planner budget, grace, leases, delivery margins)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+from grid.demand.config import DemandConfig
+from grid.fleet.errors import GridError
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    engine: str = "cpsat"
+    plan_budget_s: float = 2.0  # CP-SAT time budget per tick; the heuristic takes over after it
+    deterministic: bool = True  # one CP-SAT worker: reproducible plans on shared CPUs
+    periodic_interval_s: float = 5.0  # a tick runs at least this often
+    resolve_interval_s: float = 60.0  # a merely feasible plan is re-solved after this long
+    membership_grace_s: float = 30.0  # after a restart, no destructive work before re-registration
+    lease_ttl_s: float = 15.0  # controller mutation lease
+    lease_renew_fraction: float = 0.5  # renew once less than this share of the lease is left
+    node_ttl_s: float = 60.0  # route lease a heartbeat grants (`ttl_seconds`)
+    destructive_margin_s: float = 30.0  # replacement routes need more than this left
+    tick_wait_s: float = 10.0  # how long a command poll waits for a tick at its revision
+    status_history: int = 50  # action records shown in status
+    demand: DemandConfig = field(default_factory=DemandConfig)
+
+    def __post_init__(self) -> None:
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if isinstance(value, float) and (not math.isfinite(value) or value < 0):
+                raise GridError(
+                    "invalid_controller_config",
+                    f"controller setting {spec.name} must be a finite non-negative number",
+                    fix=f"correct {spec.name}",
+                )
+        if self.plan_budget_s <= 0 or self.lease_ttl_s <= 0 or self.node_ttl_s <= 0:
+            raise GridError(
+                "invalid_controller_config",
+                "plan_budget_s, lease_ttl_s and node_ttl_s must be positive",
+                fix="give each a positive number of seconds",
+            )
+        if self.destructive_margin_s >= self.node_ttl_s:
+            raise GridError(
+                "invalid_controller_config",
+                "destructive_margin_s must be below node_ttl_s, or no drain could ever be sent",
+                fix="lower destructive_margin_s",
+            )

@@ -1,0 +1,99 @@
+"""The last check before a drain or unload leaves the controller (pure).
+
+It runs after the delivery marker is durable, against a fresh registry snapshot: every desired
+replacement of the model (the plan's other replicas) must still be READY on an admitting host
+whose route lease (the node's `ttl_seconds` from its last heartbeat) has strictly more than the
+margin left, and the target host must still be reachable. A model that fails holds its whole
+destructive batch; availability commands never wait for this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grid.fleet.actions import DESTRUCTIVE_KINDS
+from grid.fleet.models import ADMITTING_STATES, Host, Plan, ResidencyState
+from grid.runtime.controller.state import Command
+
+
+@dataclass(frozen=True)
+class RouteLease:
+    received_at: float
+    ttl_s: float
+
+    def remaining(self, now: float) -> float:
+        return self.received_at + self.ttl_s - now
+
+
+@dataclass(frozen=True)
+class Hold:
+    model_id: str
+    action_ids: tuple[str, ...]
+    reason: str
+
+
+def _replacement_problem(
+    model_id: str,
+    host_id: str,
+    hosts: dict[str, Host],
+    leases: dict[str, RouteLease],
+    now: float,
+    margin_s: float,
+) -> str:
+    host = hosts.get(host_id)
+    if host is None:
+        return f"replacement host {host_id} is no longer registered"
+    res = next((r for r in host.residencies if r.model_id == model_id), None)
+    if res is None or res.state is not ResidencyState.READY:
+        return f"the replacement on {host_id} is not ready"
+    if host.state not in ADMITTING_STATES:
+        return f"replacement host {host_id} no longer admits work ({host.state.value})"
+    lease = leases.get(host_id)
+    left = lease.remaining(now) if lease is not None else float("-inf")
+    if not left > margin_s:
+        return f"the replacement route on {host_id} has {max(left, 0.0):.1f} s of lease left"
+    return ""
+
+
+def revalidate_destructive(
+    commands: list[Command],
+    *,
+    plan: Plan | None,
+    hosts: dict[str, Host],
+    leases: dict[str, RouteLease],
+    retired: set[str],
+    now: float,
+    stale_s: float,
+    margin_s: float,
+) -> list[Hold]:
+    """The destructive batches that must not be sent now (empty: send everything)."""
+    by_model: dict[str, list[Command]] = {}
+    for command in commands:
+        if command.action.kind in DESTRUCTIVE_KINDS:
+            by_model.setdefault(command.action.model_id, []).append(command)
+    holds: list[Hold] = []
+    for model_id, batch in sorted(by_model.items()):
+        reason = ""
+        for command in batch:
+            target = command.action.host_id
+            lease = leases.get(target)
+            if target not in hosts or lease is None or now - lease.received_at > stale_s:
+                reason = f"host {target} is no longer reachable"
+                break
+            if plan is None:
+                reason = "no plan has been computed since the controller started"
+                break
+            if model_id in retired or command.action.preemption:
+                continue  # retirement and planner-authorized preemption need no replacement
+            planned = sorted({a.host_id for a in plan.assignments if a.model_id == model_id})
+            for replacement in planned:
+                if replacement == target:
+                    continue
+                reason = _replacement_problem(model_id, replacement, hosts, leases, now, margin_s)
+                if reason:
+                    break
+            if reason:
+                break
+        if reason:
+            holds.append(Hold(model_id, tuple(c.action.action_id for c in batch), reason))
+    return holds

@@ -1,0 +1,78 @@
+"""Helpers of a tick: the plan's identity inputs, mode parsing, error and grace descriptions."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from grid.fleet.actions import Action, Deferral, Mode
+from grid.fleet.errors import GridError
+from grid.fleet.models import FleetSnapshot
+from grid.planner.eligibility import host_refusals
+from grid.planner.targets import compute_targets
+from grid.runtime.controller.config import ControllerConfig
+
+
+def parse_mode(value: str | Mode) -> Mode:
+    # Not grid.runtime.modes.parse_mode: importing that module before grid.runtime.reconcile
+    # hits an import cycle between the two (reported to the reconciler's author).
+    if isinstance(value, Mode):
+        return value
+    try:
+        return Mode(str(value).strip().lower())
+    except ValueError:
+        raise GridError(
+            "unknown_mode",
+            f"mode {str(value)[:64]!r} is not one of observe, recommend, automatic",
+            fix="use observe, recommend or automatic",
+        ) from None
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, GridError):
+        return f"[{exc.code}] {exc.message}"
+    return type(exc).__name__
+
+
+def plan_inputs(snap: FleetSnapshot) -> dict[str, Any]:
+    """Everything the plan depends on, with clocks replaced by the facts derived from them.
+
+    Raw timestamps are dropped so an idle fleet keeps one generation; what the planner reads
+    from the clock is kept instead: each host's eligibility (heartbeat freshness), each model's
+    targets (scale-down cooldown) and which residencies are still inside their minimum
+    residency (preemption protection).
+    """
+    doc = snap.model_dump(mode="json", exclude={"now", "history"})
+    for host in doc["hosts"]:
+        host.pop("last_heartbeat", None)
+        for res in host["residencies"]:
+            res.pop("loaded_at", None)
+            res.pop("last_used_at", None)
+    profiles = {m.model_id: m for m in snap.models}
+    protected = sorted(
+        (h.host_id, r.model_id)
+        for h in snap.hosts
+        for r in h.residencies
+        if r.loaded_at is None
+        or snap.now - r.loaded_at
+        < (profiles[r.model_id].min_residency_s if r.model_id in profiles else 0.0)
+    )
+    doc["clock_facts"] = {
+        "refusals": {h.host_id: host_refusals(h, snap) for h in snap.hosts},
+        "targets": {m: asdict(t) for m, t in sorted(compute_targets(snap).items())},
+        "protected": protected,
+    }
+    return doc
+
+
+def grace_deferral(action: Action, anchor: float | None, config: ControllerConfig) -> Deferral:
+    until = (anchor or action.not_before) + config.membership_grace_s
+    return Deferral(
+        kind=action.kind,
+        host_id=action.host_id,
+        model_id=action.model_id,
+        code="membership_grace",
+        message="the controller restarted recently; destructive work waits until the fleet has "
+        "re-registered",
+        retry_at=until,
+    )

@@ -1,0 +1,122 @@
+"""Live membership: which node records belong to which physical host, and each host's snapshot.
+
+Membership is deliberately not durable: after a restart every host must re-register before the
+controller trusts its view (see the membership grace in `core.py`). A node record is bound to the
+host that first registered it with a valid credential, so a credential for one host cannot squat
+another host's record, and a heartbeat is accepted only from the bound host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from grid.fleet.errors import GridError
+from grid.fleet.models import Host
+from grid.runtime.controller.wire import (
+    NodeUpdate,
+    WireAllocator,
+    WireLoad,
+    WireResources,
+    build_host,
+    safety_signature,
+)
+
+MAX_NODE_IDS_PER_HOST = 16
+
+
+@dataclass
+class HostEntry:
+    host_id: str
+    host: Host
+    resources: WireResources
+    allocator: WireAllocator | None
+    received_at: float
+    registered_at: float
+    node_ids: set[str] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)
+    load: WireLoad | None = None
+    role: str | None = None
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    host_id: str
+    new_host: bool
+    safety_changed: bool
+
+
+class Registry:
+    def __init__(self) -> None:
+        self.hosts: dict[str, HostEntry] = {}
+        self.node_to_host: dict[str, str] = {}
+
+    def host_of(self, node_id: str) -> str | None:
+        return self.node_to_host.get(node_id)
+
+    def apply(self, node_id: str, auth_host: str, update: NodeUpdate, now: float) -> ApplyResult:
+        """Fold one registration or heartbeat received at `now` from `auth_host`'s credential."""
+        if update.host_id is not None and update.host_id != auth_host:
+            raise GridError(
+                "wrong_host",
+                "the node credential is not valid for the host_id in this registration",
+                fix="use the credential written for this host (grid allocator token write)",
+            )
+        bound = self.node_to_host.get(node_id)
+        if bound is not None and bound != auth_host:
+            raise GridError(
+                "wrong_host",
+                "this node record belongs to another host",
+                fix="register under a node id of your own host",
+            )
+        host_id = auth_host
+        entry = self.hosts.get(host_id)
+        resources = update.resources or (entry.resources if entry is not None else None)
+        if resources is None:
+            raise GridError(
+                "not_registered",
+                "the host is not registered with this controller",
+                fix="send a registration with host_id and resources first",
+            )
+        if (
+            entry is not None
+            and node_id not in entry.node_ids
+            and len(entry.node_ids) >= MAX_NODE_IDS_PER_HOST
+        ):
+            raise GridError(
+                "too_many_node_records",
+                f"the host already has {MAX_NODE_IDS_PER_HOST} node records",
+                fix="reuse one stable node id per engine record",
+            )
+        allocator = update.allocator or (entry.allocator if entry is not None else None)
+        role = update.role or (entry.role if entry is not None else None)
+        # An older Grid node without the allocator envelope is inventory only.
+        manual = role not in (None, "allocator") and allocator is None
+        host, problems = build_host(host_id, resources, allocator, now=now, manual=manual)
+        before = safety_signature(entry.host) if entry is not None else None
+        if entry is None:
+            entry = HostEntry(
+                host_id=host_id,
+                host=host,
+                resources=resources,
+                allocator=allocator,
+                received_at=now,
+                registered_at=now,
+            )
+            self.hosts[host_id] = entry
+        entry.host = host
+        entry.resources = resources
+        entry.allocator = allocator
+        entry.received_at = now
+        entry.problems = problems
+        entry.load = update.load or entry.load
+        entry.role = role
+        entry.node_ids.add(node_id)
+        self.node_to_host[node_id] = host_id
+        return ApplyResult(
+            host_id=host_id,
+            new_host=before is None,
+            safety_changed=before != safety_signature(host),
+        )
+
+    def snapshot_hosts(self) -> list[Host]:
+        return [self.hosts[h].host.model_copy(deep=True) for h in sorted(self.hosts)]

@@ -1,0 +1,87 @@
+"""The durable controller document (schema v1): what survives a restart, and nothing else.
+
+Kept: mode, policy, model profiles, retirement tombstones, the plan-generation counter, the
+highest controller term issued, action records (bounded history) with the command envelope of
+every open one, learned timings, the demand tracker's bounded state and per-model last-used
+watermarks. Not kept: host membership (hosts must re-register after a restart) and secrets.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from grid.fleet.actions import Action, ActionRecord, Mode, Tombstone
+from grid.fleet.models import ModelProfile, Policy
+
+STATE_SCHEMA_VERSION = 1
+MAX_TERMINAL_RECORDS = 512  # newest finished records kept for backoff and status
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Command(_Strict):
+    """An executable action issued to one host, with the authority it was delivered under."""
+
+    action: Action
+    plan_generation: str
+    issued_seq: int = Field(ge=0)
+    controller_term: int = Field(default=0, ge=0)
+    controller_id: str = ""
+    controller_lease_expires_at: float = Field(default=0.0, ge=0)
+
+    def wire(self, *, created_at: float) -> dict[str, Any]:
+        """The command as a node receives it (spec "Local wire contract")."""
+        a = self.action
+        return {
+            "action_id": a.action_id,
+            "kind": a.kind.value,
+            "node_id": a.host_id,
+            "host_id": a.host_id,
+            "model_id": a.model_id,
+            "memory_mb": a.memory_mb,
+            "plan_generation": self.plan_generation,
+            "controller_term": self.controller_term,
+            "controller_id": self.controller_id,
+            "controller_lease_expires_at": self.controller_lease_expires_at,
+            "dependencies": list(a.dependencies),
+            "executable": a.executable,
+            "reason": a.reason,
+            "created_at": created_at,
+            "not_before": a.not_before,
+            "attempt": a.attempt,
+            "schema_version": 1,
+        }
+
+
+class ControllerDocument(_Strict):
+    schema_version: Literal[1] = 1
+    saved_at: float = Field(default=0.0, ge=0)
+    mode: Mode = Mode.RECOMMEND
+    policy: Policy = Field(default_factory=Policy)
+    profiles: list[ModelProfile] = Field(default_factory=list)
+    tombstones: list[Tombstone] = Field(default_factory=list)
+    generation: dict[str, Any] = Field(default_factory=dict)
+    max_term: int = Field(default=0, ge=0)
+    issued_seq: int = Field(default=0, ge=0)
+    records: list[ActionRecord] = Field(default_factory=list)
+    commands: list[Command] = Field(default_factory=list)
+    timings: list[dict[str, Any]] = Field(default_factory=list)
+    demand: dict[str, Any] = Field(default_factory=dict)
+    model_last_used_at: dict[str, float] = Field(default_factory=dict)
+
+
+def bound_records(records: list[ActionRecord]) -> list[ActionRecord]:
+    """Keep every record that still matters plus the newest finished ones.
+
+    Open records and withdrawn-after-delivery records without a receipt hold slots or block
+    destructive work, so they are never dropped; finished history is trimmed oldest first.
+    """
+    keep = [r for r in records if r.holds_slot or r.is_open]
+    done = [r for r in records if not (r.holds_slot or r.is_open)]
+    done.sort(key=lambda r: (r.finished_at or r.withdrawn_at or r.created_at, r.action_id))
+    kept_done = done[-MAX_TERMINAL_RECORDS:]
+    return keep + kept_done

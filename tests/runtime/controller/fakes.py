@@ -1,0 +1,101 @@
+"""A fake node agent for controller tests: it speaks the wire contract and obeys commands.
+
+It stands in for `grid/node` (an outside thing for the controller): LOAD puts weights in its
+cache, WARM makes a ready residency, DRAIN marks it draining, UNLOAD removes it. It keeps the
+node-side authority fence (highest controller term seen) so tests can show that a stale command
+is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from grid.api.fence import CommandFence
+
+
+@dataclass
+class FakeNode:
+    host_id: str
+    capacity_mb: int = 16384
+    failure_domain: str | None = None
+    node_id: str = ""
+    residencies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cached: set[str] = field(default_factory=set)
+    fence: CommandFence = field(default_factory=CommandFence)
+    executed: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    state: str = "accepting"
+
+    def __post_init__(self) -> None:
+        self.node_id = self.node_id or f"node-{self.host_id}"
+
+    def envelope(self) -> dict[str, Any]:
+        return {
+            "schema_version": 1,
+            "state": self.state,
+            "cached_models": sorted(self.cached),
+            "residencies": [dict(r) for _m, r in sorted(self.residencies.items())],
+            "actuator_capabilities": ["load", "warm", "drain", "unload"],
+        }
+
+    def registration(self) -> dict[str, Any]:
+        return {
+            "role": "allocator",
+            "models": [m for m, r in self.residencies.items() if r["state"] == "ready"],
+            "host_id": self.host_id,
+            "resources": {
+                "capacity_mb": self.capacity_mb,
+                "reserved_mb": 0,
+                "runtimes": ["llama.cpp"],
+                "failure_domain": self.failure_domain,
+            },
+            "allocator": self.envelope(),
+            # Like a real node's early lease heartbeat: registry truth only, no commands.
+            "request_commands": False,
+        }
+
+    def heartbeat(
+        self, acks: list[dict[str, Any]] | None = None, *, request_commands: bool = True
+    ) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "load": {"active_tasks": 0, "queue_depth": 0},
+            "allocator": self.envelope(),
+            "request_commands": request_commands,
+            "acknowledgements": acks or [],
+        }
+
+    def execute(
+        self, command: dict[str, Any], *, now: float, ttl_s: float = 10.0
+    ) -> dict[str, Any] | None:
+        """Run one command; None when the authority fence refuses it (no acknowledgement)."""
+        verdict = self.fence.admit(command, ttl_s)
+        if not verdict.accepted:
+            self.refused.append(command["action_id"])
+            return None
+        kind, model = command["kind"], command["model_id"]
+        if kind == "load":
+            self.cached.add(model)
+        elif kind == "warm":
+            self.residencies[model] = {
+                "model_id": model,
+                "memory_mb": command["memory_mb"],
+                "state": "ready",
+                "managed": True,
+                "loaded_at": now,
+                "last_used_at": now,
+                "active_requests": 0,
+            }
+        elif kind == "drain" and model in self.residencies:
+            self.residencies[model]["state"] = "draining"
+        elif kind == "unload":
+            self.residencies.pop(model, None)
+        self.executed.append(command["action_id"])
+        return {
+            "action_id": command["action_id"],
+            "status": "succeeded",
+            "message": kind,
+            "duration_seconds": 1.5,
+            "artifact_fetched": kind == "load",
+        }
