@@ -51,7 +51,7 @@ from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.generation import GenerationCounter, PlanGeneration, input_digest
 from grid.runtime.controller.lease import LeaseFile
-from grid.runtime.controller.planning import describe, grace_deferral, parse_mode, plan_inputs
+from grid.runtime.controller.planning import describe, grace_deferral, plan_inputs
 from grid.runtime.controller.profiles import validate_profile
 from grid.runtime.controller.registry import Registry
 from grid.runtime.controller.reports import Counters, Delivery, NodeReply, TickReport
@@ -60,6 +60,7 @@ from grid.runtime.controller.store import Store
 from grid.runtime.controller.timings import Phase, TimingTable
 from grid.runtime.controller.wire import NodeUpdate
 from grid.runtime.reconcile import reconcile
+from grid.runtime.reconcile.modes import parse_mode
 
 Planner = Callable[..., Plan]
 MAX_WARNINGS = 32

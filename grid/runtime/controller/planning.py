@@ -5,27 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from grid.fleet.actions import Action, Deferral, Mode
+from grid.fleet.actions import Action, Deferral
 from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot
 from grid.planner.eligibility import host_refusals
 from grid.planner.targets import compute_targets
 from grid.runtime.controller.config import ControllerConfig
-
-
-def parse_mode(value: str | Mode) -> Mode:
-    # Not grid.runtime.modes.parse_mode: importing that module before grid.runtime.reconcile
-    # hits an import cycle between the two (reported to the reconciler's author).
-    if isinstance(value, Mode):
-        return value
-    try:
-        return Mode(str(value).strip().lower())
-    except ValueError:
-        raise GridError(
-            "unknown_mode",
-            f"mode {str(value)[:64]!r} is not one of observe, recommend, automatic",
-            fix="use observe, recommend or automatic",
-        ) from None
 
 
 def describe(exc: BaseException) -> str:

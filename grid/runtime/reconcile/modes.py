@@ -19,12 +19,12 @@ def parse_mode(value: str | Mode) -> Mode:
     if isinstance(value, Mode):
         return value
     try:
-        return Mode(value.strip().lower())
+        return Mode(str(value).strip().lower())
     except ValueError:
         raise GridError(
             "unknown_mode",
-            f"mode {value!r} is not one of {', '.join(MODES)}",
-            fix="use --mode observe, --mode recommend or --mode automatic",
+            f"mode {str(value)[:64]!r} is not one of {', '.join(MODES)}",
+            fix="use observe, recommend or automatic",
         ) from None
 
 
