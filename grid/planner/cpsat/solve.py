@@ -51,9 +51,10 @@ SEED = 20240611
 MIN_STAGE_S = 0.05
 BUILD_S_PER_KEY = 40e-6  # measured ~25 µs per candidate for the full model, with margin
 BUILD_SHARE = 0.5  # a model may take at most this share of the remaining budget to build
-# Above this many candidates presolve alone can use a stage's whole slice (measured: ~0.35 s on
-# 9,500 variables) and leave it UNKNOWN; the hinted search without it proves as much or more.
-PRESOLVE_MAX_KEYS = 3000
+# Presolve never paid for itself on these models: above ~3,000 candidates it can use a stage's
+# whole slice (~0.35 s on 9,500 variables) and leave it UNKNOWN; below, it roughly doubled the
+# wall time of a 64-host plan (measured 300 ms with it, 170 ms without, same levels proven).
+PRESOLVE_MAX_KEYS = 0
 # The caller still stages preemptions and explains shortfalls after the solve (up to ~0.7 s on
 # a few hundred hosts): the stages leave that much of the budget unused.
 ASSEMBLY_RESERVE_S = 0.75
