@@ -252,6 +252,8 @@ class Preemption(BaseModel):
     host_id: str
     beneficiary_model_id: str
     reason: str = ""
+    # A repack: the victim keeps serving from this host, and drains only once it is READY there.
+    relocated_to: str | None = None
 
 
 class LevelValue(BaseModel):

@@ -1,6 +1,7 @@
 """Turn an engine's chosen candidate set into the Plan document (shared by every engine).
 
-Order: stage preemptions for unmet required/direct replicas (victims leave the placement),
+Order: stage repacks and preemptions for unmet required/direct replicas (victims leave the
+placement, relocated incumbents join it at their new host),
 explain every unmet replica, then score every level on the final placement.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 from grid.fleet.models import Assignment, LevelValue, Plan, ResidencyState, SolverReport
 from grid.planner.explain import explain_unsatisfied
 from grid.planner.levels import levels, quality_scores, score_placement
-from grid.planner.preemption import stage_preemptions
+from grid.planner.preemption import stage_changes
 from grid.planner.problem import PlacementProblem
 
 Key = tuple[str, str]
@@ -65,8 +66,7 @@ def assemble_plan(
     bounds: dict[str, int] | None = None,
     message: str = "",
 ) -> Plan:
-    preemptions, evicted = stage_preemptions(problem, placed)
-    final = placed - evicted
+    preemptions, final = stage_changes(problem, placed)
     assignments = [
         Assignment(
             model_id=f.model_id,

@@ -15,7 +15,7 @@ from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.assemble import assemble_plan
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.levels import compare, score_placement
-from grid.planner.preemption import stage_preemptions
+from grid.planner.preemption import stage_changes
 from grid.planner.problem import PlacementProblem, build_problem
 from grid.planner.targets import Target
 
@@ -100,7 +100,7 @@ def _after_preemption_better(
     """Is `candidate` lexicographically better than `incumbent` once victims leave the plan?"""
 
     def final_values(placed: set[Key]) -> dict[str, int]:
-        _preemptions, evicted = stage_preemptions(problem, placed)
-        return score_placement(problem, placed - evicted)
+        _preemptions, final = stage_changes(problem, placed)
+        return score_placement(problem, final)
 
     return compare(problem, final_values(candidate), final_values(incumbent)) > 0

@@ -10,8 +10,10 @@ the lowest highest-victim priority, the fewest busy victims (failed, draining an
 preferred), the lowest warm-back cost, the fewest victims. Across hosts a new failure domain
 comes first while the model's domain goal is unmet, then the same order, then host_id.
 
-The beneficiary stays unplaced: the reconciler drains the victims, and a later snapshot proves
-the memory free. Victims that the plan kept leave the plan. At most
+Before evicting, `stage_changes` tries a repack (repack.py): when a serving incumbent on the host
+fits another host right now, it moves there instead of losing service. The beneficiary stays
+unplaced: the reconciler drains the victims (a relocated one only once its new replica is READY),
+and a later snapshot proves the memory free. Victims that the plan kept leave the plan. At most
 `policy.max_evictions_per_plan` evictions are staged, and no victim is named twice.
 """
 
@@ -37,6 +39,7 @@ from grid.planner.preemption_host import (
     victims_on,
 )
 from grid.planner.problem import PlacementProblem
+from grid.planner.repack import compatible_hosts, find_repack
 
 Key = tuple[str, str]
 MAX_VICTIMS_ENUMERATED = 10  # per host; beyond this only the least valuable are combined
@@ -46,13 +49,25 @@ SetKey = tuple[int, int, float, int, tuple[str, ...]]
 def stage_preemptions(
     problem: PlacementProblem, placed: set[Key]
 ) -> tuple[list[Preemption], set[Key]]:
-    """Preemptions for unmet baseline/pinned/direct replicas, and the plan keys they remove."""
-    return _Stager(problem, placed).run()
+    """Evictions for unmet baseline/pinned/direct replicas, and the plan keys they remove."""
+    preemptions, removed, _added = _Stager(problem, placed, repack=False).run()
+    return preemptions, removed
+
+
+def stage_changes(problem: PlacementProblem, placed: set[Key]) -> tuple[list[Preemption], set[Key]]:
+    """Repacks first (the incumbent moves, nobody loses service), then evictions.
+
+    Returns the preemptions and the final placement: victims out, relocated incumbents in.
+    """
+    preemptions, removed, added = _Stager(problem, placed, repack=True).run()
+    return preemptions, (placed - removed) | added
 
 
 class _Stager:
-    def __init__(self, problem: PlacementProblem, placed: set[Key]) -> None:
+    def __init__(self, problem: PlacementProblem, placed: set[Key], *, repack: bool) -> None:
         self.problem = problem
+        self.repack = repack
+        self.added: set[Key] = set()
         self.snap = problem.snapshot
         self.budget = self.snap.policy.max_evictions_per_plan
         self.views = {
@@ -77,7 +92,7 @@ class _Stager:
         return min(target.desired, max(target.baseline, target.pins))
 
     # -- main loop -------------------------------------------------------------------------
-    def run(self) -> tuple[list[Preemption], set[Key]]:
+    def run(self) -> tuple[list[Preemption], set[Key], set[Key]]:
         while self.budget > 0:
             nxt = self._next_missing()
             if nxt is None:
@@ -89,7 +104,7 @@ class _Stager:
                 self.failed_pins.update((model.model_id, h) for h in hosts)
             else:
                 self.done.add(model.model_id)
-        return self.preemptions, self.removed
+        return self.preemptions, self.removed, self.added
 
     def _next_missing(self) -> tuple[ModelProfile, list[str], bool] | None:
         """The most important missing replica that has eviction authority, and its hosts."""
@@ -129,6 +144,8 @@ class _Stager:
         return [h for h in self.views if h not in pins and h not in present], False
 
     def _stage_one(self, model: ModelProfile, host_ids: list[str], pin_target: bool) -> bool:
+        if self.repack and self._repack_one(model, host_ids):
+            return True
         present = self.present[model.model_id]
         domains = {self.problem.host_by_id[h].domain for h in present}
         need_domain = len(domains) < model.min_failure_domains
@@ -149,6 +166,41 @@ class _Stager:
         kind = "pinned replica" if pin_target else _authority(self.problem, model, len(present))
         self._commit(model, view, incoming, victims, kind)
         return True
+
+    def _repack_one(self, model: ModelProfile, host_ids: list[str]) -> bool:
+        sole = len(compatible_hosts(self.problem, model)) == 1
+        for host_id in host_ids:
+            found = find_repack(self.problem, self.views, model, self.views[host_id], sole)
+            if found is None:
+                continue
+            source, dest = self.views[found.source], self.views[found.destination.host_id]
+            self.preemptions.append(
+                Preemption(
+                    victim_model_id=found.mover,
+                    host_id=found.source,
+                    beneficiary_model_id=model.model_id,
+                    reason=(
+                        f"repack: {found.mover} moves to {dest.host.host_id} and drains from "
+                        f"{found.source} once ready there, so that priority-{model.priority} "
+                        f"{model.model_id} ({found.incoming.memory_mb} MB) can load on "
+                        f"{found.source}"
+                    ),
+                    relocated_to=dest.host.host_id,
+                )
+            )
+            source.live.pop(found.mover, None)
+            source.staged.append(found.incoming)
+            self.present[model.model_id].add(found.source)
+            if not found.planned:
+                source.plan.pop(found.mover, None)
+                self.removed.add((found.mover, found.source))
+                self.present[found.mover].discard(found.source)
+                dest.plan[found.mover] = found.destination
+                self.added.add((found.mover, dest.host.host_id))
+                self.present[found.mover].add(dest.host.host_id)
+            self.budget -= 1
+            return True
+        return False
 
     def _best_on_host(
         self, model: ModelProfile, view: HostView

@@ -31,6 +31,10 @@ DEFERRAL_TEXT: dict[str, str] = {
         "the model waits for a staged preemption: it is placed only after a later heartbeat "
         "proves the victim's memory was released"
     ),
+    "repack_staged": (
+        "the model waits for a staged repack: the incumbent first becomes ready on its new "
+        "host, then drains here, and a later heartbeat proves the memory was released"
+    ),
     "destructive_blocked": (
         "an earlier drain or unload of this model was withdrawn after delivery; destructive "
         "work for it waits for that action's receipt or a heartbeat proving its outcome"

@@ -28,9 +28,15 @@ from grid.runtime.reconcile.view import FleetView, Key
 
 
 def preemption_victims(view: FleetView) -> dict[Key, Preemption]:
-    """One entry per victim residency: the highest-priority beneficiary that names it."""
+    """One entry per victim residency: the highest-priority beneficiary that names it.
+
+    A repack (`relocated_to`) names no victim: the moving incumbent's old copy is an ordinary
+    obsolete replica, drained by cleanup only once its new replica is READY.
+    """
     out: dict[Key, Preemption] = {}
     for p in view.plan.preemptions:
+        if p.relocated_to is not None:
+            continue
         key = (p.victim_model_id, p.host_id)
         current = out.get(key)
         if current is None or _priority(view, p) > _priority(view, current):
@@ -47,6 +53,17 @@ def propose_preemptions(
     view: FleetView, history: HistoryIndex, tick: TickState, victims: dict[Key, Preemption]
 ) -> None:
     beneficiaries_noted: set[Key] = set()
+    for p in view.plan.preemptions:
+        ben_key = (p.beneficiary_model_id, p.host_id)
+        if p.relocated_to is not None and ben_key not in view.desired:
+            beneficiaries_noted.add(ben_key)
+            tick.defer(
+                ActionKind.WARM,
+                p.host_id,
+                p.beneficiary_model_id,
+                "repack_staged",
+                detail=f"{p.victim_model_id} moves to {p.relocated_to} first",
+            )
     for (victim_id, host_id), p in sorted(victims.items()):
         host = view.hosts.get(host_id)
         beneficiary = view.profiles.get(p.beneficiary_model_id)
