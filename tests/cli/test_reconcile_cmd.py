@@ -167,3 +167,15 @@ def test_bad_history_entry_names_its_path(tmp_path: Path) -> None:
     result = runner.invoke(app, [str(bad), "--json", "--engine", "heuristic"])
     assert result.exit_code == 2
     assert "invalid_history" in result.stderr and "history[0].kind" in result.stderr
+
+
+@pytest.mark.parametrize("engine", ["heuristic", "cpsat"])
+def test_repack_moves_the_incumbent_before_freeing_the_gpu_host(engine: str) -> None:
+    doc = run_json("repack.json", "--mode", "automatic", engine=engine)
+    assert ("warm", "spare", "flex") in moves(doc)
+    assert not any(kind == "drain" for kind, _h, _m in moves(doc))
+    deferred = codes(doc)
+    assert deferred[("drain", "gpu-1", "flex")] == "replacement_not_ready"
+    assert deferred[("warm", "gpu-1", "vision")] == "repack_staged"
+    [move] = doc["plan"]["preemptions"]
+    assert move["relocated_to"] == "spare"
