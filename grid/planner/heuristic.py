@@ -12,7 +12,9 @@ The spec's global placement loop, on the ledgers of `problem.py`:
    memory, then more measured harm, then model_id; each replica goes to the feasible candidate
    with the best quality score plus a bonus for a new failure domain;
 5. a bounded deterministic repair (`heuristic_repair.py`) that relocates or displaces a replica
-   of lower importance to make room for a missing, more important one.
+   of lower importance to make room for a missing, more important one;
+6. failure-domain spreading (`heuristic_domains.py`): a replica in an already covered domain
+   moves to a host in an uncovered one when that host takes it, counts unchanged.
 
 Every step goes through `PlacementState`, which never admits a placement that breaks a hard
 constraint, so the result always passes `validate.py`. Iteration is over sorted lists only.
@@ -21,6 +23,7 @@ constraint, so the result always passes `validate.py`. Iteration is over sorted 
 from __future__ import annotations
 
 from grid.fleet.models import ResidencyState
+from grid.planner.heuristic_domains import spread_domains
 from grid.planner.heuristic_ledger import Key, PlacementState
 from grid.planner.heuristic_order import (
     STAGE_BASELINE,
@@ -47,6 +50,7 @@ def heuristic_placement(problem: PlacementProblem) -> set[Key]:
     for priority in problem.priorities:
         _fill_class(state, order, problem, priority)
     repair(state, order)
+    spread_domains(state, scores)
     return set(state.placed)
 
 
