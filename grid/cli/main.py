@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from grid import __version__
-from grid.cli import allocator_cmd, lab_cmd, plan_cmd, reconcile_cmd, server_cmd
+from grid.cli import allocator_cmd, lab_cmd, node_cmd, plan_cmd, reconcile_cmd, server_cmd, test_cmd
 from grid.cli.errors import report_grid_error, report_unexpected
 from grid.fleet.errors import GridError
 
@@ -72,7 +72,9 @@ app.command("validate")(plan_cmd.validate)
 app.command("reconcile")(reconcile_cmd.reconcile)
 app.command("up")(server_cmd.up)
 app.command("down")(server_cmd.down)
+allocator_cmd.allocator_app.add_typer(node_cmd.node_app, name="node")
 app.add_typer(allocator_cmd.allocator_app, name="allocator")
+app.add_typer(test_cmd.test_app, name="test")
 app.add_typer(lab_cmd.lab_app, name="lab")
 
 

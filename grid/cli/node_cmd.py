@@ -1,0 +1,354 @@
+"""`grid allocator node ...`: run this machine's node agent and fence it locally.
+
+- `start` writes the node configuration (node.json) from its flags and starts the detached
+  agent (idempotent: a running agent is left alone). The credential comes from
+  GRID_ALLOCATOR_NODE_TOKEN (handed to the agent on its stdin) or `--token-file` (which the agent
+  reads itself); it never appears in argv, output or logs.
+- `stop` asks the agent to drain and stop its children gracefully (`--force` cuts busy ones).
+- `status [--json]` shows what the agent last reported.
+- `drain|pause|quarantine [--reason] [--for-seconds]` and `resume` set or clear the durable local
+  override; it survives agent restarts and may expire by itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from grid.api.client import AllocatorClient
+from grid.api.settings import default_state_dir, load_settings
+from grid.fleet.errors import GridError
+from grid.node.agent_config import (
+    CatalogEntry,
+    NodeConfig,
+    config_path,
+    load_config,
+    parse_config,
+    save_config,
+)
+from grid.node.agent_process import pid_record, running_agent, start_agent, stop_agent
+from grid.node.agent_state import clear_override, read_override, write_override
+from grid.node.agent_status import read_status
+from grid.node.protection import LocalOverride, OverrideKind
+
+NODE_DIR_ENV = "GRID_NODE_DIR"
+TOKEN_ENV = "GRID_ALLOCATOR_NODE_TOKEN"
+
+node_app = typer.Typer(
+    name="node",
+    help="Run this machine's allocator node agent and fence it locally.",
+    no_args_is_help=True,
+)
+
+NodeDirOpt = Annotated[
+    Path | None, typer.Option("--node-dir", help="Node state folder (default ~/.grid/node).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+
+
+def default_node_dir() -> Path:
+    configured = os.environ.get(NODE_DIR_ENV)
+    return Path(configured).expanduser() if configured else Path.home() / ".grid" / "node"
+
+
+def _folder(node_dir: Path | None) -> Path:
+    return (node_dir or default_node_dir()).expanduser().absolute()
+
+
+def credential_host(token: str) -> str | None:
+    """The host id a node credential names (read, not verified: the controller verifies)."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:
+        return None
+    host = claims.get("h") if isinstance(claims, dict) else None
+    return host if isinstance(host, str) and host else None
+
+
+def _read_token_file(path: Path) -> str:
+    try:
+        return path.expanduser().read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise GridError(
+            "token_file_unreadable",
+            f"cannot read {path} ({exc.strerror})",
+            fix="check the --token-file path and its permissions",
+        ) from None
+
+
+def _catalog(values: list[str] | None, existing: list[CatalogEntry]) -> list[CatalogEntry]:
+    entries = {e.model_id: e for e in existing}
+    for raw in values or []:
+        model_id, sep, rest = raw.partition("=")
+        path, _at, digest = rest.partition("@")
+        if not sep or not model_id or not path:
+            raise GridError(
+                "invalid_option",
+                f"--model {raw!r} is not MODEL_ID=/absolute/path.gguf[@sha256]",
+                fix="name each pre-pulled GGUF as MODEL_ID=PATH, optionally with @SHA256",
+            )
+        entries[model_id] = CatalogEntry(
+            model_id=model_id, path=str(Path(path).expanduser().absolute()), sha256=digest or None
+        )
+    return list(entries.values())
+
+
+def _shipped_catalog() -> list[CatalogEntry]:
+    """The SmolLM2 weights shipped with the install, when present."""
+    from grid.node.weights import SMOLLM2_MODEL_ID, SMOLLM2_SHA256, smollm2_path
+
+    try:
+        path = smollm2_path()
+    except GridError:
+        return []
+    return [CatalogEntry(model_id=SMOLLM2_MODEL_ID, path=str(path), sha256=SMOLLM2_SHA256)]
+
+
+def _port_range(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    low, sep, high = text.partition("-")
+    try:
+        if not sep:
+            raise ValueError
+        return int(low), int(high)
+    except ValueError:
+        raise GridError(
+            "invalid_option",
+            f"--engine-ports {text!r} is not LOW-HIGH",
+            fix="pass a port range such as 39100-39199",
+        ) from None
+
+
+@node_app.command("start")
+def start(
+    node_dir: NodeDirOpt = None,
+    grid: Annotated[str | None, typer.Option("--grid", help="Controller URL.")] = None,
+    token_file: Annotated[
+        Path | None, typer.Option("--token-file", help="File holding the node credential.")
+    ] = None,
+    host_id: Annotated[str | None, typer.Option("--host-id", help="Stable host id.")] = None,
+    failure_domain: Annotated[str | None, typer.Option("--failure-domain")] = None,
+    capacity_mb: Annotated[int | None, typer.Option("--capacity-mb", min=0)] = None,
+    reserved_mb: Annotated[int | None, typer.Option("--reserved-mb", min=0)] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Placement tag (repeat).")] = None,
+    model: Annotated[
+        list[str] | None,
+        typer.Option("--model", help="Pre-pulled GGUF as MODEL_ID=PATH[@SHA256] (repeat)."),
+    ] = None,
+    engine_ports: Annotated[
+        str | None, typer.Option("--engine-ports", help="Engine port range LOW-HIGH.")
+    ] = None,
+    dedicated: Annotated[
+        bool | None,
+        typer.Option("--dedicated/--workstation", help="Always-on server (ignore user activity)."),
+    ] = None,
+    heartbeat_s: Annotated[float | None, typer.Option("--heartbeat-seconds", min=0.1)] = None,
+    telemetry: Annotated[
+        str | None,
+        typer.Option("--telemetry", help="host: this machine's sensors; logical: a lab partition."),
+    ] = None,
+) -> None:
+    """Start this machine's node agent in the background (does nothing if it already runs)."""
+    folder = _folder(node_dir)
+    running = running_agent(folder)
+    if running is not None:
+        typer.echo(f"Already running: node agent (pid {running.pid}) in {folder}")
+        typer.echo("Next: grid allocator node status")
+        return
+    env_token = os.environ.get(TOKEN_ENV, "").strip() or None
+    token = env_token or (_read_token_file(token_file) if token_file else None)
+    existing: dict[str, Any] = {}
+    if config_path(folder).exists():
+        existing = load_config(folder).model_dump(mode="json")
+    if token is None and token_file is None and not existing.get("token_file"):
+        raise GridError(
+            "no_node_credential",
+            "no node credential was given",
+            fix=f"set {TOKEN_ENV} or pass --token-file (written by "
+            "`grid allocator token write FILE --host-id ID` on the controller)",
+        )
+    named = credential_host(token) if token else None
+    chosen_host = host_id or named or existing.get("host_id") or f"host-{socket.gethostname()}"
+    if named is not None and chosen_host != named:
+        raise GridError(
+            "wrong_host",
+            f"the credential is for host {named!r}, not {chosen_host!r}",
+            fix="use the credential written for this host, or drop --host-id",
+        )
+    url = grid or existing.get("grid_url") or load_settings(default_state_dir()).url
+    updates: dict[str, Any] = {"grid_url": url, "host_id": chosen_host}
+    if token_file is not None and env_token is None:
+        updates["token_file"] = str(token_file.expanduser().absolute())
+    elif env_token is not None:
+        updates["token_file"] = None
+    for key, value in (
+        ("failure_domain", failure_domain),
+        ("capacity_mb", capacity_mb),
+        ("reserved_mb", reserved_mb),
+        ("tags", tag),
+        ("engine_port_range", _port_range(engine_ports)),
+        ("dedicated", dedicated),
+        ("heartbeat_interval_s", heartbeat_s),
+        ("telemetry", telemetry),
+    ):
+        if value is not None:
+            updates[key] = value
+    base = existing or {"catalog": [e.model_dump() for e in _shipped_catalog()]}
+    merged = {**base, **updates}
+    current = [CatalogEntry.model_validate(e) for e in merged.get("catalog", [])]
+    merged["catalog"] = [e.model_dump() for e in _catalog(model, current)]
+    config: NodeConfig = parse_config(merged, "the node start flags")
+    # Refuse a URL credentials may not travel to before anything starts.
+    AllocatorClient(config.grid_url, node_token=token or "check").close()
+    save_config(folder, config)
+    started = start_agent(folder, token=env_token)
+    status = read_status(folder) or {}
+    typer.echo(f"Started node agent (pid {started.pid}) for host {config.host_id} -> {url}")
+    if not status.get("registered"):
+        typer.echo(
+            f"Not registered yet: {status.get('last_error') or 'waiting for the controller'}"
+        )
+    typer.echo(f"State: {folder} (log: {folder / 'agent.log'})")
+    typer.echo("Next: grid allocator node status")
+
+
+@node_app.command("stop")
+def stop(
+    node_dir: NodeDirOpt = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Cut requests still running in owned engines.")
+    ] = False,
+    timeout_s: Annotated[float, typer.Option("--timeout-seconds", min=1.0)] = 120.0,
+) -> None:
+    """Drain, stop owned model processes, and stop the node agent."""
+    folder = _folder(node_dir)
+    outcome = stop_agent(folder, force=force, timeout_s=timeout_s)
+    typer.echo(
+        {
+            "stopped": "Stopped the node agent and its model processes.",
+            "killed": "The node agent did not stop in time and was killed; "
+            "its model processes may still run (a new start adopts them).",
+            "not_running": "No node agent is running for this folder.",
+            "stale": "The node agent was not running (removed a stale pid record).",
+        }[outcome]
+    )
+    status = read_status(folder) or {}
+    left = [r for r in status.get("residencies", []) if r.get("state") not in ("cached",)]
+    for row in left:
+        typer.echo(f"Still running: {row['model_id']} ({row['state']}, pid {row.get('pid')})")
+
+
+def status_document(folder: Path) -> dict[str, Any]:
+    running = running_agent(folder)
+    status = read_status(folder)
+    override = read_override(folder)
+    return {
+        "node_dir": str(folder),
+        "configured": config_path(folder).exists(),
+        "running": running is not None,
+        "pid": running.pid if running is not None else None,
+        "pid_record": pid_record(folder) is not None,
+        "override": override.model_dump(mode="json") if override is not None else None,
+        "agent": status,
+        "status_age_s": round(time.time() - float(status.get("updated_at", 0.0)), 1)
+        if status
+        else None,
+    }
+
+
+@node_app.command("status")
+def status(node_dir: NodeDirOpt = None, as_json: JsonOpt = False) -> None:
+    """Show the node agent's lifecycle, residencies and latest receipts."""
+    doc = status_document(_folder(node_dir))
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    agent = doc["agent"] or {}
+    state = "running" if doc["running"] else "not running"
+    typer.echo(f"Node agent: {state}" + (f" (pid {doc['pid']})" if doc["pid"] else ""))
+    if not agent:
+        typer.echo("No status yet. Next: grid allocator node start")
+        return
+    typer.echo(
+        f"Host {agent.get('host_id')}: {agent.get('lifecycle')} "
+        f"({', '.join(agent.get('reasons', [])) or 'no conditions'}); "
+        f"controller {agent.get('grid_url')} mode {agent.get('controller_mode') or '?'}"
+    )
+    if agent.get("last_error"):
+        typer.echo(f"Last error: {agent['last_error']}")
+    if doc["override"]:
+        o = doc["override"]
+        until = f" until {time.ctime(o['expires_at'])}" if o.get("expires_at") else ""
+        typer.echo(f"Local override: {o['kind']}{until} ({o.get('reason') or 'no reason'})")
+    for row in agent.get("residencies", []):
+        typer.echo(
+            f"  {row['model_id']}: {row['state']} {row['memory_mb']} MB"
+            + (f" pid {row['pid']} port {row['port']}" if row.get("pid") else "")
+        )
+    for receipt in agent.get("receipts", [])[-5:]:
+        typer.echo(
+            f"  {receipt['kind']} {receipt['model_id']}: {receipt['status']} "
+            f"{receipt['code'] or receipt['message']}"
+        )
+
+
+def _override(kind: OverrideKind, node_dir: Path | None, reason: str, for_s: float | None) -> None:
+    folder = _folder(node_dir)
+    now = time.time()
+    write_override(
+        folder,
+        LocalOverride(
+            kind=kind,
+            reason=reason,
+            set_at=now,
+            expires_at=now + for_s if for_s is not None else None,
+        ),
+    )
+    until = f" for {for_s:g} s" if for_s is not None else " until `grid allocator node resume`"
+    typer.echo(f"Local override: {kind.value}{until}.")
+    if running_agent(folder) is None:
+        typer.echo("The node agent is not running; the override applies when it starts.")
+
+
+ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (shown in status).")]
+ForOpt = Annotated[
+    float | None, typer.Option("--for-seconds", min=1.0, help="Expire after this long.")
+]
+
+
+@node_app.command("drain")
+def drain(node_dir: NodeDirOpt = None, reason: ReasonOpt = "", for_seconds: ForOpt = None) -> None:
+    """Take no new work; let running requests finish."""
+    _override(OverrideKind.DRAIN, node_dir, reason, for_seconds)
+
+
+@node_app.command("pause")
+def pause(node_dir: NodeDirOpt = None, reason: ReasonOpt = "", for_seconds: ForOpt = None) -> None:
+    """Pause the host for allocator work."""
+    _override(OverrideKind.PAUSE, node_dir, reason, for_seconds)
+
+
+@node_app.command("quarantine")
+def quarantine(
+    node_dir: NodeDirOpt = None, reason: ReasonOpt = "", for_seconds: ForOpt = None
+) -> None:
+    """Fence the host until explicitly released."""
+    _override(OverrideKind.QUARANTINE, node_dir, reason, for_seconds)
+
+
+@node_app.command("resume")
+def resume(node_dir: NodeDirOpt = None) -> None:
+    """Clear the local override (local protection still applies)."""
+    cleared = clear_override(_folder(node_dir))
+    typer.echo("Local override cleared." if cleared else "No local override was set.")

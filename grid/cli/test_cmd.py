@@ -1,0 +1,205 @@
+"""`grid test start|status|watch|stop`: a logical fleet with real llama.cpp on this machine.
+
+`start` brings up one controller and N node agents (see `grid.lab.logical_fleet`), configures
+the model as a baseline profile in automatic mode and, by default, waits until it is READY.
+Starting again with the same settings does nothing; `stop` leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from grid.fleet.errors import GridError
+from grid.lab.logical_fleet import LogicalFleet
+from grid.lab.logical_fleet_settings import (
+    DEFAULT_ENGINE_PORT_BASE,
+    DEFAULT_PORT,
+    MAX_MACHINES,
+    FleetSettings,
+    available_mb,
+    capacity_shares,
+    resolve_model,
+)
+from grid.node.weights import SMOLLM2_MODEL_ID
+
+test_app = typer.Typer(
+    name="test",
+    help="Run a logical fleet (one controller, N node agents, real llama.cpp) on this machine.",
+    no_args_is_help=True,
+)
+
+RunDirOpt = Annotated[
+    Path | None, typer.Option("--run-dir", help="Run folder (default ~/.grid/test).")
+]
+
+
+def _floats(text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise GridError(
+            "invalid_capacities",
+            f"--capacities-gib {text!r} is not a comma-separated list of numbers",
+            fix="pass values such as 2,2.5",
+        ) from None
+
+
+@test_app.command("start")
+def start(
+    machines: Annotated[int, typer.Option("--machines", min=1, max=MAX_MACHINES)] = 2,
+    model: Annotated[
+        str, typer.Option("--model", help="smollm2-135m, gemma-3-270m or a GGUF path.")
+    ] = SMOLLM2_MODEL_ID,
+    capacities_gib: Annotated[
+        str | None, typer.Option("--capacities-gib", help="One capacity per machine, e.g. 2,2.")
+    ] = None,
+    memory_mb: Annotated[
+        int | None, typer.Option("--memory-mb", min=1, help="Resident budget per replica.")
+    ] = None,
+    min_replicas: Annotated[int, typer.Option("--min-replicas", min=0)] = 1,
+    max_replicas: Annotated[int | None, typer.Option("--max-replicas", min=0)] = None,
+    priority: Annotated[int, typer.Option("--priority", min=0)] = 0,
+    port: Annotated[int, typer.Option("--port", help="Controller port.")] = DEFAULT_PORT,
+    engine_port_base: Annotated[int, typer.Option("--engine-port-base")] = (
+        DEFAULT_ENGINE_PORT_BASE
+    ),
+    heartbeat_s: Annotated[float, typer.Option("--heartbeat-seconds", min=0.1)] = 1.0,
+    wait_s: Annotated[
+        float, typer.Option("--wait-seconds", min=0.0, help="Wait this long for READY.")
+    ] = 180.0,
+    run_dir: RunDirOpt = None,
+) -> None:
+    """Start (or find) the logical fleet; the model becomes READY with no further step."""
+    fleet = LogicalFleet(run_dir)
+    chosen = resolve_model(model, fleet.run_dir / "weights", memory_mb)
+    capacities = _floats(capacities_gib)
+    shares = (
+        _previous_or_default(fleet, machines, chosen.memory_mb)
+        if capacities is None
+        else capacity_shares(machines, capacities, chosen.memory_mb, available_mb())
+    )
+    settings = FleetSettings(
+        machines=machines,
+        model=chosen,
+        capacities_mb=shares,
+        port=port,
+        engine_port_base=engine_port_base,
+        heartbeat_s=heartbeat_s,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas if max_replicas is not None else max(1, min_replicas),
+        priority=priority,
+    )
+    report = fleet.start(settings, wait_ready_s=wait_s)
+    verb = "Started" if report.started_now else "Already running:"
+    typer.echo(f"{verb} logical fleet of {machines} machines at {report.url}")
+    for index, host in enumerate(report.hosts):
+        low, high = settings.engine_ports(index)
+        typer.echo(
+            f"  {host}: {settings.capacities_mb[index]} MB, domain "
+            f"{settings.failure_domain(index)}, engine ports {low}-{high}"
+        )
+    typer.echo(f"Operator capability (owner-only): {report.token_file}")
+    if wait_s > 0:
+        if report.ready_hosts:
+            typer.echo(f"{chosen.model_id} is READY on {', '.join(report.ready_hosts)}")
+        else:
+            typer.echo(f"{chosen.model_id} is not READY yet; follow it with `grid test watch`")
+    typer.echo("Next: grid test status")
+
+
+def _previous_or_default(fleet: LogicalFleet, machines: int, model_mb: int) -> list[int]:
+    """Reuse the shares of the running fleet, so an idempotent start compares equal."""
+    previous = fleet.settings()
+    if previous is not None and previous.machines == machines:
+        return list(previous.capacities_mb)
+    return capacity_shares(machines, None, model_mb, available_mb())
+
+
+@test_app.command("status")
+def status(
+    run_dir: RunDirOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Show the controller, every logical node and its residencies."""
+    doc = LogicalFleet(run_dir).status()
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    ctl = doc["controller"]
+    if doc["settings"] is None:
+        typer.echo("No logical fleet in this run folder. Next: grid test start")
+        return
+    running = "running" if ctl["running"] else "not running"
+    typer.echo(f"Controller {ctl['url']}: {running}, mode {ctl['mode']}")
+    for node in doc["nodes"]:
+        rows = ", ".join(
+            f"{r['model_id']} {r['state']}" + (f" (pid {r['pid']})" if r.get("pid") else "")
+            for r in node["residencies"]
+        )
+        state = node["lifecycle"] if node["running"] else "stopped"
+        typer.echo(f"  {node['host_id']}: {state}; {rows or 'no residencies'}")
+    for unmet in ctl["unmet"] or []:
+        typer.echo(f"  unmet: {unmet['model_id']} {unmet['code']}: {unmet['message']}")
+
+
+def _transitions(doc: dict[str, Any]) -> dict[str, str]:
+    return {
+        f"{h['host_id']}/{r['model_id']}": r["state"]
+        for h in doc["hosts"]
+        for r in h.get("residencies", [])
+    }
+
+
+@test_app.command("watch")
+def watch(
+    run_dir: RunDirOpt = None,
+    interval_s: Annotated[float, typer.Option("--interval-seconds", min=0.2)] = 1.0,
+    duration_s: Annotated[
+        float | None, typer.Option("--for-seconds", help="Stop watching after this long.")
+    ] = None,
+) -> None:
+    """Follow residency transitions and command outcomes (Ctrl-C stops watching, not the Grid)."""
+    fleet = LogicalFleet(run_dir)
+    seen_states: dict[str, str] = {}
+    seen_records: dict[str, str] = {}
+    end = time.monotonic() + duration_s if duration_s is not None else None
+    try:
+        while end is None or time.monotonic() < end:
+            doc = fleet.status()
+            for key, state in sorted(_transitions(doc).items()):
+                if seen_states.get(key) != state:
+                    typer.echo(f"{time.strftime('%H:%M:%S')} {key}: {state}")
+                    seen_states[key] = state
+            for record in doc["history"]:
+                label = f"{record['kind']} {record['model_id']}@{record['host_id']}"
+                if seen_records.get(record["action_id"]) != record["status"]:
+                    typer.echo(f"{time.strftime('%H:%M:%S')} {label}: {record['status']}")
+                    seen_records[record["action_id"]] = record["status"]
+            time.sleep(interval_s)
+    except KeyboardInterrupt:
+        typer.echo("Stopped watching; the logical fleet keeps running (grid test stop ends it).")
+
+
+@test_app.command("stop")
+def stop(run_dir: RunDirOpt = None) -> None:
+    """Stop every node agent (they stop their model processes) and the controller."""
+    report = LogicalFleet(run_dir).stop()
+    for host, outcome in sorted(report.agents.items()):
+        typer.echo(f"  {host}: {outcome}")
+    typer.echo(f"  controller: {report.controller}")
+    if report.killed_children:
+        typer.echo(f"  stopped leftover engine processes: {report.killed_children}")
+    if report.leftover:
+        raise GridError(
+            "processes_left",
+            f"processes {report.leftover} are still alive and could not be proved to be ours",
+            fix="inspect them by hand; Grid never kills a process it cannot identify",
+        )
+    typer.echo("Stopped the logical fleet; no process is left.")

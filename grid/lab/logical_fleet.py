@@ -1,0 +1,345 @@
+"""A logical fleet on one machine: one real controller and N node agents with real llama.cpp.
+
+Layout of the run folder (default ~/.grid/test, or $GRID_TEST_DIR):
+    fleet.json               the settings the fleet was started with
+    controller/              the controller's state folder (config.json holds the operator
+                             capability, owner-only: the token file for allocator mutations)
+    nodes/<host_id>/         each node agent's state folder, with node.token (its host-scoped
+                             credential, 0600), node.json, agent.json, engines/...
+    weights/                 shipped weights that had to be assembled (gemma)
+
+Every node has its own host id, failure domain, state file, credential, engine port range and
+capacity share; the controller is started exactly as `grid up` starts it. `start` is idempotent
+for equal settings; `stop` stops the agents gracefully (they drain and stop their children),
+then the controller, then signals any recorded child that still runs and is proved to be ours,
+and reports anything left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grid.api.auth import new_secret
+from grid.api.client import AllocatorClient
+from grid.api.settings import CONFIG_NAME, Settings, load_settings, write_settings
+from grid.cli.server_cmd import start_server, stop_server
+from grid.fleet.errors import GridError
+from grid.lab.logical_fleet_settings import FleetSettings
+from grid.node.agent_config import CatalogEntry, NodeConfig, save_config
+from grid.node.agent_process import running_agent, start_agent, stop_agent
+from grid.node.agent_status import read_status
+from grid.node.engines.proc import BirthMarker, identity_mismatch, is_alive, read_identity
+from grid.node.engines.state import atomic_write_text
+
+RUN_DIR_ENV = "GRID_TEST_DIR"
+FLEET_NAME = "fleet.json"
+TOKEN_NAME = "node.token"
+NODE_TOKEN_TTL_S = 30 * 86_400.0
+CONTROLLER_TUNING: dict[str, Any] = {
+    "engine": "cpsat",
+    "plan_budget_s": 1.0,
+    "deterministic": True,
+    "periodic_interval_s": 1.0,
+    "membership_grace_s": 10.0,
+}
+
+
+def default_run_dir() -> Path:
+    configured = os.environ.get(RUN_DIR_ENV)
+    return Path(configured).expanduser() if configured else Path.home() / ".grid" / "test"
+
+
+@dataclass
+class StartReport:
+    url: str
+    token_file: Path
+    started_now: bool
+    hosts: list[str]
+    ready_hosts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StopReport:
+    agents: dict[str, str]
+    controller: str
+    killed_children: list[int]
+    leftover: list[int]
+
+
+class LogicalFleet:
+    def __init__(self, run_dir: Path | None = None) -> None:
+        self.run_dir = (run_dir or default_run_dir()).expanduser().absolute()
+        self.controller_dir = self.run_dir / "controller"
+
+    # ------------------------------------------------------------------ layout
+
+    def node_dir(self, host_id: str) -> Path:
+        return self.run_dir / "nodes" / host_id
+
+    @staticmethod
+    def hosts(settings: FleetSettings) -> list[str]:
+        return [settings.host_id(i) for i in range(settings.machines)]
+
+    def node_dirs(self) -> list[Path]:
+        root = self.run_dir / "nodes"
+        return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+    def settings(self) -> FleetSettings | None:
+        try:
+            return FleetSettings.model_validate_json(
+                (self.run_dir / FLEET_NAME).read_text(encoding="utf-8")
+            )
+        except (OSError, ValueError):
+            return None
+
+    def url(self) -> str | None:
+        try:
+            return load_settings(self.controller_dir).url
+        except GridError:
+            return None
+
+    def running(self) -> bool:
+        settings = self.settings()
+        if settings is None:
+            return False
+        alive = [
+            running_agent(self.node_dir(settings.host_id(i))) for i in range(settings.machines)
+        ]
+        return all(a is not None for a in alive) and self._controller_healthy()
+
+    def _controller_healthy(self) -> bool:
+        url = self.url()
+        if url is None:
+            return False
+        try:
+            with AllocatorClient(url, timeout_s=2.0) as client:
+                client.healthz()
+        except GridError:
+            return False
+        return True
+
+    # ------------------------------------------------------------------ start
+
+    def start(self, settings: FleetSettings, *, wait_ready_s: float = 0.0) -> StartReport:
+        previous = self.settings()
+        if previous is not None and previous != settings and self._anything_running(previous):
+            raise GridError(
+                "fleet_settings_differ",
+                f"a logical fleet with other settings already runs in {self.run_dir}",
+                fix="stop it first, or start with the same settings",
+                next_command="grid test stop",
+            )
+        already = previous == settings and self.running()
+        self.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._start_controller(settings)
+        url = self.url()
+        assert url is not None
+        operator = load_settings(self.controller_dir).operator_token
+        hosts = self.hosts(settings)
+        with AllocatorClient(url, operator_token=operator) as admin:
+            for index in range(settings.machines):
+                self._start_node(admin, settings, index)
+            if not already:
+                admin.put_model(settings.model.model_id, self._profile(settings))
+                admin.set_mode("automatic")
+        atomic_write_text(self.run_dir / FLEET_NAME, settings.model_dump_json(indent=2) + "\n")
+        report = StartReport(url, self.controller_dir / CONFIG_NAME, not already, hosts)
+        if wait_ready_s > 0:
+            report.ready_hosts = self.wait_ready(settings, wait_ready_s)
+        return report
+
+    def _anything_running(self, settings: FleetSettings) -> bool:
+        agents = [
+            running_agent(self.node_dir(settings.host_id(i))) for i in range(settings.machines)
+        ]
+        return any(a is not None for a in agents) or self._controller_healthy()
+
+    def _start_controller(self, settings: FleetSettings) -> None:
+        config = self.controller_dir / CONFIG_NAME
+        base = load_settings(self.controller_dir) if config.exists() else None
+        wanted = Settings(
+            operator_token=base.operator_token if base else new_secret(),
+            node_signing_key=base.node_signing_key if base else new_secret(),
+            port=settings.port,
+            instance=base.instance if base else secrets.token_hex(8),
+            controller=dict(CONTROLLER_TUNING),
+        )
+        if base != wanted and not self._controller_healthy():
+            write_settings(self.controller_dir, wanted)
+        start_server(self.controller_dir, None)
+
+    def _start_node(self, admin: AllocatorClient, settings: FleetSettings, index: int) -> None:
+        host_id = settings.host_id(index)
+        folder = self.node_dir(host_id)
+        if running_agent(folder) is not None:
+            return
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        minted = admin.node_credential(host_id, ttl_s=NODE_TOKEN_TTL_S)
+        atomic_write_text(folder / TOKEN_NAME, str(minted["token"]) + "\n")
+        url = self.url()
+        assert url is not None
+        config = NodeConfig(
+            grid_url=url,
+            host_id=host_id,
+            token_file=str(folder / TOKEN_NAME),
+            capacity_mb=settings.capacities_mb[index],
+            external_memory="none",  # the share was carved out of free memory at start
+            disk_share=1.0 / settings.machines,
+            failure_domain=settings.failure_domain(index),
+            tags=["logical"],
+            engine_port_range=settings.engine_ports(index),
+            engine_threads=settings.threads,
+            catalog=[
+                CatalogEntry(
+                    model_id=settings.model.model_id,
+                    path=settings.model.path,
+                    sha256=settings.model.sha256,
+                )
+            ],
+            heartbeat_interval_s=settings.heartbeat_s,
+            telemetry="logical",
+            protection={"debounce_samples": 2, "recovery_cooldown_s": 5.0},
+        )
+        save_config(folder, config)
+        start_agent(folder, token=None)
+
+    def _profile(self, settings: FleetSettings) -> dict[str, Any]:
+        model = settings.model
+        return {
+            "memory_mb": model.memory_mb,
+            "runtimes": ["llama.cpp"],
+            "artifact_sha256": model.sha256,
+            "min_replicas": settings.min_replicas,
+            "max_replicas": max(settings.max_replicas, settings.min_replicas),
+            "priority": settings.priority,
+            "min_residency_s": settings.min_residency_s,
+            "scale_down_cooldown_s": settings.scale_down_cooldown_s,
+        }
+
+    def wait_ready(self, settings: FleetSettings, timeout_s: float) -> list[str]:
+        """Hosts where the model is READY, once min_replicas are (or the timeout passes)."""
+        deadline = time.monotonic() + timeout_s
+        ready: list[str] = []
+        while time.monotonic() < deadline:
+            ready = self.ready_hosts(settings.model.model_id)
+            if len(ready) >= max(1, settings.min_replicas):
+                break
+            time.sleep(0.5)
+        return ready
+
+    def ready_hosts(self, model_id: str) -> list[str]:
+        doc = self.controller_status()
+        if doc is None:
+            return []
+        return sorted(
+            h["host_id"]
+            for h in doc.get("hosts", [])
+            for r in h.get("residencies", [])
+            if r.get("model_id") == model_id and r.get("state") == "ready"
+        )
+
+    # ------------------------------------------------------------------ status
+
+    def controller_status(self) -> dict[str, Any] | None:
+        url = self.url()
+        if url is None:
+            return None
+        try:
+            with AllocatorClient(url, timeout_s=5.0) as client:
+                return client.status(history=20)
+        except GridError:
+            return None
+
+    def status(self) -> dict[str, Any]:
+        settings = self.settings()
+        ctl = self.controller_status()
+        nodes = []
+        for folder in self.node_dirs():
+            agent = running_agent(folder)
+            report = read_status(folder) or {}
+            nodes.append(
+                {
+                    "host_id": folder.name,
+                    "running": agent is not None,
+                    "pid": agent.pid if agent is not None else None,
+                    "lifecycle": report.get("lifecycle"),
+                    "registered": report.get("registered"),
+                    "last_error": report.get("last_error"),
+                    "residencies": report.get("residencies", []),
+                }
+            )
+        return {
+            "run_dir": str(self.run_dir),
+            "settings": settings.model_dump(mode="json") if settings is not None else None,
+            "controller": {
+                "url": self.url(),
+                "running": ctl is not None,
+                "mode": ctl.get("mode") if ctl else None,
+                "token_file": str(self.controller_dir / CONFIG_NAME),
+                "pending_commands": len(ctl.get("pending_commands", [])) if ctl else None,
+                "unmet": ctl.get("unmet", []) if ctl else None,
+            },
+            "hosts": ctl.get("hosts", []) if ctl else [],
+            "history": ctl.get("history", []) if ctl else [],
+            "nodes": nodes,
+        }
+
+    # ------------------------------------------------------------------ stop
+
+    def stop(self, *, timeout_s: float = 60.0) -> StopReport:
+        agents: dict[str, str] = {}
+        for folder in self.node_dirs():
+            try:
+                agents[folder.name] = stop_agent(folder, timeout_s=timeout_s)
+            except GridError as err:
+                agents[folder.name] = err.code
+        controller = (
+            stop_server(self.controller_dir) if self.controller_dir.exists() else ("not_running")
+        )
+        killed: list[int] = []
+        leftover: list[int] = []
+        for folder in self.node_dirs():
+            for pid, proven in recorded_children(folder / "engines"):
+                if proven:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                elif is_alive(pid):
+                    leftover.append(pid)  # alive but not provably ours: never signalled
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and any(is_alive(p) for p in killed):
+            time.sleep(0.05)
+        leftover += [p for p in killed if is_alive(p)]
+        return StopReport(agents, controller, killed, leftover)
+
+
+def recorded_children(engines_dir: Path) -> list[tuple[int, bool]]:
+    """(pid, proven) of every live child recorded in a node's engine state."""
+    try:
+        doc = json.loads((engines_dir / "engines.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    out: list[tuple[int, bool]] = []
+    for record in (doc.get("engines") or {}).values() if isinstance(doc, dict) else []:
+        pid = record.get("pid") if isinstance(record, dict) else None
+        if not isinstance(pid, int) or not is_alive(pid):
+            continue
+        birth = record.get("birth") or {}
+        marker = (
+            BirthMarker(int(birth["start_ticks"]), str(birth["boot_id"]))
+            if "start_ticks" in birth and "boot_id" in birth
+            else None
+        )
+        reason = identity_mismatch(
+            record.get("executable"), tuple(record.get("argv", [])), marker, read_identity(pid)
+        )
+        out.append((pid, reason is None))
+    return out

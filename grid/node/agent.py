@@ -1,0 +1,143 @@
+"""`python -m grid.node.agent --state-dir DIR`: the node agent process.
+
+`grid allocator node start` runs this detached (see `agent_process.py`); tests and the logical
+fleet run it the same way. The node credential comes from the token file named in node.json or,
+with `--token-stdin`, from one line on stdin (how the CLI hands over GRID_ALLOCATOR_NODE_TOKEN):
+never from argv or this process's environment, and it is never logged.
+
+Signals: SIGTERM or SIGINT stop gracefully (fence, finish the running action, drain and stop
+owned children without cutting requests); SIGUSR1 stops the same way but cuts busy children.
+SIGKILL leaves children running; a restarted agent adopts the ones it can prove.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from grid.api.client import AllocatorClient
+from grid.fleet.errors import GridError
+from grid.node.agent_config import NodeConfig, load_config
+from grid.node.agent_loop import AgentDeps, NodeAgent
+from grid.node.agent_telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
+from grid.node.artifacts import ArtifactStore
+from grid.node.engines import LlamaCppConfig, LlamaCppSupervisor
+
+log = logging.getLogger("grid.node")
+ENGINES_DIR = "engines"
+ARTIFACTS_DIR = "artifacts"
+
+
+def read_token(config: NodeConfig, *, from_stdin: bool) -> str:
+    if from_stdin:
+        token = sys.stdin.readline().strip()
+        source = "stdin"
+    elif config.token_file:
+        try:
+            token = Path(config.token_file).expanduser().read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise GridError(
+                "token_file_unreadable",
+                f"cannot read the node credential file {config.token_file} ({exc.strerror})",
+                fix="check the --token-file path and its permissions",
+            ) from None
+        source = config.token_file
+    else:
+        raise GridError(
+            "no_node_credential",
+            "the node agent has no credential",
+            fix="set GRID_ALLOCATOR_NODE_TOKEN or pass --token-file to `node start`",
+        )
+    if not token:
+        raise GridError(
+            "no_node_credential",
+            f"the node credential from {source} is empty",
+            fix="write a credential with `grid allocator token write FILE --host-id ID`",
+        )
+    return token
+
+
+def engine_config(config: NodeConfig, state_dir: Path) -> LlamaCppConfig:
+    return LlamaCppConfig(
+        state_dir=state_dir / ENGINES_DIR,
+        binary=Path(config.llama_server) if config.llama_server else None,
+        port_range=config.engine_port_range,
+        context_size=config.engine_context,
+        threads=config.engine_threads,
+        parallel=config.engine_parallel,
+        ready_timeout_s=config.ready_timeout_s,
+        stop_grace_s=config.stop_grace_s,
+    )
+
+
+def build_agent(config: NodeConfig, state_dir: Path, token: str) -> NodeAgent:
+    supervisor = LlamaCppSupervisor(engine_config(config, state_dir))
+    artifacts = ArtifactStore(state_dir / ARTIFACTS_DIR, hf_base_url=config.hf_base_url)
+    telemetry: TelemetrySource
+    if config.telemetry == "logical":
+        telemetry = LogicalTelemetry(state_dir, dedicated=config.dedicated)
+    else:
+        telemetry = HostTelemetry(dedicated=config.dedicated)
+    client = AllocatorClient(config.grid_url, node_token=token, timeout_s=config.request_timeout_s)
+
+    def child_pids() -> list[int]:
+        return [s.pid for s in supervisor.statuses().values() if s.pid is not None and s.proven]
+
+    deps = AgentDeps(supervisor, artifacts, telemetry, client, child_pids)
+    return NodeAgent(config, state_dir, deps)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="grid-node-agent")
+    parser.add_argument("--state-dir", required=True, type=Path)
+    parser.add_argument("--token-stdin", action="store_true")
+    parser.add_argument("--instance", default="")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # request lines add nothing here
+    state_dir: Path = args.state_dir.absolute()
+    try:
+        config = load_config(state_dir)
+        token = read_token(config, from_stdin=args.token_stdin)
+        agent = build_agent(config, state_dir, token)
+    except GridError as err:
+        print(f"Error [{err.code}]: {err.message} {err.fix}", file=sys.stderr)
+        return 2
+    agent.instance = args.instance
+    stop = threading.Event()
+    force = threading.Event()
+
+    def graceful(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+        agent.wake()
+
+    def forced(_signum: int, _frame: FrameType | None) -> None:
+        force.set()
+        graceful(_signum, _frame)
+
+    signal.signal(signal.SIGTERM, graceful)
+    signal.signal(signal.SIGINT, graceful)
+    signal.signal(signal.SIGUSR1, forced)
+    log.info(
+        "node agent for host %s (node %s) talking to %s",
+        config.host_id,
+        config.record_id,
+        config.grid_url,
+    )
+    try:
+        agent.run(stop, force_stop=force.is_set)
+    finally:
+        agent.deps.supervisor.close()
+        agent.deps.artifacts.close()
+        agent.deps.client.close()
+    log.info("node agent stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,319 @@
+"""The side effects of the four commands, through the engine supervisor and the artifact store.
+
+- LOAD verifies the exact GGUF: a catalog file (pre-pulled or shipped) is hashed completely and
+  checked against its declared digest; a model this host has no file for is fetched through the
+  artifact store, but only from the three autonomous-transfer fields of its profile (exact
+  source, SHA-256, size ceiling); nothing is inferred from a name. `artifact_fetched` is true
+  only when bytes were transferred.
+- WARM hashes the exact file again before launch, records the residency WARMING durably, starts
+  (or joins) the llama-server child and waits for its authenticated readiness probe.
+- DRAIN marks a ready residency draining: it stops taking new work; the child keeps running.
+- UNLOAD refuses a residency that was not drained, asks the supervisor for a non-forced stop
+  (busy or unknown slot activity refuses), and leaves the weights cached.
+
+Each method returns an `Outcome`; the caller turns it into a receipt with a monotonic duration.
+Residency changes go through `StateKeeper.update`, which persists them before returning.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from grid.fleet.errors import GridError
+from grid.fleet.models import ModelProfile, ResidencyState
+from grid.node.agent_config import NodeConfig
+from grid.node.agent_state import AgentState, ReceiptStatus, ResidencyRecord, VerifiedArtifact
+from grid.node.artifacts import ArtifactSpec, ArtifactStore, sha256_file
+from grid.node.engines.base import EngineState, EngineSupervisor
+
+ProfileLookup = Callable[[str], ModelProfile | None]
+
+
+class StateKeeper(Protocol):
+    def update(self, change: Callable[[AgentState], None]) -> None: ...
+
+    def read(self) -> AgentState: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: ReceiptStatus
+    message: str
+    code: str = ""
+    artifact_fetched: bool = False
+
+
+def _ok(message: str, *, fetched: bool = False) -> Outcome:
+    return Outcome(ReceiptStatus.SUCCEEDED, message, artifact_fetched=fetched)
+
+
+def _failed(code: str, message: str) -> Outcome:
+    return Outcome(ReceiptStatus.FAILED, message, code=code)
+
+
+class CommandExecutor:
+    def __init__(
+        self,
+        config: NodeConfig,
+        keeper: StateKeeper,
+        supervisor: EngineSupervisor,
+        artifacts: ArtifactStore,
+        profile_lookup: ProfileLookup,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.keeper = keeper
+        self.supervisor = supervisor
+        self.artifacts = artifacts
+        self.profile_lookup = profile_lookup
+        self.clock = clock
+
+    def run(self, command: dict[str, Any]) -> Outcome:
+        kind, model_id = command["kind"], command["model_id"]
+        try:
+            if kind == "load":
+                return self.load(model_id)
+            if kind == "warm":
+                return self.warm(model_id, int(command.get("memory_mb", 0)))
+            if kind == "drain":
+                return self.drain(model_id)
+            return self.unload(model_id)
+        except GridError as err:
+            return _failed(err.code, err.message)
+        except OSError as exc:
+            return _failed("node_io_error", f"{type(exc).__name__}: {exc}")
+
+    # ------------------------------------------------------------------ artifacts
+
+    def _verified(self, model_id: str) -> tuple[VerifiedArtifact | None, bool]:
+        """The exact artifact, hashed now; (None, False) when this host has no file for it.
+
+        Returns (artifact, fetched). Tries, in order: an artifact verified earlier (a fetched
+        one), the catalog, then a transfer authorized by the model's profile.
+        """
+        known = self.keeper.read().artifacts.get(model_id)
+        if known is not None and _hash_matches(Path(known.path), known.sha256):
+            return known, False
+        entry = self.config.catalog_entry(model_id)
+        if entry is not None:
+            path = Path(entry.path)
+            if not path.is_file():
+                raise GridError(
+                    "artifact_missing",
+                    f"the catalog file {path} for {model_id} does not exist",
+                    fix="restore the file, or correct the node's catalog",
+                )
+            digest = sha256_file(path)
+            if entry.sha256 is not None and digest != entry.sha256:
+                raise GridError(
+                    "artifact_digest_mismatch",
+                    f"{path} has SHA-256 {digest}, not the declared {entry.sha256}",
+                    fix="replace the file with the exact artifact",
+                )
+            return _artifact(model_id, path, digest), False
+        profile = self.profile_lookup(model_id)
+        if profile is None:
+            return None, False
+        spec = ArtifactSpec.from_profile(profile)
+        result = self.artifacts.ensure(spec)
+        return _artifact(model_id, result.path, result.sha256), result.artifact_fetched
+
+    def load(self, model_id: str) -> Outcome:
+        before = self.keeper.read().residencies.get(model_id)
+        if before is None or before.state is ResidencyState.CACHED:
+            self._set(model_id, ResidencyState.LOADING, keep_from=before)
+        try:
+            artifact, fetched = self._verified(model_id)
+        except GridError:
+            self._restore(model_id, before)
+            raise
+        if artifact is None:
+            self._restore(model_id, before)
+            return _failed(
+                "artifact_unknown",
+                f"this host has no file for {model_id} and its profile authorizes no transfer",
+            )
+
+        def publish(state: AgentState) -> None:
+            state.artifacts[model_id] = artifact
+            current = state.residencies.get(model_id)
+            if current is None or current.state in (ResidencyState.LOADING, ResidencyState.CACHED):
+                state.residencies[model_id] = ResidencyRecord(
+                    model_id=model_id,
+                    state=ResidencyState.CACHED,
+                    model_path=artifact.path,
+                    artifact_sha256=artifact.sha256,
+                )
+
+        self.keeper.update(publish)
+        verb = "fetched and verified" if fetched else "verified"
+        name = Path(artifact.path).name
+        return _ok(f"{verb} {name} (sha256 {artifact.sha256[:12]})", fetched=fetched)
+
+    # ------------------------------------------------------------------ engines
+
+    def warm(self, model_id: str, memory_mb: int) -> Outcome:
+        before = self.keeper.read().residencies.get(model_id)
+        if before is not None and before.state in (ResidencyState.READY, ResidencyState.WARMING):
+            status = self.supervisor.status(model_id)
+            if status is not None and status.proven and status.state is EngineState.READY:
+                return _ok(f"{model_id} is already ready on port {status.port}")
+        if before is not None and before.state in (ResidencyState.DRAINING, ResidencyState.FAILED):
+            return _failed(
+                "residency_not_reusable",
+                f"{model_id} is {before.state.value} here; it must be unloaded before a new warm",
+            )
+        artifact, _fetched = self._verified(model_id)
+        if artifact is None:
+            return _failed(
+                "artifact_not_cached",
+                f"{model_id} is not cached on this host; a load must come first",
+            )
+
+        def warming(state: AgentState) -> None:
+            state.artifacts[model_id] = artifact
+            state.residencies[model_id] = ResidencyRecord(
+                model_id=model_id,
+                state=ResidencyState.WARMING,
+                memory_mb=memory_mb,
+                model_path=artifact.path,
+                artifact_sha256=artifact.sha256,
+            )
+
+        self.keeper.update(warming)
+        try:
+            status = self.supervisor.warm(model_id, Path(artifact.path))
+        except GridError as err:
+            self._after_engine_failure(model_id, artifact, err.message)
+            raise
+        now = self.clock()
+
+        def ready(state: AgentState) -> None:
+            record = state.residencies[model_id]
+            state.residencies[model_id] = record.model_copy(
+                update={"state": ResidencyState.READY, "loaded_at": now, "reason": ""}
+            )
+
+        self.keeper.update(ready)
+        return _ok(f"{model_id} answers readiness on port {status.port} (pid {status.pid})")
+
+    def drain(self, model_id: str) -> Outcome:
+        record = self.keeper.read().residencies.get(model_id)
+        if record is None or record.state is not ResidencyState.READY:
+            shown = "absent" if record is None else record.state.value
+            return _ok(f"{model_id} is {shown} here: nothing to drain")
+
+        def draining(state: AgentState) -> None:
+            current = state.residencies[model_id]
+            state.residencies[model_id] = current.model_copy(
+                update={"state": ResidencyState.DRAINING, "reason": "drained by the controller"}
+            )
+
+        self.keeper.update(draining)
+        return _ok(f"{model_id} takes no new requests")
+
+    def unload(self, model_id: str, *, force: bool = False) -> Outcome:
+        record = self.keeper.read().residencies.get(model_id)
+        if record is None or record.state is ResidencyState.CACHED:
+            return _ok(f"{model_id} holds no memory here")
+        if record.state is ResidencyState.READY and not force:
+            return _failed(
+                "not_drained", f"{model_id} is still ready; it must be drained before an unload"
+            )
+        try:
+            result = self.supervisor.stop(
+                model_id, force=force, drain_timeout_s=self.config.drain_timeout_s
+            )
+        except GridError as err:
+            if err.code == "engine_unproven_process":
+                self._set(model_id, ResidencyState.FAILED, keep_from=record, reason=err.message)
+            raise
+        artifact = self.keeper.read().artifacts.get(model_id)
+        self._release(model_id, artifact)
+        if result.stopped:
+            how = " (SIGKILL after the grace period)" if result.killed else ""
+            return _ok(f"stopped {model_id} (pid {result.pid}){how}; its weights stay cached")
+        return _ok(f"{model_id} had no running engine; its weights stay cached")
+
+    # ------------------------------------------------------------------ residency helpers
+
+    def _set(
+        self,
+        model_id: str,
+        state_value: ResidencyState,
+        *,
+        keep_from: ResidencyRecord | None,
+        reason: str = "",
+    ) -> None:
+        def change(state: AgentState) -> None:
+            base = keep_from or ResidencyRecord(model_id=model_id, state=state_value)
+            state.residencies[model_id] = base.model_copy(
+                update={"state": state_value, "reason": reason}
+            )
+
+        self.keeper.update(change)
+
+    def _restore(self, model_id: str, before: ResidencyRecord | None) -> None:
+        def change(state: AgentState) -> None:
+            if before is None:
+                state.residencies.pop(model_id, None)
+            else:
+                state.residencies[model_id] = before
+
+        self.keeper.update(change)
+
+    def _release(self, model_id: str, artifact: VerifiedArtifact | None) -> None:
+        """No process remains: the residency becomes cached (or disappears without weights)."""
+
+        def change(state: AgentState) -> None:
+            if artifact is None:
+                state.residencies.pop(model_id, None)
+                return
+            state.residencies[model_id] = ResidencyRecord(
+                model_id=model_id,
+                state=ResidencyState.CACHED,
+                model_path=artifact.path,
+                artifact_sha256=artifact.sha256,
+            )
+
+        self.keeper.update(change)
+
+    def _after_engine_failure(self, model_id: str, artifact: VerifiedArtifact, why: str) -> None:
+        """A failed warm: a process the supervisor still holds keeps the residency FAILED
+        (its memory stays claimed); otherwise nothing runs and the weights stay cached."""
+        status = self.supervisor.status(model_id)
+        if status is not None and status.pid is not None:
+
+            def failed(state: AgentState) -> None:
+                current = state.residencies.get(model_id)
+                if current is not None:
+                    state.residencies[model_id] = current.model_copy(
+                        update={"state": ResidencyState.FAILED, "reason": why[:300]}
+                    )
+
+            self.keeper.update(failed)
+            return
+        self._release(model_id, artifact)
+
+
+def _artifact(model_id: str, path: Path, sha256: str) -> VerifiedArtifact:
+    stat = path.stat()
+    return VerifiedArtifact(
+        model_id=model_id,
+        path=str(path.absolute()),
+        sha256=sha256,
+        size_bytes=stat.st_size,
+        mtime_ns=stat.st_mtime_ns,
+    )
+
+
+def _hash_matches(path: Path, sha256: str) -> bool:
+    try:
+        return path.is_file() and sha256_file(path) == sha256
+    except OSError:
+        return False

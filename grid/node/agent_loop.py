@@ -1,0 +1,566 @@
+"""The node agent: heartbeats on one thread, side effects one at a time on a worker thread.
+
+Each heartbeat cycle (every `heartbeat_interval_s`, or sooner when the worker finishes):
+1. local protection: the durable override and a telemetry sample go through the pure
+   `protection.evaluate`; a decision that refuses admission cancels queued LOAD and WARM work;
+2. engines: the supervisor's view of the children is compared with the durable residencies
+   (a crashed child becomes FAILED, an adopted one READY again);
+3. heartbeats, all carrying the complete registration (a restarted controller forgot this host):
+   - an early lease heartbeat (the first one) and a fence heartbeat (whenever the lifecycle
+     changes) go out with `request_commands: false`, so registry truth is updated at once;
+   - while the worker is idle, one control heartbeat with `request_commands: true` consumes
+     commands; while it is busy, a lease heartbeat keeps the route fresh without taking more.
+   Every heartbeat carries the receipts the controller has not yet answered.
+Accepted commands, the term fence and the plan generation are persisted before the worker may
+start anything; the worker persists `in_flight` before each side effect (the durable
+action-start boundary), checks `start_check` (authority deadline, protection, dependencies,
+local free memory), runs it and persists the receipt with its monotonic duration.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from grid.api.client import AllocatorClient
+from grid.fleet.errors import GridError
+from grid.fleet.models import HostState, ModelProfile, ResidencyState
+from grid.node.agent_admission import (
+    Authority,
+    admit_batch,
+    local_free_mb,
+    order_by_dependencies,
+    remaining_ttl,
+    start_check,
+)
+from grid.node.agent_commands import CommandExecutor, Outcome
+from grid.node.agent_config import NodeConfig
+from grid.node.agent_report import (
+    CLAIMING,
+    activity_of,
+    capacity_mb,
+    disk_free_mb,
+    engine_observations,
+    envelope,
+    external_mb,
+    node_body,
+    read_memory,
+    residency_rows,
+    resources_block,
+)
+from grid.node.agent_state import (
+    AgentState,
+    AgentStateStore,
+    Keeper,
+    QueuedCommand,
+    ReceiptStatus,
+    clear_override,
+    read_override,
+    receipt_for,
+    recover_after_restart,
+)
+from grid.node.agent_status import write_status
+from grid.node.agent_telemetry import TelemetrySource
+from grid.node.artifacts import ArtifactStore
+from grid.node.engines.base import EngineSupervisor
+from grid.node.protection import Decision, ProtectionPolicy, evaluate
+from grid.node.protection_conditions import most_restrictive
+
+log = logging.getLogger("grid.node")
+
+
+@dataclass
+class AgentDeps:
+    supervisor: EngineSupervisor
+    artifacts: ArtifactStore
+    telemetry: TelemetrySource
+    client: AllocatorClient
+    child_pids: Callable[[], list[int]] = field(default=lambda: [])
+
+
+@dataclass
+class HeartbeatResult:
+    kind: str  # lease, fence or control
+    ok: bool
+    commands: int = 0
+    error: str = ""
+
+
+class NodeAgent:
+    def __init__(
+        self,
+        config: NodeConfig,
+        state_dir: Path,
+        deps: AgentDeps,
+        *,
+        policy: ProtectionPolicy | None = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.state_dir = state_dir
+        self.deps = deps
+        self.policy = policy or ProtectionPolicy.model_validate(config.protection)
+        self.clock = clock
+        self.monotonic = monotonic
+        store = AgentStateStore(state_dir)
+        state = store.load(config.host_id)
+        ended = recover_after_restart(state, clock())
+        self.keeper = Keeper(store, state, clock)
+        self.keeper.update(lambda s: None)  # persist the recovery before anything else
+        for receipt in ended:
+            log.warning("action %s (%s): %s", receipt.action_id, receipt.status, receipt.message)
+        self.executor = CommandExecutor(
+            config, self.keeper, deps.supervisor, deps.artifacts, self._profile, clock=clock
+        )
+        self.decision: Decision | None = None
+        self.registered = False
+        self.stopping = False
+        self.last_error = ""
+        self.last_heartbeat_at: float | None = None
+        self.controller_mode = ""
+        self.instance = ""  # the launch's instance id, proved by `node start` via status.json
+        self._reported_lifecycle: str | None = None
+        self._deadlines: dict[str, float] = {}
+        self._busy_model: str | None = None
+        self._wake_worker = threading.Event()
+        self._wake_loop = threading.Event()
+        self._worker_stop = threading.Event()
+        self._worker: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start_worker(self) -> None:
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._work, name="grid-node-worker", daemon=True)
+            self._worker.start()
+
+    def run(self, stop: threading.Event, *, force_stop: Callable[[], bool] = lambda: False) -> None:
+        """Heartbeat until `stop` is set, then shut down gracefully."""
+        self.start_worker()
+        while not stop.is_set():
+            try:
+                self.cycle()
+            except Exception:  # the loop must outlive any one bad cycle
+                log.exception("heartbeat cycle failed")
+            self._wake_loop.wait(self.config.heartbeat_interval_s)
+            self._wake_loop.clear()
+        self.shutdown(force=force_stop())
+
+    def wake(self) -> None:
+        self._wake_loop.set()
+
+    @property
+    def worker_idle(self) -> bool:
+        state = self.keeper.read()
+        return state.in_flight is None and not state.queue
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        deadline = self.monotonic() + timeout_s
+        while not self.worker_idle:
+            if self.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def shutdown(self, *, force: bool = False) -> list[Outcome]:
+        """Graceful stop: fence, finish the running action, stop owned children, report."""
+        self.stopping = True
+        self._cancel_queued(lambda _c: True, "agent_stopping", "the node agent is stopping")
+        self.wait_idle(self.config.ready_timeout_s + self.config.stop_grace_s + 5.0)
+        self._worker_stop.set()
+        self._wake_worker.set()
+        self.cycle()  # the fence heartbeat: draining, no commands taken
+        outcomes: list[Outcome] = []
+        for model_id, record in sorted(self.keeper.read().residencies.items()):
+            if record.state not in CLAIMING or record.state is ResidencyState.LOADING:
+                continue
+            if record.state is ResidencyState.READY:
+                self.executor.drain(model_id)
+            outcome = self.executor.run({"kind": "unload", "model_id": model_id})
+            if outcome.status is not ReceiptStatus.SUCCEEDED and force:
+                outcome = self.executor.unload(model_id, force=True)
+            if outcome.status is not ReceiptStatus.SUCCEEDED:
+                log.warning("left %s running: %s", model_id, outcome.message)
+            outcomes.append(outcome)
+        self.cycle()  # report the released memory
+        return outcomes
+
+    # ------------------------------------------------------------------ one cycle
+
+    def cycle(self) -> list[HeartbeatResult]:
+        now = self.clock()
+        decision = self._protect(now)
+        lifecycle = decision.lifecycle
+        if self.stopping:
+            lifecycle = most_restrictive(lifecycle, HostState.DRAINING)
+        admits = lifecycle in (HostState.ACCEPTING, HostState.THROTTLED)
+        if not admits:
+            self._cancel_queued(
+                lambda c: c.get("kind") in ("load", "warm"),
+                "local_protection",
+                f"this host became {lifecycle.value} by its local protection",
+            )
+        self._observe_engines()
+        results: list[HeartbeatResult] = []
+        fence = self._reported_lifecycle != lifecycle.value
+        if fence or not self.registered:
+            results.append(self._send(lifecycle, decision, kind="fence" if fence else "lease"))
+        if self.registered and not self.stopping and self.worker_idle:
+            results.append(self._send(lifecycle, decision, kind="control"))
+        elif not results:
+            results.append(self._send(lifecycle, decision, kind="lease"))
+        write_status(self, lifecycle, decision)
+        return results
+
+    def _protect(self, now: float) -> Decision:
+        override = read_override(self.state_dir)
+        if override is not None and not override.active_at(now):
+            clear_override(self.state_dir)  # expired: the host returns to its own judgement
+            override = None
+        telemetry = self.deps.telemetry.read(override)
+        decision, protection = evaluate(telemetry, self.keeper.read().protection, self.policy, now)
+
+        def keep(state: AgentState) -> None:
+            state.protection = protection
+
+        try:
+            self.keeper.update(keep)
+        except OSError as exc:
+            log.error("cannot persist the protection state: %s", exc)
+        self.decision = decision
+        return decision
+
+    def _observe_engines(self) -> None:
+        statuses = self.deps.supervisor.poll()
+        changes = engine_observations(self.keeper.read().residencies, statuses, self._busy_model)
+        if not changes:
+            return
+
+        def apply(state: AgentState) -> None:
+            for change in changes:
+                record = state.residencies.get(change.model_id)
+                if record is None or change.model_id == self._busy_model:
+                    continue
+                state.residencies[change.model_id] = record.model_copy(
+                    update={"state": change.state, "reason": change.reason[:300]}
+                )
+
+        for change in changes:
+            log.warning("%s is now %s: %s", change.model_id, change.state.value, change.reason)
+        self.keeper.update(apply)
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def _activity(self, state: AgentState) -> dict[str, int | None]:
+        active: dict[str, int | None] = {}
+        for model_id, record in state.residencies.items():
+            status = self.deps.supervisor.status(model_id)
+            if activity_of(status, record):
+                probe = self.deps.supervisor.activity(model_id)
+                active[model_id] = probe.processing if probe.state.value != "unknown" else None
+            elif record.state is ResidencyState.FAILED:
+                # A retained live process we cannot read may be working: unknown, fail safe.
+                active[model_id] = None if status is not None and status.pid is not None else 0
+            else:
+                active[model_id] = 0
+        return active
+
+    def build_body(
+        self, lifecycle: HostState, decision: Decision, *, request: bool
+    ) -> tuple[dict[str, Any], list[str]]:
+        state = self.keeper.read()
+        reading = read_memory(self.deps.child_pids())
+        disk = disk_free_mb(self.state_dir, self.config.disk_share)
+        cached = [m for m, a in state.artifacts.items() if Path(a.path).is_file()]
+        cached += [e.model_id for e in self.config.catalog if Path(e.path).is_file()]
+        rows = residency_rows(
+            state.residencies, self._activity(state), state.model_last_used_at, self.clock()
+        )
+        throttle = decision.throttle_fraction if lifecycle is decision.lifecycle else 0.0
+        block = envelope(
+            lifecycle=lifecycle.value,
+            throttle_fraction=throttle,
+            cached_models=cached,
+            rows=rows,
+            disk_free=disk,
+        )
+        acks = state.unacknowledged()
+        busy = 1 if state.in_flight is not None else 0
+        body = node_body(
+            self.config,
+            resources_block(self.config, reading, disk),
+            block,
+            request_commands=request,
+            acknowledgements=[r.wire() for r in acks],
+            active_tasks=busy + len(state.queue),
+        )
+        return body, [r.action_id for r in acks]
+
+    def _send(self, lifecycle: HostState, decision: Decision, *, kind: str) -> HeartbeatResult:
+        request = kind == "control"
+        body, ack_ids = self.build_body(lifecycle, decision, request=request)
+        started = self.monotonic()
+        try:
+            reply = self.deps.client.put_node(self.config.record_id, body)
+        except GridError as err:
+            self.last_error = f"{err.code}: {err.message}"
+            if err.code in ("controller_unreachable", "controller_timeout", "not_registered"):
+                self.registered = False
+            log.warning("%s heartbeat failed: %s", kind, self.last_error)
+            return HeartbeatResult(kind, False, error=self.last_error)
+        duration = self.monotonic() - started
+        self.registered = True
+        self.last_error = ""
+        self.last_heartbeat_at = self.clock()
+        self._reported_lifecycle = lifecycle.value
+        block = reply.get("allocator") if isinstance(reply, dict) else None
+        block = block if isinstance(block, dict) else {}
+        self.controller_mode = str(block.get("mode", ""))
+        self._after_reply(reply if isinstance(reply, dict) else {}, set(ack_ids))
+        commands = block.get("commands", []) if request else []
+        if request and isinstance(commands, list) and commands:
+            ttl = remaining_ttl(block.get("controller_lease_ttl_seconds"), duration)
+            self._accept([c for c in commands if isinstance(c, dict)], ttl)
+        return HeartbeatResult(kind, True, commands=len(commands) if request else 0)
+
+    def _after_reply(self, reply: dict[str, Any], ack_ids: set[str]) -> None:
+        watermarks = reply.get("model_last_used_at")
+        clean: dict[str, float] = {}
+        if isinstance(watermarks, dict):
+            clean = {
+                str(k): float(v)
+                for k, v in watermarks.items()
+                if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+            }
+
+        def change(state: AgentState) -> None:
+            state.mark_acknowledged(ack_ids)
+            for model_id, stamp in clean.items():
+                # The watermark is monotonic: an older server answer never moves it back.
+                if stamp > state.model_last_used_at.get(model_id, 0.0):
+                    state.model_last_used_at[model_id] = stamp
+
+        if ack_ids or clean:
+            try:
+                self.keeper.update(change)
+            except OSError as exc:
+                log.error("cannot persist acknowledgements: %s", exc)
+
+    # ------------------------------------------------------------------ commands
+
+    def _accept(self, commands: list[dict[str, Any]], ttl_remaining_s: float) -> None:
+        deadline = self.monotonic() + ttl_remaining_s
+        now = self.clock()
+        accepted: list[dict[str, Any]] = []
+
+        def change(state: AgentState) -> None:
+            fresh: list[dict[str, Any]] = []
+            batch_ids: set[str] = set()
+            for command in commands:
+                action_id = command.get("action_id")
+                if isinstance(action_id, str) and action_id in batch_ids:
+                    continue  # listed twice in one response: run it once
+                if isinstance(action_id, str):
+                    batch_ids.add(action_id)
+                if isinstance(action_id, str) and state.knows_action(action_id):
+                    known = state.receipt(action_id)
+                    if known is not None and known.acknowledged:  # say it again: harmless
+                        state.add_receipt(known.model_copy(update={"acknowledged": False}))
+                    continue
+                fresh.append(command)
+            verdicts, authority = admit_batch(
+                fresh,
+                host_id=self.config.host_id,
+                authority=Authority(
+                    state.highest_term, state.controller_id, state.plan_epoch, state.plan_sequence
+                ),
+                ttl_remaining_s=ttl_remaining_s,
+            )
+            for command, verdict in verdicts:
+                if verdict.accepted:
+                    accepted.append(command)
+                elif verdict.status is not None:
+                    state.add_receipt(
+                        receipt_for(command, verdict.status, verdict.code, verdict.message, now)
+                    )
+                    log.warning(
+                        "refused %s: %s (%s)",
+                        command.get("action_id"),
+                        verdict.code,
+                        verdict.message,
+                    )
+            state.highest_term = authority.highest_term
+            state.controller_id = authority.controller_id
+            state.plan_epoch = authority.plan_epoch
+            state.plan_sequence = authority.plan_sequence
+            state.queue.extend(
+                QueuedCommand(command=c, received_at=now) for c in order_by_dependencies(accepted)
+            )
+
+        try:
+            self.keeper.update(change)
+        except OSError as exc:
+            # Nothing may start without a durable fence. The commands stay delivered at the
+            # controller and keep their mutation slots: conservative, never unrecorded work.
+            log.error("cannot persist accepted commands; none will run: %s", exc)
+            return
+        for command in accepted:
+            self._deadlines[command["action_id"]] = deadline
+            log.info(
+                "accepted %s %s %s", command["action_id"], command["kind"], command["model_id"]
+            )
+        if accepted:
+            self._wake_worker.set()
+
+    def _cancel_queued(
+        self, which: Callable[[dict[str, Any]], bool], code: str, message: str
+    ) -> None:
+        state = self.keeper.read()
+        if not any(which(q.command) for q in state.queue):
+            return
+        now = self.clock()
+
+        def change(draft: AgentState) -> None:
+            kept: list[QueuedCommand] = []
+            for queued in draft.queue:
+                if which(queued.command):
+                    draft.add_receipt(
+                        receipt_for(queued.command, ReceiptStatus.CANCELLED, code, message, now)
+                    )
+                else:
+                    kept.append(queued)
+            draft.queue = kept
+
+        self.keeper.update(change)
+
+    # ------------------------------------------------------------------ the worker
+
+    def _work(self) -> None:
+        while not self._worker_stop.is_set():
+            command = self._take_next()
+            if command is None:
+                self._wake_worker.wait(0.5)
+                self._wake_worker.clear()
+                continue
+            try:
+                self._execute(command)
+            except Exception as exc:  # never leave in_flight set by a bug
+                log.exception("command %s crashed", command.get("action_id"))
+                self._finish(command, Outcome(ReceiptStatus.FAILED, str(exc), "node_error"), 0.0)
+
+    def _take_next(self) -> dict[str, Any] | None:
+        taken: list[dict[str, Any]] = []
+
+        def change(state: AgentState) -> None:
+            if state.in_flight is None and state.queue:
+                state.in_flight = state.queue.pop(0)
+                taken.append(state.in_flight.command)
+
+        with self.keeper.lock:
+            try:
+                self.keeper.update(change)
+            except OSError as exc:
+                log.error("cannot persist the action start; waiting: %s", exc)
+                return None
+            if taken:
+                self._busy_model = str(taken[0]["model_id"])
+        return taken[0] if taken else None
+
+    def _execute(self, command: dict[str, Any]) -> None:
+        state = self.keeper.read()
+        decision = self.decision
+        lifecycle = decision.lifecycle if decision is not None else HostState.DRAINING
+        if self.stopping:
+            lifecycle = most_restrictive(lifecycle, HostState.DRAINING)
+        verdict = start_check(
+            command,
+            now_mono=self.monotonic(),
+            deadline_mono=self._deadlines.pop(command["action_id"], float("-inf")),
+            admits_new_work=lifecycle in (HostState.ACCEPTING, HostState.THROTTLED),
+            lifecycle=lifecycle.value,
+            dependency_status=state.dependency_outcome,
+            free_mb=self.free_mb(state, command["model_id"]) if command["kind"] == "warm" else 0,
+        )
+        if not verdict.accepted:
+            status = verdict.status or ReceiptStatus.CANCELLED
+            self._finish(command, Outcome(status, verdict.message, verdict.code), 0.0)
+            return
+        log.info("starting %s %s %s", command["action_id"], command["kind"], command["model_id"])
+        started = self.monotonic()
+        outcome = self.executor.run(command)
+        self._finish(command, outcome, self.monotonic() - started)
+
+    def free_mb(self, state: AgentState, model_id: str) -> int | None:
+        reading = read_memory(self.deps.child_pids())
+        live = sum(
+            r.memory_mb
+            for m, r in state.residencies.items()
+            if m != model_id and r.state in CLAIMING
+        )
+        return local_free_mb(
+            capacity_mb=capacity_mb(self.config, reading),
+            reserved_mb=self.config.reserved_mb,
+            external_mb=external_mb(self.config, reading),
+            managed_live_mb=live,
+            physical_available_mb=reading.available_mb,
+        )
+
+    def _finish(self, command: dict[str, Any], outcome: Outcome, duration_s: float) -> None:
+        receipt = receipt_for(
+            command,
+            outcome.status,
+            outcome.code,
+            outcome.message,
+            self.clock(),
+            duration_s=duration_s,
+            fetched=outcome.artifact_fetched,
+        )
+
+        def change(state: AgentState) -> None:
+            if state.in_flight is not None and state.in_flight.command.get(
+                "action_id"
+            ) == command.get("action_id"):
+                state.in_flight = None
+            state.add_receipt(receipt)
+
+        try:
+            self.keeper.update(change)
+        except OSError as exc:
+            log.error("cannot persist the receipt of %s: %s", command.get("action_id"), exc)
+        self._busy_model = None
+        level = logging.INFO if outcome.status is ReceiptStatus.SUCCEEDED else logging.WARNING
+        log.log(
+            level,
+            "%s %s %s: %s %s (%.2f s)",
+            command.get("action_id"),
+            command.get("kind"),
+            command.get("model_id"),
+            outcome.status.value,
+            outcome.code or outcome.message,
+            duration_s,
+        )
+        self.wake()
+
+    # ------------------------------------------------------------------ profiles
+
+    def _profile(self, model_id: str) -> ModelProfile | None:
+        """The model's profile as the controller holds it (for its artifact source)."""
+        try:
+            doc = self.deps.client.status(history=0)
+        except GridError:
+            return None
+        for raw in doc.get("profiles", []) if isinstance(doc, dict) else []:
+            if isinstance(raw, dict) and raw.get("model_id") == model_id:
+                try:
+                    return ModelProfile.model_validate(raw)
+                except ValidationError:
+                    return None
+        return None
