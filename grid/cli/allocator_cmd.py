@@ -251,16 +251,7 @@ def model_remove(
     _remove(model_id, grid, state_dir, token_file, as_json)
 
 
-@model_app.command("rm")
-def model_rm(
-    model_id: Annotated[str, typer.Argument()],
-    grid: GridOpt = None,
-    state_dir: StateOpt = None,
-    token_file: TokenFileOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Alias of `model remove`."""
-    _remove(model_id, grid, state_dir, token_file, as_json)
+model_app.command("rm", help="Alias of `model remove`.")(model_remove)
 
 
 # ----------------------------------------------------------------------------- mode, tick

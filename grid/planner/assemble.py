@@ -32,6 +32,34 @@ def _reasons(problem: PlacementProblem, key: Key) -> list[str]:
     return reasons
 
 
+def assignments_of(problem: PlacementProblem, placed: set[Key]) -> list[Assignment]:
+    """The fixed (unmanaged) replicas plus the placed candidates, with their reasons."""
+    assignments = [
+        Assignment(
+            model_id=f.model_id,
+            host_id=f.host_id,
+            memory_mb=f.memory_mb,
+            runtime=f.runtime,
+            existing=True,
+            reasons=["unmanaged ready residency"],
+        )
+        for f in problem.fixed
+    ]
+    for key in sorted(placed):
+        cand = problem.candidates[key]
+        assignments.append(
+            Assignment(
+                model_id=cand.model_id,
+                host_id=cand.host_id,
+                memory_mb=cand.memory_mb,
+                runtime=cand.runtime,
+                existing=cand.incumbent is not None,
+                reasons=_reasons(problem, key),
+            )
+        )
+    return assignments
+
+
 def trivial_bounds(problem: PlacementProblem) -> dict[str, int]:
     """Capacity-blind bounds: what each level could reach if memory were unlimited."""
     best: list[Key] = []
@@ -67,29 +95,7 @@ def assemble_plan(
     message: str = "",
 ) -> Plan:
     preemptions, final = stage_changes(problem, placed)
-    assignments = [
-        Assignment(
-            model_id=f.model_id,
-            host_id=f.host_id,
-            memory_mb=f.memory_mb,
-            runtime=f.runtime,
-            existing=True,
-            reasons=["unmanaged ready residency"],
-        )
-        for f in problem.fixed
-    ]
-    for key in sorted(final):
-        cand = problem.candidates[key]
-        assignments.append(
-            Assignment(
-                model_id=cand.model_id,
-                host_id=cand.host_id,
-                memory_mb=cand.memory_mb,
-                runtime=cand.runtime,
-                existing=cand.incumbent is not None,
-                reasons=_reasons(problem, key),
-            )
-        )
+    assignments = assignments_of(problem, final)
     values = score_placement(problem, final)
     bounds = bounds if bounds is not None else trivial_bounds(problem)
     objective = []

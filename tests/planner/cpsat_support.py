@@ -11,7 +11,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from grid.fleet.models import Assignment, FleetSnapshot, Plan, SolverReport
+from grid.fleet.models import FleetSnapshot, Plan, SolverReport
+from grid.planner.assemble import assignments_of
 from grid.planner.problem import PlacementProblem
 from tests.planner.fleets import NOW, snapshot
 
@@ -128,25 +129,5 @@ def _model(
 
 def plan_of(problem: PlacementProblem, placed: set[Key]) -> Plan:
     """A bare plan document for the validator (no explanations: callers ignore those codes)."""
-    assignments = [
-        Assignment(
-            model_id=f.model_id,
-            host_id=f.host_id,
-            memory_mb=f.memory_mb,
-            runtime=f.runtime,
-            existing=True,
-        )
-        for f in problem.fixed
-    ]
-    for key in sorted(placed):
-        cand = problem.candidates[key]
-        assignments.append(
-            Assignment(
-                model_id=cand.model_id,
-                host_id=cand.host_id,
-                memory_mb=cand.memory_mb,
-                runtime=cand.runtime,
-                existing=cand.incumbent is not None,
-            )
-        )
+    assignments = assignments_of(problem, placed)
     return Plan(assignments=assignments, solver=SolverReport(engine="test", status="", wall_ms=0))

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from grid.fleet.models import Assignment, FleetSnapshot, Plan, Preemption, SolverReport, Unsatisfied
+from grid.fleet.models import FleetSnapshot, Plan, Preemption, SolverReport, Unsatisfied
 from grid.fleet.snapshot import parse_snapshot
+from grid.planner.assemble import assignments_of
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.levels import score_placement
 from grid.planner.plan import make_plan
@@ -36,27 +37,7 @@ Doc = dict[str, Any]
 
 def plan_of(problem: PlacementProblem, placed: set[Key], preemptions: list[Preemption]) -> Plan:
     """The plan document for a placement, every missing replica and unmet pin declared."""
-    assignments = [
-        Assignment(
-            model_id=f.model_id,
-            host_id=f.host_id,
-            memory_mb=f.memory_mb,
-            runtime=f.runtime,
-            existing=True,
-        )
-        for f in problem.fixed
-    ]
-    for key in sorted(placed):
-        cand = problem.candidates[key]
-        assignments.append(
-            Assignment(
-                model_id=cand.model_id,
-                host_id=cand.host_id,
-                memory_mb=cand.memory_mb,
-                runtime=cand.runtime,
-                existing=cand.incumbent is not None,
-            )
-        )
+    assignments = assignments_of(problem, placed)
     unsatisfied = []
     for m in problem.models:
         on = {a.host_id for a in assignments if a.model_id == m.model_id}
