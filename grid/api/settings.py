@@ -11,7 +11,7 @@ import json
 import os
 import secrets
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,13 +126,8 @@ def load_or_create_settings(state_dir: Path, *, port: int | None = None) -> Sett
     if config_path(state_dir).exists():
         current = load_settings(state_dir)
         if port is not None and port != current.port:
-            current = Settings(
-                current.operator_token,
-                current.node_signing_key,
-                current.host,
-                port,
-                current.instance,
-            )
+            # Only the port moves: secrets, host, instance and controller tuning are kept.
+            current = replace(current, port=port)
             write_settings(state_dir, current)
         return current
     settings = Settings(

@@ -1,199 +1,73 @@
 """`grid up` and `grid down`: start and stop the local controller server in the background.
 
-`up` is idempotent: a server already running for the state folder (proved by its pid file, the
-process-birth marker, its command line and the instance id its /healthz reports) is left alone.
-Secrets stay in `<state-dir>/config.json` (mode 0600, `operator_token`); the server reads them
-from there, so neither its arguments nor its environment carry one. `down` signals only a process
-it can prove is this state folder's server; an ambiguous or reused PID is never killed.
+The process management itself lives in `grid.api.process` (the logical fleet uses it too).
+`down` first stops this machine's managed node agent when it serves this controller, so its
+model processes drain, unregister and exit while the controller can still hear the agent's last
+heartbeat (spec "CLI workflow"); an agent that serves another controller is left running.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
+from urllib.parse import urlsplit
 
 import typer
 
-from grid.api.client import AllocatorClient
-from grid.api.settings import (
-    CONFIG_NAME,
-    Settings,
-    default_state_dir,
-    load_or_create_settings,
-    load_settings,
-)
+from grid.api.process import start_server, stop_server
+from grid.api.settings import CONFIG_NAME, Settings, default_state_dir, load_settings
+from grid.cli.node_cmd import default_node_dir
 from grid.fleet.errors import GridError
-from grid.runtime.controller.lease import process_marker
+from grid.node.agent_config import load_config
+from grid.node.agent_process import running_agent, stop_agent
 
-PID_NAME = "server.pid"
-LOG_NAME = "server.log"
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 20.0
-SECRET_ENV = ("GRID_ALLOCATOR_CONTROL_TOKEN", "GRID_ALLOCATOR_NODE_TOKEN")
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
 StateDirOption = Annotated[
     Path | None,
     typer.Option("--state-dir", help="Controller state folder (default ~/.grid/allocator)."),
 ]
+NodeDirOption = Annotated[
+    Path | None,
+    typer.Option("--node-dir", help="Local node agent folder (default ~/.grid/node)."),
+]
 
 
-def _pid_record(state_dir: Path) -> dict[str, Any] | None:
+def serves_controller(grid_url: str, settings: Settings) -> bool:
+    """Whether a node configured with `grid_url` talks to the controller of `settings`."""
     try:
-        data = json.loads((state_dir / PID_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
-
-
-def _owned_process(state_dir: Path, record: dict[str, Any]) -> int | None:
-    """The server's pid when the live process is provably this folder's server."""
-    pid = record.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return None
-    marker = process_marker(pid)
-    if marker is None or (record.get("marker") and marker != record.get("marker")):
-        return None
-    cmd = _cmdline(pid)
-    if "grid.api.server" not in cmd or str(state_dir.resolve()) not in cmd:
-        return None
-    return pid
-
-
-def _healthy(settings: Settings) -> bool:
-    try:
-        with AllocatorClient(settings.url, timeout_s=2.0) as client:
-            return client.healthz().get("instance") == settings.instance
-    except GridError:
+        parts = urlsplit(grid_url)
+        port = parts.port
+    except ValueError:
         return False
+    host = (parts.hostname or "").lower()
+    local = host in LOOPBACK_NAMES or host == settings.host.lower()
+    return parts.scheme == "http" and local and port == settings.port
 
 
-def _running(state_dir: Path, settings: Settings) -> int | None:
-    record = _pid_record(state_dir)
-    if record is None:
+def stop_local_node(state_dir: Path, node_dir: Path) -> str | None:
+    """Stop the node agent of `node_dir` if it runs for this controller; returns a line to print
+    (None when there is no such agent)."""
+    node_dir = node_dir.expanduser().absolute()
+    if running_agent(node_dir) is None or not (state_dir / CONFIG_NAME).exists():
         return None
-    pid = _owned_process(state_dir, record)
-    if pid is None:
+    try:
+        config = load_config(node_dir)
+        settings = load_settings(state_dir)
+    except GridError:
+        return None  # we cannot tell whose agent it is: not ours to stop
+    if not serves_controller(config.grid_url, settings):
         return None
-    return pid if _healthy(settings) else None
-
-
-def _child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def _log_tail(state_dir: Path, lines: int = 8) -> str:
     try:
-        text = (state_dir / LOG_NAME).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def start_server(state_dir: Path, port: int | None = None) -> tuple[Settings, int, bool]:
-    """Start (or find) the server; returns (settings, pid, started_now)."""
-    state_dir = state_dir.expanduser().resolve()
-    settings = load_settings(state_dir) if (state_dir / CONFIG_NAME).exists() else None
-    if settings is not None:
-        pid = _running(state_dir, settings)
-        if pid is not None:
-            if port is not None and port != settings.port:
-                raise GridError(
-                    "already_running",
-                    f"the controller for {state_dir} already runs on port {settings.port}",
-                    fix="run `grid down` first to move it to another port",
-                    next_command=f"grid down --state-dir {state_dir}",
-                )
-            return settings, pid, False
-    settings = load_or_create_settings(state_dir, port=port)
-    log = open(state_dir / LOG_NAME, "ab")  # noqa: SIM115 - handed to the child process
-    try:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "grid.api.server", "--state-dir", str(state_dir)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=_child_env(),
-            start_new_session=True,
-            close_fds=True,
+        outcome = stop_agent(node_dir)
+    except GridError as err:
+        return f"Could not stop the node agent of host {config.host_id}: {err.message}"
+    if outcome == "killed":
+        return (
+            f"The node agent of host {config.host_id} did not stop in time and was killed; "
+            "its model processes may still run (a new start adopts them)."
         )
-    finally:
-        log.close()
-    record = {
-        "pid": child.pid,
-        "marker": process_marker(child.pid) or "",
-        "instance": settings.instance,
-        "port": settings.port,
-    }
-    pid_path = state_dir / PID_NAME
-    pid_path.write_text(json.dumps(record), encoding="utf-8")
-    os.chmod(pid_path, 0o600)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if child.poll() is not None:
-            pid_path.unlink(missing_ok=True)
-            raise GridError(
-                "server_failed",
-                f"the controller exited with status {child.returncode} while starting: "
-                f"{_log_tail(state_dir, 3)}",
-                fix=f"read {state_dir / LOG_NAME}; a busy port needs --port",
-            )
-        if _healthy(settings):
-            return settings, child.pid, True
-        time.sleep(0.2)
-    raise GridError(
-        "server_timeout",
-        f"the controller did not answer within {START_TIMEOUT_S:.0f} s",
-        fix=f"read {state_dir / LOG_NAME}",
-        next_command=f"grid down --state-dir {state_dir}",
-    )
-
-
-def stop_server(state_dir: Path) -> str:
-    """Stop this folder's server; returns what happened (stopped, not_running, stale)."""
-    state_dir = state_dir.expanduser().resolve()
-    record = _pid_record(state_dir)
-    pid_path = state_dir / PID_NAME
-    if record is None:
-        return "not_running"
-    pid = _owned_process(state_dir, record)
-    if pid is None:
-        raw_pid = record.get("pid")
-        if (
-            isinstance(raw_pid, int)
-            and process_marker(raw_pid) is not None
-            and not (record.get("marker") and process_marker(raw_pid) != record.get("marker"))
-        ):
-            raise GridError(
-                "ambiguous_process",
-                f"process {raw_pid} is alive but cannot be proved to be this controller",
-                fix="inspect it by hand; Grid never kills a process it cannot identify",
-            )
-        pid_path.unlink(missing_ok=True)
-        return "stale"
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while time.monotonic() < deadline and process_marker(pid) is not None:
-        time.sleep(0.1)
-    if process_marker(pid) is not None:
-        os.kill(pid, signal.SIGKILL)
-    pid_path.unlink(missing_ok=True)
-    return "stopped"
+    return f"Stopped the node agent of host {config.host_id} and its model processes."
 
 
 def up(
@@ -209,9 +83,12 @@ def up(
     typer.echo("Next: grid allocator status")
 
 
-def down(state_dir: StateDirOption = None) -> None:
-    """Stop the allocator controller started by `grid up`."""
-    folder = state_dir or default_state_dir()
+def down(state_dir: StateDirOption = None, node_dir: NodeDirOption = None) -> None:
+    """Stop the local node agent (if it serves this controller), then the controller."""
+    folder = (state_dir or default_state_dir()).expanduser().resolve()
+    node_line = stop_local_node(folder, node_dir or default_node_dir())
+    if node_line is not None:
+        typer.echo(node_line)
     outcome = stop_server(folder)
     typer.echo(
         {

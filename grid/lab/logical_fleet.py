@@ -20,17 +20,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from grid.api.auth import new_secret
 from grid.api.client import AllocatorClient
-from grid.api.settings import CONFIG_NAME, Settings, load_settings, write_settings
-from grid.cli.server_cmd import start_server, stop_server
+from grid.api.process import start_server, stop_server
+from grid.api.settings import (
+    CONFIG_NAME,
+    load_or_create_settings,
+    load_settings,
+    write_settings,
+)
 from grid.fleet.errors import GridError
 from grid.lab.logical_fleet_settings import FleetSettings
 from grid.node.agent_config import CatalogEntry, NodeConfig, save_config
@@ -163,18 +166,13 @@ class LogicalFleet:
         return any(a is not None for a in agents) or self._controller_healthy()
 
     def _start_controller(self, settings: FleetSettings) -> None:
-        config = self.controller_dir / CONFIG_NAME
-        base = load_settings(self.controller_dir) if config.exists() else None
-        wanted = Settings(
-            operator_token=base.operator_token if base else new_secret(),
-            node_signing_key=base.node_signing_key if base else new_secret(),
-            port=settings.port,
-            instance=base.instance if base else secrets.token_hex(8),
-            controller=dict(CONTROLLER_TUNING),
-        )
-        if base != wanted and not self._controller_healthy():
-            write_settings(self.controller_dir, wanted)
-        start_server(self.controller_dir, None)
+        if not self._controller_healthy():
+            # The fleet's tuning lives in config.json beside the secrets; a port change keeps it.
+            current = load_or_create_settings(self.controller_dir, port=settings.port)
+            if current.controller != CONTROLLER_TUNING:
+                tuned = replace(current, controller=dict(CONTROLLER_TUNING))
+                write_settings(self.controller_dir, tuned)
+        start_server(self.controller_dir, settings.port)
 
     def _start_node(self, admin: AllocatorClient, settings: FleetSettings, index: int) -> None:
         host_id = settings.host_id(index)

@@ -1,12 +1,14 @@
 """The side effects of the four commands, through the engine supervisor and the artifact store.
 
 - LOAD verifies the exact GGUF: a catalog file (pre-pulled or shipped) is hashed completely and
-  checked against its declared digest; a model this host has no file for is fetched through the
-  artifact store, but only from the three autonomous-transfer fields of its profile (exact
-  source, SHA-256, size ceiling); nothing is inferred from a name. `artifact_fetched` is true
-  only when bytes were transferred.
-- WARM hashes the exact file again before launch, records the residency WARMING durably, starts
-  (or joins) the llama-server child and waits for its authenticated readiness probe.
+  checked against its declared digest and the profile's; a model this host has no matching file
+  for is fetched through the artifact store, but only from the three autonomous-transfer fields
+  of its profile (exact source, SHA-256, size ceiling), which the command carries from the
+  controller; nothing is inferred from a name. `artifact_fetched` is true only when bytes were
+  transferred.
+- WARM hashes the exact file again (against the same digests) before launch, records the
+  residency WARMING durably, starts (or joins) the llama-server child and waits for its
+  authenticated readiness probe.
 - DRAIN marks a ready residency draining: it stops taking new work; the child keeps running.
 - UNLOAD refuses a residency that was not drained, asks the supervisor for a non-forced stop
   (busy or unknown slot activity refuses), and leaves the weights cached.
@@ -24,13 +26,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from grid.fleet.errors import GridError
-from grid.fleet.models import ModelProfile, ResidencyState
+from grid.fleet.models import ResidencyState
 from grid.node.agent_config import NodeConfig
 from grid.node.agent_state import AgentState, ReceiptStatus, ResidencyRecord, VerifiedArtifact
 from grid.node.artifacts import ArtifactSpec, ArtifactStore, sha256_file
 from grid.node.engines.base import EngineState, EngineSupervisor
-
-ProfileLookup = Callable[[str], ModelProfile | None]
 
 
 class StateKeeper(Protocol):
@@ -55,6 +55,42 @@ def _failed(code: str, message: str) -> Outcome:
     return Outcome(ReceiptStatus.FAILED, message, code=code)
 
 
+@dataclass(frozen=True)
+class DeclaredArtifact:
+    """The model's artifact facts as its profile declares them; every command carries them
+    (`artifact_source`, `artifact_sha256`, `artifact_size_mb`, each optional on the wire)."""
+
+    model_id: str
+    sha256: str | None = None
+    source: str | None = None
+    size_mb: int = 0
+
+    @classmethod
+    def from_command(cls, command: dict[str, Any]) -> DeclaredArtifact:
+        model_id = str(command["model_id"])
+        source, sha256 = command.get("artifact_source"), command.get("artifact_sha256")
+        size_mb = command.get("artifact_size_mb")
+        if (
+            (source is not None and not isinstance(source, str))
+            or (sha256 is not None and not isinstance(sha256, str))
+            or (size_mb is not None and (not isinstance(size_mb, int) or isinstance(size_mb, bool)))
+        ):
+            raise GridError(
+                "artifact_spec_invalid",
+                f"the command's artifact fields for {model_id} are malformed",
+                fix="upgrade the controller; it sends strings and an integer size",
+            )
+        return cls(model_id, sha256.lower() if sha256 else None, source or None, size_mb or 0)
+
+    def transfer(self) -> ArtifactSpec | None:
+        """The transfer this declaration authorizes; None when it names no source."""
+        if self.source is None:
+            return None
+        return ArtifactSpec.declared(
+            self.model_id, source=self.source, sha256=self.sha256, size_mb=self.size_mb
+        )
+
+
 class CommandExecutor:
     def __init__(
         self,
@@ -62,7 +98,6 @@ class CommandExecutor:
         keeper: StateKeeper,
         supervisor: EngineSupervisor,
         artifacts: ArtifactStore,
-        profile_lookup: ProfileLookup,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -70,16 +105,16 @@ class CommandExecutor:
         self.keeper = keeper
         self.supervisor = supervisor
         self.artifacts = artifacts
-        self.profile_lookup = profile_lookup
         self.clock = clock
 
     def run(self, command: dict[str, Any]) -> Outcome:
         kind, model_id = command["kind"], command["model_id"]
         try:
             if kind == "load":
-                return self.load(model_id)
+                return self.load(DeclaredArtifact.from_command(command))
             if kind == "warm":
-                return self.warm(model_id, int(command.get("memory_mb", 0)))
+                declared = DeclaredArtifact.from_command(command)
+                return self.warm(declared, int(command.get("memory_mb", 0)))
             if kind == "drain":
                 return self.drain(model_id)
             return self.unload(model_id)
@@ -90,14 +125,20 @@ class CommandExecutor:
 
     # ------------------------------------------------------------------ artifacts
 
-    def _verified(self, model_id: str) -> tuple[VerifiedArtifact | None, bool]:
+    def _verified(self, declared: DeclaredArtifact) -> tuple[VerifiedArtifact | None, bool]:
         """The exact artifact, hashed now; (None, False) when this host has no file for it.
 
         Returns (artifact, fetched). Tries, in order: an artifact verified earlier (a fetched
-        one), the catalog, then a transfer authorized by the model's profile.
+        one), the catalog, then a transfer the declaration authorizes. A file whose digest
+        differs from the profile's is never used (a new revision is fetched when authorized).
         """
+        model_id, wanted = declared.model_id, declared.sha256
         known = self.keeper.read().artifacts.get(model_id)
-        if known is not None and _hash_matches(Path(known.path), known.sha256):
+        if (
+            known is not None
+            and wanted in (None, known.sha256)
+            and _hash_matches(Path(known.path), known.sha256)
+        ):
             return known, False
         entry = self.config.catalog_entry(model_id)
         if entry is not None:
@@ -115,20 +156,27 @@ class CommandExecutor:
                     f"{path} has SHA-256 {digest}, not the declared {entry.sha256}",
                     fix="replace the file with the exact artifact",
                 )
-            return _artifact(model_id, path, digest), False
-        profile = self.profile_lookup(model_id)
-        if profile is None:
+            if wanted in (None, digest):
+                return _artifact(model_id, path, digest), False
+            if declared.source is None:
+                raise GridError(
+                    "artifact_digest_mismatch",
+                    f"{path} has SHA-256 {digest}, but the profile of {model_id} declares {wanted}",
+                    fix="replace the catalog file with that revision, or declare its source",
+                )
+        spec = declared.transfer()
+        if spec is None:
             return None, False
-        spec = ArtifactSpec.from_profile(profile)
         result = self.artifacts.ensure(spec)
         return _artifact(model_id, result.path, result.sha256), result.artifact_fetched
 
-    def load(self, model_id: str) -> Outcome:
+    def load(self, declared: DeclaredArtifact) -> Outcome:
+        model_id = declared.model_id
         before = self.keeper.read().residencies.get(model_id)
         if before is None or before.state is ResidencyState.CACHED:
             self._set(model_id, ResidencyState.LOADING, keep_from=before)
         try:
-            artifact, fetched = self._verified(model_id)
+            artifact, fetched = self._verified(declared)
         except GridError:
             self._restore(model_id, before)
             raise
@@ -157,7 +205,8 @@ class CommandExecutor:
 
     # ------------------------------------------------------------------ engines
 
-    def warm(self, model_id: str, memory_mb: int) -> Outcome:
+    def warm(self, declared: DeclaredArtifact, memory_mb: int) -> Outcome:
+        model_id = declared.model_id
         before = self.keeper.read().residencies.get(model_id)
         if before is not None and before.state in (ResidencyState.READY, ResidencyState.WARMING):
             status = self.supervisor.status(model_id)
@@ -168,7 +217,7 @@ class CommandExecutor:
                 "residency_not_reusable",
                 f"{model_id} is {before.state.value} here; it must be unloaded before a new warm",
             )
-        artifact, _fetched = self._verified(model_id)
+        artifact, _fetched = self._verified(declared)
         if artifact is None:
             return _failed(
                 "artifact_not_cached",

@@ -27,11 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from grid.api.client import AllocatorClient
 from grid.fleet.errors import GridError
-from grid.fleet.models import HostState, ModelProfile, ResidencyState
+from grid.fleet.models import HostState, ResidencyState
 from grid.node.agent_admission import (
     Authority,
     admit_batch,
@@ -118,7 +116,7 @@ class NodeAgent:
         for receipt in ended:
             log.warning("action %s (%s): %s", receipt.action_id, receipt.status, receipt.message)
         self.executor = CommandExecutor(
-            config, self.keeper, deps.supervisor, deps.artifacts, self._profile, clock=clock
+            config, self.keeper, deps.supervisor, deps.artifacts, clock=clock
         )
         self.decision: Decision | None = None
         self.registered = False
@@ -548,19 +546,3 @@ class NodeAgent:
             duration_s,
         )
         self.wake()
-
-    # ------------------------------------------------------------------ profiles
-
-    def _profile(self, model_id: str) -> ModelProfile | None:
-        """The model's profile as the controller holds it (for its artifact source)."""
-        try:
-            doc = self.deps.client.status(history=0)
-        except GridError:
-            return None
-        for raw in doc.get("profiles", []) if isinstance(doc, dict) else []:
-            if isinstance(raw, dict) and raw.get("model_id") == model_id:
-                try:
-                    return ModelProfile.model_validate(raw)
-                except ValidationError:
-                    return None
-        return None

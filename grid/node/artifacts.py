@@ -59,22 +59,30 @@ class ArtifactSpec:
     @classmethod
     def from_profile(cls, profile: ModelProfile) -> ArtifactSpec:
         """The transfer a profile authorizes; refused unless it declares all three fields."""
-        if not (profile.artifact_source and profile.artifact_sha256 and profile.artifact_size_mb):
+        return cls.declared(
+            profile.model_id,
+            source=profile.artifact_source,
+            sha256=profile.artifact_sha256,
+            size_mb=profile.artifact_size_mb,
+        )
+
+    @classmethod
+    def declared(
+        cls, model_id: str, *, source: str | None, sha256: str | None, size_mb: int
+    ) -> ArtifactSpec:
+        """The transfer three declared facts authorize (as a profile or a command carries them);
+        refused unless all three are present."""
+        if not (source and sha256 and size_mb > 0):
             raise GridError(
                 code="artifact_source_not_authorized",
                 message=(
-                    f"Profile {profile.model_id} does not authorize a transfer: it needs "
+                    f"Profile {model_id} does not authorize a transfer: it needs "
                     "artifact_source, artifact_sha256 and artifact_size_mb together."
                 ),
                 fix="Declare all three fields in the profile, or place the verified GGUF "
                 "in the cache by hand.",
             )
-        return cls(
-            model_id=profile.model_id,
-            source=profile.artifact_source,
-            sha256=profile.artifact_sha256,
-            max_size_bytes=profile.artifact_size_mb * MIB,
-        )
+        return cls(model_id=model_id, source=source, sha256=sha256, max_size_bytes=size_mb * MIB)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from grid.cli import test_cmd
 from grid.cli.main import GuardedGroup
-from grid.lab.logical_fleet import LogicalFleet
+from grid.lab.logical_fleet import CONTROLLER_TUNING, LogicalFleet
 from grid.node.agent_config import CatalogEntry
 from grid.node.agent_process import pid_record
 from grid.node.engines.proc import is_alive
@@ -76,6 +76,8 @@ def test_grid_test_start_serves_a_real_model_and_stop_leaves_nothing(
     result = invoke(*start)
     assert result.exit_code == 0, result.output
     assert "smollm2-135m is READY on logical-0" in result.output
+    config = json.loads((run_dir / "controller" / "config.json").read_text(encoding="utf-8"))
+    assert config["port"] == int(port) and config["controller"] == CONTROLLER_TUNING
 
     doc = json.loads(invoke("status", "--run-dir", str(run_dir), "--json").output)
     nodes = {n["host_id"]: n for n in doc["nodes"]}

@@ -34,6 +34,7 @@ def command(
     dependencies: list[str] | None = None,
     executable: bool = True,
     action_id: str | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
     return {
         "action_id": action_id or f"{kind}-{next(_ids):04d}",
@@ -48,6 +49,7 @@ def command(
         "controller_lease_expires_at": 0.0,
         "dependencies": dependencies or [],
         "executable": executable,
+        **extra,
     }
 
 
@@ -58,7 +60,6 @@ class FakeControllerClient:
         self.bodies: list[dict[str, Any]] = []
         self.outbox: list[dict[str, Any]] = []  # delivered on the next control heartbeat
         self.ttl_s = 10.0
-        self.profiles: list[dict[str, Any]] = []
         self.unreachable = False
 
     def put_node(self, node_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -81,9 +82,6 @@ class FakeControllerClient:
                 "commands": commands,
             },
         }
-
-    def status(self, *, history: int = 50) -> dict[str, Any]:
-        return {"profiles": self.profiles}
 
     def close(self) -> None:
         pass

@@ -246,26 +246,58 @@ def test_a_changed_weights_file_is_refused_before_launch(rig: Rig) -> None:
     assert ("warm", "m1") not in rig.supervisor.calls
 
 
-def test_load_fetches_only_what_the_profile_authorizes(rig: Rig, tmp_path: Path) -> None:
+def _declared(source: Path, digest: str, size_mb: int = 1) -> dict[str, Any]:
+    """The artifact facts of a profile, as the controller puts them on every command."""
+    return {
+        "artifact_source": f"file://{source}",
+        "artifact_sha256": digest,
+        "artifact_size_mb": size_mb,
+    }
+
+
+def test_load_fetches_only_what_the_command_authorizes(rig: Rig, tmp_path: Path) -> None:
     source, digest = gguf(tmp_path / "mirror", "m2.gguf", b"GGUF other weights" * 100)
     unknown = command("load", model_id="m2")
     acks = rig.deliver(unknown)
     assert acks[unknown["action_id"]]["message"].startswith("artifact_unknown")
-    rig.client.profiles = [
-        {
-            "model_id": "m2",
-            "memory_mb": 100,
-            "artifact_source": f"file://{source}",
-            "artifact_sha256": digest,
-            "artifact_size_mb": 1,
-        }
-    ]
-    first, second = command("load", model_id="m2"), command("load", model_id="m2")
+    partial = command("load", model_id="m2", artifact_source=f"file://{source}")
+    acks = rig.deliver(partial)
+    assert acks[partial["action_id"]]["message"].startswith("artifact_source_not_authorized")
+    first = command("load", model_id="m2", **_declared(source, digest))
+    second = command("load", model_id="m2", **_declared(source, digest))
     acks = rig.deliver(first)
     assert acks[first["action_id"]]["artifact_fetched"] is True
     acks = rig.deliver(second)
     assert acks[second["action_id"]]["artifact_fetched"] is False  # cache hit
     assert "m2" in rig.client.bodies[-1]["allocator"]["cached_models"]
+    warm = command("warm", model_id="m2", **_declared(source, digest))
+    assert rig.deliver(warm)[warm["action_id"]]["status"] == "succeeded"
+    assert rig.client.last_residency("m2")["artifact_sha256"] == digest  # type: ignore[index]
+
+
+def test_a_catalog_file_of_another_revision_is_never_launched(rig: Rig, tmp_path: Path) -> None:
+    source, digest = gguf(tmp_path / "mirror", "m1-v2.gguf", b"GGUF revision two" * 100)
+    load, warm = command("load", artifact_sha256=digest), command("warm", artifact_sha256=digest)
+    acks = rig.deliver(load, warm)
+    assert acks[load["action_id"]]["message"].startswith("artifact_digest_mismatch")
+    assert acks[warm["action_id"]]["status"] != "succeeded"
+    assert ("warm", "m1") not in rig.supervisor.calls
+    # With the revision's source declared, the node fetches it instead of the catalog file.
+    load, warm = (
+        command("load", **_declared(source, digest)),
+        command("warm", **_declared(source, digest)),
+    )
+    acks = rig.deliver(load, warm)
+    assert acks[load["action_id"]]["artifact_fetched"] is True
+    assert acks[warm["action_id"]]["status"] == "succeeded"
+    assert rig.client.last_residency("m1")["artifact_sha256"] == digest  # type: ignore[index]
+
+
+def test_malformed_artifact_fields_fail_the_command_closed(rig: Rig) -> None:
+    bad = command("load", artifact_size_mb="1")
+    acks = rig.deliver(bad)
+    assert acks[bad["action_id"]]["status"] == "failed"
+    assert acks[bad["action_id"]]["message"].startswith("artifact_spec_invalid")
 
 
 def test_shutdown_stops_owned_children_and_reports_them_released(rig: Rig) -> None:

@@ -81,7 +81,8 @@ def poll_commands(ctl: Controller, host_id: str, poll_revision: int, now: float)
         ctl.counters.delivered += len(sent)
         out.commands = [
             ctl.book.commands[c.action.action_id].wire(
-                created_at=ctl.book.records[c.action.action_id].created_at
+                created_at=ctl.book.records[c.action.action_id].created_at,
+                profile=ctl.profiles.get(c.action.model_id),
             )
             for c in sent
         ]

@@ -33,8 +33,13 @@ class Command(_Strict):
     controller_id: str = ""
     controller_lease_expires_at: float = Field(default=0.0, ge=0)
 
-    def wire(self, *, created_at: float) -> dict[str, Any]:
-        """The command as a node receives it (spec "Local wire contract")."""
+    def wire(self, *, created_at: float, profile: ModelProfile | None = None) -> dict[str, Any]:
+        """The command as a node receives it (spec "Local wire contract").
+
+        It carries the model's artifact facts from `profile` (the profile as the controller
+        holds it now), so a node verifies and, where authorized, fetches the exact artifact
+        without asking for anything else; each is null when undeclared (additive fields).
+        """
         a = self.action
         return {
             "action_id": a.action_id,
@@ -53,6 +58,9 @@ class Command(_Strict):
             "created_at": created_at,
             "not_before": a.not_before,
             "attempt": a.attempt,
+            "artifact_source": profile.artifact_source if profile else None,
+            "artifact_sha256": profile.artifact_sha256 if profile else None,
+            "artifact_size_mb": profile.artifact_size_mb if profile else None,
             "schema_version": 1,
         }
 

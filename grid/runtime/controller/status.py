@@ -83,7 +83,7 @@ def _forecasts(ctl: Controller, now: float) -> dict[str, Any]:
 def _pending(ctl: Controller) -> list[dict[str, Any]]:
     rows = []
     for record, command in ctl.book.pending_commands():
-        row = command.wire(created_at=record.created_at)
+        row = command.wire(created_at=record.created_at, profile=ctl.profiles.get(record.model_id))
         row["status"] = record.status.value
         row["delivered_at"] = record.delivered_at
         row["priority"] = record.priority

@@ -1,0 +1,134 @@
+"""Preemption on real processes: a high-priority burst displaces a low-priority model everywhere.
+
+Two logical nodes whose capacity shares hold one model each (SmolLM2 256 MB or gemma 512 MB, not
+both). SmolLM2 (priority 0) has demand for a replica on every node; then a high-priority burst
+for gemma asks for both nodes. The incumbents must really be drained and unloaded (their
+processes gone) before gemma warms on the released memory and answers; once the burst expires,
+SmolLM2 warms back onto both nodes and answers again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from grid.api.client import AllocatorClient
+from grid.node.agent_config import CatalogEntry
+from grid.node.engines.proc import is_alive
+from tests.e2e.conftest import NodeFactory
+from tests.e2e.fleet_helpers import EngineNode, chat, completion_text, dump, host_row, wait_for
+from tests.service.harness import ControllerProcess
+
+pytestmark = pytest.mark.engine
+
+HOSTS = ("host-a", "host-b")
+# 640 MB holds gemma (512 MB + 5% admission headroom) or SmolLM2, never both (768 MB).
+SHARE_MB = 640
+
+
+def _profile(entry: CatalogEntry, memory_mb: int, priority: int) -> dict[str, Any]:
+    return {
+        "memory_mb": memory_mb,
+        "priority": priority,
+        "min_replicas": 0,
+        "max_replicas": len(HOSTS),
+        "artifact_sha256": entry.sha256,
+        "min_residency_s": 0,
+        "scale_down_cooldown_s": 0,
+    }
+
+
+def _demand(admin: AllocatorClient, models: list[str]) -> None:
+    # One second of service per poll and model: far more than one replica can carry, so the
+    # forecast asks for max_replicas (one per node).
+    now = time.time()
+    admin.observe([{"model_id": m, "timestamp": now, "service_time_s": 1.0} for m in models])
+
+
+def _states(admin: AllocatorClient, model_id: str) -> dict[str, str | None]:
+    status = admin.status(history=0)
+    rows = {h: host_row(status, h, model_id) for h in HOSTS}
+    return {h: row["state"] if row else None for h, row in rows.items()}
+
+
+def _until(
+    admin: AllocatorClient, demanded: list[str], done: Callable[[], bool], what: str
+) -> None:
+    def step() -> bool:
+        _demand(admin, demanded)
+        return done()
+
+    wait_for(step, 90, what, step_s=0.3)
+
+
+def _serves(node: EngineNode, model_id: str) -> int:
+    residency = node.residency(model_id)
+    assert residency is not None and residency["state"] == "ready", dump(node.status())
+    reply = chat(residency["port"], node.engine_key(), model_id)
+    assert reply.status_code == 200, reply.text
+    assert completion_text(reply).strip()  # a real answer from the real child
+    pid: int = residency["pid"]
+    return pid
+
+
+def test_a_high_priority_burst_preempts_everywhere_and_the_displaced_model_returns(
+    controller: ControllerProcess,
+    make_node: NodeFactory,
+    smollm2_entry: CatalogEntry,
+    gemma_entry: CatalogEntry,
+) -> None:
+    low, high = smollm2_entry.model_id, gemma_entry.model_id
+    nodes = {h: make_node(h, [smollm2_entry, gemma_entry], capacity_mb=SHARE_MB) for h in HOSTS}
+    for node in nodes.values():
+        node.start()
+    with controller.admin() as admin:
+        admin.put_model(low, _profile(smollm2_entry, 256, priority=0))
+        admin.put_model(high, _profile(gemma_entry, 512, priority=10))
+        admin.set_mode("automatic")
+
+        def everywhere(model_id: str, state: str) -> Callable[[], bool]:
+            return lambda: set(_states(admin, model_id).values()) == {state}
+
+        _until(admin, [low], everywhere(low, "ready"), "SmolLM2 ready on both nodes")
+        incumbents = {h: _serves(n, low) for h, n in nodes.items()}
+
+        # The burst: gemma is demanded too, and outranks SmolLM2 on every node.
+        _until(admin, [low, high], everywhere(high, "ready"), "gemma ready on both nodes")
+        assert all(not is_alive(pid) for pid in incumbents.values())
+        assert set(_states(admin, low).values()) <= {"cached", None}
+        for node in nodes.values():
+            _serves(node, high)
+        burst = admin.status(history=200)["history"]
+
+        # The burst is retired (no more gemma requests): SmolLM2 warms back everywhere.
+        _until(admin, [low], everywhere(low, "ready"), "SmolLM2 back on both nodes")
+        assert set(_states(admin, high).values()) <= {"cached", None}
+        returned = {h: _serves(n, low) for h, n in nodes.items()}
+        final = admin.status(history=200)["history"]
+
+    assert set(returned.values()).isdisjoint(incumbents.values())  # new children, not survivors
+    for host_id in HOSTS:
+        record = {
+            (r["kind"], r["model_id"]): r
+            for r in burst
+            if r["host_id"] == host_id and r["status"] == "succeeded"
+        }
+        drain, unload = record.get(("drain", low)), record.get(("unload", low))
+        warm = record.get(("warm", high))
+        assert drain and unload and warm, dump(burst)
+        assert drain["preemption"] and unload["preemption"]  # planner-authorized, not cleanup
+        # Staged preemption: the victim drained and unloaded, and only then was gemma warmed.
+        assert drain["finished_at"] <= unload["delivered_at"]
+        assert unload["finished_at"] <= warm["delivered_at"]
+        back = [
+            r
+            for r in final
+            if r["host_id"] == host_id
+            and r["model_id"] == low
+            and r["kind"] == "warm"
+            and r["status"] == "succeeded"
+        ]
+        assert len(back) == 2, dump(final)  # the first warm and the warm-back
