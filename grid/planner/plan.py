@@ -36,6 +36,7 @@ def make_plan(
     time_limit_s: float = 5.0,
     deterministic: bool = False,
     targets: dict[str, Target] | None = None,
+    soft_stage_limit_s: float | None = None,
 ) -> Plan:
     if engine not in ENGINES:
         raise GridError(
@@ -64,6 +65,7 @@ def make_plan(
         hints=[greedy, incumbent_placement(problem)],
         time_limit_s=remaining,
         deterministic=deterministic,
+        soft_stage_limit_s=soft_stage_limit_s,
     )
     wall = (time.perf_counter() - started) * 1000
     if result.placed is None:

@@ -129,14 +129,23 @@ def _solver(limit_s: float, deterministic: bool, presolve: bool) -> cp_model.CpS
     return solver
 
 
+def _is_soft(stage: Stage) -> bool:
+    """Levels 4–6: below the replica levels and failure-domain diversity."""
+    return all(not lv.replica_level and lv.name != "domain_shortfall" for lv in stage.levels)
+
+
 def solve_lexicographic(
     problem: PlacementProblem,
     *,
     hints: list[set[tuple[str, str]]],
     time_limit_s: float,
     deterministic: bool,
+    soft_stage_limit_s: float | None = None,
 ) -> SolveResult:
-    run = _Run(problem, hints, time_limit_s, deterministic)
+    """`soft_stage_limit_s` caps each stage below the failure-domain level (disruption, quality,
+    spare hosts): a latency-bound caller (the controller's tick) may act on a placement whose
+    soft levels are unproven, reported FEASIBLE with their bounds."""
+    run = _Run(problem, hints, time_limit_s, deterministic, soft_stage_limit_s)
     failure = run.execute()
     if failure is not None:
         return failure
@@ -163,9 +172,11 @@ class _Run:
         hints: Sequence[set[Key]],
         time_limit_s: float,
         deterministic: bool,
+        soft_stage_limit_s: float | None = None,
     ) -> None:
         self.problem = problem
         self.deterministic = deterministic
+        self.soft_stage_limit_s = soft_stage_limit_s
         reserve = min(ASSEMBLY_RESERVE_S, ASSEMBLY_RESERVE_SHARE * max(0.0, time_limit_s))
         self.deadline = time.perf_counter() + max(0.0, time_limit_s - reserve)
         self.scorer = Scorer(problem)
@@ -240,6 +251,8 @@ class _Run:
         remaining = self.remaining()
         to_solve = sum(1 for s in rest if not self.meets_bound(s))
         limit = min(remaining, max(MIN_STAGE_S, remaining / max(1, to_solve)))
+        if self.soft_stage_limit_s is not None and _is_soft(stage):
+            limit = min(limit, self.soft_stage_limit_s)
         built.model.maximize(stage.expression(built.exprs))
         built.vars.hint(self.incumbent)
         solver = _solver(limit, self.deterministic, built.presolve)

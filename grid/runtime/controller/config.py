@@ -14,6 +14,10 @@ class ControllerConfig:
     engine: str = "cpsat"
     plan_budget_s: float = 2.0  # CP-SAT time budget per tick; the heuristic takes over after it
     deterministic: bool = True  # one CP-SAT worker: reproducible plans on shared CPUs
+    # Each stage below failure-domain diversity (disruption, quality, spare hosts) gets at most
+    # this long: a tick acts on proven replica and diversity levels without waiting for proofs
+    # of the soft ones (a plan left FEASIBLE is re-solved after resolve_interval_s).
+    soft_stage_budget_s: float = 0.05
     periodic_interval_s: float = 5.0  # a tick runs at least this often
     resolve_interval_s: float = 60.0  # a merely feasible plan is re-solved after this long
     membership_grace_s: float = 30.0  # after a restart, no destructive work before re-registration

@@ -472,6 +472,7 @@ class Controller:
                 engine=cfg.engine,
                 time_limit_s=cfg.plan_budget_s,
                 deterministic=cfg.deterministic,
+                soft_stage_limit_s=cfg.soft_stage_budget_s or None,
             )
         except Exception as first:  # the solver must never stop the loop: fall back
             try:
