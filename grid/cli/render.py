@@ -231,4 +231,3 @@ def render_validation(path: str, counts: dict[str, int]) -> RenderableType:
         f"{counts['pins']} pins"
     )
     return text
-

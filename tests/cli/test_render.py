@@ -53,8 +53,9 @@ def _snapshot() -> FleetSnapshot:
 def _plan() -> Plan:
     return Plan(
         assignments=[
-            Assignment(model_id="a", host_id="h1", memory_mb=2000, runtime="llama.cpp",
-                       existing=True),
+            Assignment(
+                model_id="a", host_id="h1", memory_mb=2000, runtime="llama.cpp", existing=True
+            ),
             Assignment(model_id="c", host_id="h1", memory_mb=3000, runtime="llama.cpp"),
         ],
         solver=SolverReport(engine="heuristic", status="HEURISTIC", wall_ms=1.0),
