@@ -475,8 +475,10 @@ class _Explainer:
         """(host, reason codes) for every host that refuses the model, by host ID."""
         if self._refusals is None:
             self._refusals = {}
-            for (m, host_id), codes in sorted(self.problem.refusals.items()):
+            for (m, host_id), codes in self.problem.refusals.items():
                 self._refusals.setdefault(m, []).append((host_id, codes))
+            for rows in self._refusals.values():
+                rows.sort()  # per model: small lists, unlike one sort of every pair
         return self._refusals.get(model_id, [])
 
     def refusal_binding(self, profile: ModelProfile, code: str, hosts: list[str]) -> Binding:
