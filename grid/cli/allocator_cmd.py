@@ -402,6 +402,13 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
         for row in rows:
             table.add_row(*row)
         parts.append(table)
+    failures = [r for r in doc.get("history", []) if r.get("status") == "failed"][-5:]
+    if failures:
+        table = _table("Recent failures", ["action", "kind", "host", "model", "why"])
+        for r in failures:
+            why = r.get("outcome") or "-"
+            table.add_row(r["action_id"], r["kind"], r["host_id"], r["model_id"], why)
+        parts.append(table)
     if doc["withdrawn_destructive"]:
         table = _table(
             "Withdrawn destructive (awaiting receipt)", ["action", "kind", "host", "model"]

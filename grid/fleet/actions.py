@@ -123,6 +123,7 @@ class ActionRecord(_Strict):
     delivered_at: float | None = Field(default=None, ge=0)
     finished_at: float | None = Field(default=None, ge=0)  # when the terminal receipt arrived
     withdrawn_at: float | None = Field(default=None, ge=0)
+    outcome: str = ""  # the terminal receipt's message, so status can say why a load failed
 
     @property
     def is_open(self) -> bool:
@@ -254,7 +255,8 @@ def apply_receipt(records: list[ActionRecord], receipt: Receipt) -> list[ActionR
             status = RecordStatus.SUCCEEDED
         else:
             status = RecordStatus.FAILED
-        out.append(record.model_copy(update={"status": status, "finished_at": receipt.at}))
+        update = {"status": status, "finished_at": receipt.at, "outcome": receipt.message[:500]}
+        out.append(record.model_copy(update=update))
     return out
 
 

@@ -116,3 +116,13 @@ def test_success_resets_the_failure_streak() -> None:
     assert index.consecutive_failures(key) == 1
     assert index.retry_at(key, Policy(retry_backoff_base_s=10.0)) == 18.0
     assert index.next_attempt(key) == 5
+
+
+def test_terminal_receipt_message_is_kept_as_the_outcome() -> None:
+    record = ActionRecord(action_id="a1", kind=ActionKind.LOAD, host_id="h", model_id="m")
+    failed = Receipt(action_id="a1", status=ReceiptStatus.FAILED, at=10.0, message="no file")
+    (updated,) = apply_receipt([record], failed)
+    assert (updated.status, updated.outcome) == (RecordStatus.FAILED, "no file")
+    late = Receipt(action_id="a1", status=ReceiptStatus.SUCCEEDED, at=11.0, message="ready")
+    (again,) = apply_receipt([updated], late)
+    assert again.outcome == "no file"  # the first terminal receipt wins, message included
