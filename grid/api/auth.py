@@ -21,8 +21,6 @@ import math
 import secrets
 from dataclasses import dataclass
 
-from fastapi import Request
-
 from grid.fleet.errors import GridError
 
 NODE_TOKEN_PREFIX = "gan1"
@@ -143,18 +141,3 @@ class Credentials:
                 "write a fresh credential with `grid allocator token write FILE --host-id ID`",
             )
         return NodeIdentity(host_id=host_id, expires_at=expires)
-
-
-def presented_operator_token(request: Request) -> str | None:
-    direct = request.headers.get(OPERATOR_HEADER)
-    if direct:
-        return direct
-    header = request.headers.get("Authorization", "")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip()
-    return None
-
-
-def presented_node_token(request: Request) -> str | None:
-    return request.headers.get(NODE_HEADER) or None

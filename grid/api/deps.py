@@ -10,7 +10,9 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from grid.api.auth import NODE_HEADER, OPERATOR_HEADER, Credentials, NodeIdentity
 from grid.runtime.controller.service import ControllerService
 
-# Declared for the OpenAPI document only; the checks below read the headers themselves.
+# FastAPI security schemes: they read the headers for the checks below and also document the
+# credentials in the OpenAPI schema. auto_error=False: a missing credential gets the checks'
+# own refusal (Grid's error body), not FastAPI's.
 _operator_header = APIKeyHeader(
     name=OPERATOR_HEADER, auto_error=False, description="Operator capability"
 )

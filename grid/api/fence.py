@@ -1,4 +1,5 @@
-"""The node-side authority fence for controller commands (pure; the node persists its state).
+"""The node-side authority fence for controller commands (pure; the node agent persists the
+fence's term and controller id in its own state, `grid.node.agent_admission.Authority`).
 
 A managed node remembers the highest controller term it has accepted and the one controller
 identity allowed in that term. It refuses a command from a lower term (even after a restart,
@@ -43,21 +44,3 @@ class CommandFence:
         self.highest_term = term
         self.controller_id = who
         return FenceVerdict(True)
-
-    def to_state(self) -> dict[str, Any]:
-        return {"highest_term": self.highest_term, "controller_id": self.controller_id}
-
-    @classmethod
-    def from_state(cls, data: Any) -> CommandFence:
-        if not isinstance(data, dict):
-            return cls()
-        term = data.get("highest_term", 0)
-        who = data.get("controller_id", "")
-        if (
-            not isinstance(term, int)
-            or isinstance(term, bool)
-            or term < 0
-            or not isinstance(who, str)
-        ):
-            return cls()
-        return cls(highest_term=term, controller_id=who)

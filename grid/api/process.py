@@ -22,6 +22,7 @@ from typing import Any
 from grid.api.client import AllocatorClient
 from grid.api.settings import CONFIG_NAME, Settings, load_or_create_settings, load_settings
 from grid.fleet.errors import GridError
+from grid.node.engines.proc import read_argv
 from grid.runtime.controller.lease import process_marker
 
 PID_NAME = "server.pid"
@@ -39,14 +40,6 @@ def _pid_record(state_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
-
-
 def _owned_process(state_dir: Path, record: dict[str, Any]) -> int | None:
     """The server's pid when the live process is provably this folder's server."""
     pid = record.get("pid")
@@ -55,7 +48,7 @@ def _owned_process(state_dir: Path, record: dict[str, Any]) -> int | None:
     marker = process_marker(pid)
     if marker is None or (record.get("marker") and marker != record.get("marker")):
         return None
-    cmd = _cmdline(pid)
+    cmd = read_argv(pid) or ()
     if "grid.api.server" not in cmd or str(state_dir.resolve()) not in cmd:
         return None
     return pid
@@ -162,11 +155,8 @@ def stop_server(state_dir: Path) -> str:
     pid = _owned_process(state_dir, record)
     if pid is None:
         raw_pid = record.get("pid")
-        if (
-            isinstance(raw_pid, int)
-            and process_marker(raw_pid) is not None
-            and not (record.get("marker") and process_marker(raw_pid) != record.get("marker"))
-        ):
+        marker = process_marker(raw_pid) if isinstance(raw_pid, int) else None
+        if marker is not None and (not record.get("marker") or marker == record["marker"]):
             raise GridError(
                 "ambiguous_process",
                 f"process {raw_pid} is alive but cannot be proved to be this controller",

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from grid.api.auth import Credentials, new_secret
 from grid.fleet.errors import GridError
+from grid.node.engines.state import atomic_write_text
 
 CONFIG_NAME = "config.json"
 STATE_NAME = "state.json"
@@ -107,18 +107,7 @@ def load_settings(state_dir: Path) -> Settings:
 def write_settings(state_dir: Path, settings: Settings) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(state_dir, 0o700)
-    path = config_path(state_dir)
-    fd, tmp = tempfile.mkstemp(prefix=".config.", dir=state_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o600)
-            json.dump(asdict(settings), fh, indent=2)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(config_path(state_dir), json.dumps(asdict(settings), indent=2), 0o600)
 
 
 def load_or_create_settings(state_dir: Path, *, port: int | None = None) -> Settings:

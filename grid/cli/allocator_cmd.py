@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grid.api.client import AllocatorClient
-from grid.api.settings import CONFIG_NAME, default_state_dir, load_settings
+from grid.api.settings import default_state_dir, load_settings
 from grid.fleet.errors import GridError
 
 TOKEN_ENV = "GRID_ALLOCATOR_CONTROL_TOKEN"
@@ -225,20 +225,6 @@ def model_set(
     typer.echo("Next: grid allocator tick && grid allocator status")
 
 
-def _remove(
-    model_id: str, grid: str | None, state_dir: Path | None, token_file: Path | None, as_json: bool
-) -> None:
-    with client(grid, state_dir, token_file) as api:
-        result = api.delete_model(model_id)
-    if as_json:
-        _emit(result)
-    else:
-        typer.echo(
-            f"Retired {model_id}: it converges to zero replicas; the tombstone stays "
-            "until the profile is created again."
-        )
-
-
 @model_app.command("remove")
 def model_remove(
     model_id: Annotated[str, typer.Argument()],
@@ -248,7 +234,15 @@ def model_remove(
     as_json: JsonOpt = False,
 ) -> None:
     """Retire a model profile (drained and unloaded safely)."""
-    _remove(model_id, grid, state_dir, token_file, as_json)
+    with client(grid, state_dir, token_file) as api:
+        result = api.delete_model(model_id)
+    if as_json:
+        _emit(result)
+        return
+    typer.echo(
+        f"Retired {model_id}: it converges to zero replicas; the tombstone stays "
+        "until the profile is created again."
+    )
 
 
 model_app.command("rm", help="Alias of `model remove`.")(model_remove)
@@ -477,6 +471,3 @@ def token_write(
         f"Wrote a credential for host {minted['host_id']} to {target} (mode 0600); "
         "copy it to that machine over a secure channel."
     )
-
-
-__all__ = ["CONFIG_NAME", "allocator_app", "render_status"]

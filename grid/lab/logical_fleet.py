@@ -18,7 +18,6 @@ and reports anything left.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import time
@@ -37,10 +36,10 @@ from grid.api.settings import (
 from grid.fleet.errors import GridError
 from grid.lab.logical_fleet_settings import FleetSettings
 from grid.node.agent_config import CatalogEntry, NodeConfig, save_config
-from grid.node.agent_process import running_agent, start_agent, stop_agent
+from grid.node.agent_process import AgentProcess, running_agent, start_agent, stop_agent
 from grid.node.agent_status import read_status
-from grid.node.engines.proc import BirthMarker, identity_mismatch, is_alive, read_identity
-from grid.node.engines.state import atomic_write_text
+from grid.node.engines.proc import identity_mismatch, is_alive, read_identity
+from grid.node.engines.state import EngineStateStore, atomic_write_text
 
 RUN_DIR_ENV = "GRID_TEST_DIR"
 FLEET_NAME = "fleet.json"
@@ -113,10 +112,10 @@ class LogicalFleet:
         settings = self.settings()
         if settings is None:
             return False
-        alive = [
-            running_agent(self.node_dir(settings.host_id(i))) for i in range(settings.machines)
-        ]
-        return all(a is not None for a in alive) and self._controller_healthy()
+        return all(a is not None for a in self._agents(settings)) and self._controller_healthy()
+
+    def _agents(self, settings: FleetSettings) -> list[AgentProcess | None]:
+        return [running_agent(self.node_dir(host_id)) for host_id in self.hosts(settings)]
 
     def _controller_healthy(self) -> bool:
         url = self.url()
@@ -160,10 +159,7 @@ class LogicalFleet:
         return report
 
     def _anything_running(self, settings: FleetSettings) -> bool:
-        agents = [
-            running_agent(self.node_dir(settings.host_id(i))) for i in range(settings.machines)
-        ]
-        return any(a is not None for a in agents) or self._controller_healthy()
+        return any(a is not None for a in self._agents(settings)) or self._controller_healthy()
 
     def _start_controller(self, settings: FleetSettings) -> None:
         if not self._controller_healthy():
@@ -300,7 +296,7 @@ class LogicalFleet:
             except GridError as err:
                 agents[folder.name] = err.code
         controller = (
-            stop_server(self.controller_dir) if self.controller_dir.exists() else ("not_running")
+            stop_server(self.controller_dir) if self.controller_dir.exists() else "not_running"
         )
         killed: list[int] = []
         leftover: list[int] = []
@@ -322,22 +318,15 @@ class LogicalFleet:
 def recorded_children(engines_dir: Path) -> list[tuple[int, bool]]:
     """(pid, proven) of every live child recorded in a node's engine state."""
     try:
-        doc = json.loads((engines_dir / "engines.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
+        doc = EngineStateStore(engines_dir).read()
+    except GridError:
+        return []  # no readable engine state: nothing recorded to prove or stop
     out: list[tuple[int, bool]] = []
-    for record in (doc.get("engines") or {}).values() if isinstance(doc, dict) else []:
-        pid = record.get("pid") if isinstance(record, dict) else None
-        if not isinstance(pid, int) or not is_alive(pid):
+    for record in doc.engines.values():
+        if not is_alive(record.pid):
             continue
-        birth = record.get("birth") or {}
-        marker = (
-            BirthMarker(int(birth["start_ticks"]), str(birth["boot_id"]))
-            if "start_ticks" in birth and "boot_id" in birth
-            else None
-        )
-        reason = identity_mismatch(
-            record.get("executable"), tuple(record.get("argv", [])), marker, read_identity(pid)
-        )
-        out.append((pid, reason is None))
+        birth = record.birth.marker() if record.birth is not None else None
+        observed = read_identity(record.pid)
+        reason = identity_mismatch(record.executable, tuple(record.argv), birth, observed)
+        out.append((record.pid, reason is None))
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grid.fleet.actions import (
+    CONSTRUCTIVE_KINDS,
     DESTRUCTIVE_KINDS,
     Action,
     ActionKind,
@@ -39,14 +40,10 @@ class SimViolation:
 def memory_violations(now: float, hosts: dict[str, SimHost]) -> list[SimViolation]:
     out = []
     for host in hosts.values():
-        if host.live_mb() > host.allocatable_raw_mb():
-            out.append(
-                SimViolation(
-                    now,
-                    "memory_overcommitted",
-                    f"{host.host_id}: {host.live_mb()} MB live, {host.allocatable_raw_mb()} MB",
-                )
-            )
+        live, allocatable = host.live_mb(), host.allocatable_raw_mb()
+        if live > allocatable:
+            detail = f"{host.host_id}: {live} MB live, {allocatable} MB"
+            out.append(SimViolation(now, "memory_overcommitted", detail))
     return out
 
 
@@ -58,7 +55,7 @@ def placement_violations(
     hosts = {h.host_id: h for h in snap.hosts}
     profiles = {m.model_id: m for m in snap.models}
     for action in result.actions:
-        if action.kind not in (ActionKind.LOAD, ActionKind.WARM):
+        if action.kind not in CONSTRUCTIVE_KINDS:
             continue
         host, prof = hosts.get(action.host_id), profiles.get(action.model_id)
         if host is None or prof is None:

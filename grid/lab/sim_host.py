@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from grid.fleet.actions import Action, ActionKind, ReceiptStatus
+from grid.fleet.actions import CONSTRUCTIVE_KINDS, Action, ActionKind, ReceiptStatus
 from grid.fleet.models import (
     ADMITTING_STATES,
     LIVE_STATES,
@@ -117,7 +117,7 @@ class SimHost:
         on_start(self, action, now)
         res = self.residencies.get(action.model_id)
         kind = action.kind
-        if kind in (ActionKind.LOAD, ActionKind.WARM) and not self.admitting:
+        if kind in CONSTRUCTIVE_KINDS and not self.admitting:
             return (action.action_id, ReceiptStatus.CANCELLED, now, "host does not admit work")
         if kind is ActionKind.LOAD:
             if res is not None and res.state in LIVE_STATES:

@@ -287,9 +287,6 @@ class FleetSimulator:
     def history(self) -> list[ActionRecord]:
         return list(self.records.values())
 
-    def open_records(self) -> list[ActionRecord]:
-        return [r for r in self.records.values() if r.holds_slot]
-
     # ----------------------------------------------------------------------------- the tick
     def step(self) -> TickReport:
         found: list[SimViolation] = []
@@ -357,8 +354,11 @@ class FleetSimulator:
 
     def _receipt(self, outcome: Outcome) -> None:
         action_id, status, at, message = outcome
+        record = self.records.get(action_id)
+        if record is None:
+            return
         receipt = Receipt(action_id=action_id, status=status, at=at, message=message)
-        self.records = {r.action_id: r for r in apply_receipt(self.history(), receipt)}
+        (self.records[action_id],) = apply_receipt([record], receipt)
 
     def _should_fail(self, action: Action) -> bool:
         for rule in self.failure_rules:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from grid.api.fence import CommandFence
@@ -232,10 +232,10 @@ def admit_batch(
     out: list[tuple[dict[str, Any], Verdict]] = []
     running = authority
     for command in commands:
-        probe = Authority(
-            running.highest_term, running.controller_id, authority.plan_epoch,
-            authority.plan_sequence,
-        )  # fmt: skip
+        # The fence so far, the plan generation as it was before the batch.
+        probe = replace(
+            authority, highest_term=running.highest_term, controller_id=running.controller_id
+        )
         verdict, after = admit(
             command, host_id=host_id, authority=probe, ttl_remaining_s=ttl_remaining_s
         )

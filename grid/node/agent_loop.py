@@ -29,7 +29,7 @@ from typing import Any
 
 from grid.api.client import AllocatorClient
 from grid.fleet.errors import GridError
-from grid.fleet.models import HostState, ResidencyState
+from grid.fleet.models import ADMITTING_STATES, HostState, ResidencyState
 from grid.node.agent_admission import (
     Authority,
     admit_batch,
@@ -67,7 +67,7 @@ from grid.node.agent_state import (
 from grid.node.agent_status import write_status
 from grid.node.agent_telemetry import TelemetrySource
 from grid.node.artifacts import ArtifactStore
-from grid.node.engines.base import EngineSupervisor
+from grid.node.engines.base import EngineStatus, EngineSupervisor
 from grid.node.protection import Decision, ProtectionPolicy, evaluate
 from grid.node.protection_conditions import most_restrictive
 
@@ -196,17 +196,14 @@ class NodeAgent:
     def cycle(self) -> list[HeartbeatResult]:
         now = self.clock()
         decision = self._protect(now)
-        lifecycle = decision.lifecycle
-        if self.stopping:
-            lifecycle = most_restrictive(lifecycle, HostState.DRAINING)
-        admits = lifecycle in (HostState.ACCEPTING, HostState.THROTTLED)
-        if not admits:
+        lifecycle = self._lifecycle(decision)
+        if lifecycle not in ADMITTING_STATES:
             self._cancel_queued(
                 lambda c: c.get("kind") in ("load", "warm"),
                 "local_protection",
                 f"this host became {lifecycle.value} by its local protection",
             )
-        self._observe_engines()
+        statuses = self._observe_engines()
         results: list[HeartbeatResult] = []
         fence = self._reported_lifecycle != lifecycle.value
         if fence or not self.registered:
@@ -215,7 +212,7 @@ class NodeAgent:
             results.append(self._send(lifecycle, decision, kind="control"))
         elif not results:
             results.append(self._send(lifecycle, decision, kind="lease"))
-        write_status(self, lifecycle, decision)
+        write_status(self, lifecycle, decision, statuses)
         return results
 
     def _protect(self, now: float) -> Decision:
@@ -236,11 +233,20 @@ class NodeAgent:
         self.decision = decision
         return decision
 
-    def _observe_engines(self) -> None:
+    def _lifecycle(self, decision: Decision | None) -> HostState:
+        """The protection verdict, tightened to draining while the agent stops (and before the
+        first verdict exists)."""
+        lifecycle = decision.lifecycle if decision is not None else HostState.DRAINING
+        if self.stopping:
+            lifecycle = most_restrictive(lifecycle, HostState.DRAINING)
+        return lifecycle
+
+    def _observe_engines(self) -> dict[str, EngineStatus]:
+        """Poll the children once per cycle; returns what was seen (status.json reuses it)."""
         statuses = self.deps.supervisor.poll()
         changes = engine_observations(self.keeper.read().residencies, statuses, self._busy_model)
         if not changes:
-            return
+            return statuses
 
         def apply(state: AgentState) -> None:
             for change in changes:
@@ -254,6 +260,7 @@ class NodeAgent:
         for change in changes:
             log.warning("%s is now %s: %s", change.model_id, change.state.value, change.reason)
         self.keeper.update(apply)
+        return statuses
 
     # ------------------------------------------------------------------ heartbeats
 
@@ -364,15 +371,15 @@ class NodeAgent:
             batch_ids: set[str] = set()
             for command in commands:
                 action_id = command.get("action_id")
-                if isinstance(action_id, str) and action_id in batch_ids:
-                    continue  # listed twice in one response: run it once
                 if isinstance(action_id, str):
+                    if action_id in batch_ids:
+                        continue  # listed twice in one response: run it once
                     batch_ids.add(action_id)
-                if isinstance(action_id, str) and state.knows_action(action_id):
-                    known = state.receipt(action_id)
-                    if known is not None and known.acknowledged:  # say it again: harmless
-                        state.add_receipt(known.model_copy(update={"acknowledged": False}))
-                    continue
+                    if state.knows_action(action_id):
+                        known = state.receipt(action_id)
+                        if known is not None and known.acknowledged:  # say it again: harmless
+                            state.add_receipt(known.model_copy(update={"acknowledged": False}))
+                        continue
                 fresh.append(command)
             verdicts, authority = admit_batch(
                 fresh,
@@ -474,15 +481,12 @@ class NodeAgent:
 
     def _execute(self, command: dict[str, Any]) -> None:
         state = self.keeper.read()
-        decision = self.decision
-        lifecycle = decision.lifecycle if decision is not None else HostState.DRAINING
-        if self.stopping:
-            lifecycle = most_restrictive(lifecycle, HostState.DRAINING)
+        lifecycle = self._lifecycle(self.decision)
         verdict = start_check(
             command,
             now_mono=self.monotonic(),
             deadline_mono=self._deadlines.pop(command["action_id"], float("-inf")),
-            admits_new_work=lifecycle in (HostState.ACCEPTING, HostState.THROTTLED),
+            admits_new_work=lifecycle in ADMITTING_STATES,
             lifecycle=lifecycle.value,
             dependency_status=state.dependency_outcome,
             free_mb=self.free_mb(state, command["model_id"]) if command["kind"] == "warm" else 0,

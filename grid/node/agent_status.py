@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grid.fleet.models import HostState
+from grid.node.engines.base import EngineStatus
 from grid.node.engines.state import atomic_write_text
 from grid.node.protection import Decision
 
@@ -22,9 +24,14 @@ if TYPE_CHECKING:
 STATUS_NAME = "status.json"
 
 
-def write_status(agent: NodeAgent, lifecycle: HostState, decision: Decision) -> None:
+def write_status(
+    agent: NodeAgent,
+    lifecycle: HostState,
+    decision: Decision,
+    statuses: Mapping[str, EngineStatus],
+) -> None:
+    """`statuses`: the supervisor's view polled earlier in the same cycle."""
     state = agent.keeper.read()
-    statuses = agent.deps.supervisor.poll()
     doc: dict[str, Any] = {
         "schema_version": 1,
         "updated_at": agent.clock(),

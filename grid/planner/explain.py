@@ -102,6 +102,13 @@ class _Explainer:
         self.placed = placed
         self.ledger = Ledger(problem, placed)
         self.counts = placed_counts(problem, placed)
+        self.domain_of = {h.host_id: h.domain for h in problem.hosts}
+        # Hosts holding each model's replicas (placed or fixed), asked several times per model.
+        self.holding: dict[str, set[str]] = {}
+        for model_id, host_id in placed:
+            self.holding.setdefault(model_id, set()).add(host_id)
+        for f in problem.fixed:
+            self.holding.setdefault(f.model_id, set()).add(f.host_id)
         self.preemptions = preemptions
         self.cpsat_models = 0
         self.cpsat_work = 0.0
@@ -140,8 +147,7 @@ class _Explainer:
         return _Change(host_id, tuple(blockers), fraction)
 
     def hosts_holding(self, model_id: str) -> set[str]:
-        held = {h for m, h in self.placed if m == model_id}
-        return held | {f.host_id for f in self.problem.fixed if f.model_id == model_id}
+        return self.holding.get(model_id, set())
 
     # -- pins ----------------------------------------------------------------------------
     def pin_entry(self, profile: ModelProfile, pin: str, missing: int) -> Unsatisfied:
@@ -333,7 +339,7 @@ class _Explainer:
         model_id = profile.model_id
         count = self.counts[model_id]
         need = min(profile.min_failure_domains, count)
-        domain_of = {h.host_id: h.domain for h in self.problem.hosts}
+        domain_of = self.domain_of
         covered = {domain_of[h] for h in self.hosts_holding(model_id)}
         if len(covered) >= need:
             return None

@@ -34,13 +34,13 @@ def _shortfall(state: PlacementState, model_id: str, goal: int) -> int:
 
 def _move_one(state: PlacementState, model_id: str, scores: dict[Key, int]) -> bool:
     problem = state.problem
-    domain_of = {h.host_id: h.domain for h in problem.hosts}
+    hosts = problem.host_by_id
     covered = state.domains[model_id]
     movable = sorted(
         (
             problem.candidates[(m, h)]
             for m, h in state.placed
-            if m == model_id and covered.get(domain_of[h], 0) >= 2
+            if m == model_id and covered.get(hosts[h].domain, 0) >= 2
         ),
         key=lambda c: (
             c.pinned,
@@ -50,7 +50,11 @@ def _move_one(state: PlacementState, model_id: str, scores: dict[Key, int]) -> b
         ),
     )
     targets = sorted(
-        (c for c in problem.candidates_of_model(model_id) if domain_of[c.host_id] not in covered),
+        (
+            c
+            for c in problem.candidates_of_model(model_id)
+            if hosts[c.host_id].domain not in covered
+        ),
         key=lambda c: (-scores[(c.model_id, c.host_id)], c.host_id),
     )[:MAX_TARGETS]
     for old in movable:

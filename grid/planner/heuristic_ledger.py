@@ -37,11 +37,6 @@ class PlacementState:
         self.ledgers = {h.host_id: HostLedger(h) for h in problem.hosts}
         self.placed: set[Key] = set()
         self.ceilings = {m.model_id: m.max_colocated_models for m in problem.models}
-        self.partners: dict[str, frozenset[str]] = {}
-        for pair in sorted(problem.excluded_pairs, key=sorted):
-            a, b = sorted(pair)
-            self.partners[a] = self.partners.get(a, frozenset()) | {b}
-            self.partners[b] = self.partners.get(b, frozenset()) | {a}
         # Replica counts include fixed (unmanaged) replicas, as the levels do.
         self.counts = {m.model_id: 0 for m in problem.models}
         self.variable = {m.model_id: 0 for m in problem.models}
@@ -103,7 +98,7 @@ class PlacementState:
                 and led.disk_mb + cand.disk_mb > budget.disk_free_mb
             ):
                 return False
-        partners = self.partners.get(model_id)
+        partners = self.problem.exclusion_partners.get(model_id)
         if partners:
             # Live neighbours only matter to a new process; fixed ones are always occupants.
             neighbours = set(led.placed) | set(budget.fixed_models)

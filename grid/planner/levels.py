@@ -148,6 +148,7 @@ def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
     snap = problem.snapshot
     hosts = {h.host_id: h for h in snap.hosts}
     scarce = _scarce_peers(problem)
+    boost = {m.model_id: _performance_boost(problem, m.model_id) for m in problem.models}
     out: dict[tuple[str, str], int] = {}
     for key, cand in problem.candidates.items():
         host = hosts[cand.host_id]
@@ -167,7 +168,7 @@ def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
             if measured is not None
             else host.memory_bandwidth_gbps / 10 + host.compute_gflops / 1000
         )
-        score += round(min(100.0, perf) * _performance_boost(problem, cand.model_id))
+        score += round(min(100.0, perf) * boost[cand.model_id])
         if budget.allocatable_mb > 0:
             score += round(50 * min(1.0, cand.memory_mb / budget.allocatable_mb))
         if len(problem.candidates_of_model(cand.model_id)) > 2:

@@ -78,7 +78,7 @@ def make_plan(
             message=result.message or "CP-SAT found no feasible solution within the time limit",
         )
     placed, message = result.placed, result.message
-    if _after_preemption_better(problem, greedy, placed):
+    if placed != greedy and _after_preemption_better(problem, greedy, placed):
         # Staged evictions depend on where everything else sits: a solver placement that is
         # at least as good before staging can lose replicas to a larger victim set after it.
         placed = greedy

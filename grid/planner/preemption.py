@@ -22,7 +22,7 @@ from __future__ import annotations
 from itertools import combinations
 
 from grid.fleet.models import Evidence, ModelProfile, Preemption
-from grid.planner.eligibility import host_refusals, pair_refusals
+from grid.planner.eligibility import pair_refusals
 from grid.planner.heuristic_order import (
     STAGE_BASELINE,
     LevelKey,
@@ -84,6 +84,7 @@ class _Stager:
         self.removed: set[Key] = set()
         self.failed_pins: set[Key] = set()
         self.done: set[str] = set()
+        self._sole_host: dict[str, bool] = {}
 
     def _authorized(self, model: ModelProfile) -> int:
         target = self.problem.targets[model.model_id]
@@ -168,7 +169,7 @@ class _Stager:
         return True
 
     def _repack_one(self, model: ModelProfile, host_ids: list[str]) -> bool:
-        sole = len(compatible_hosts(self.problem, model)) == 1
+        sole = self._sole_compatible_host(model)
         for host_id in host_ids:
             found = find_repack(self.problem, self.views, model, self.views[host_id], sole)
             if found is None:
@@ -202,11 +203,18 @@ class _Stager:
             return True
         return False
 
+    def _sole_compatible_host(self, model: ModelProfile) -> bool:
+        """The spec's hard override applies (memoized: asked once per missing replica)."""
+        sole = self._sole_host.get(model.model_id)
+        if sole is None:
+            sole = self._sole_host[model.model_id] = len(compatible_hosts(self.problem, model)) == 1
+        return sole
+
     def _best_on_host(
         self, model: ModelProfile, view: HostView
     ) -> tuple[Staged, list[Victim], SetKey] | None:
         host = view.host
-        if view.occupied_by(model.model_id) or host_refusals(host, self.snap):
+        if view.occupied_by(model.model_id) or not view.budget.admitting:
             return None
         pool = victims_on(self.problem, view, model)[:MAX_VICTIMS_ENUMERATED]
         if not pool:

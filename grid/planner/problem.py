@@ -28,6 +28,7 @@ name), never less than an incumbent's reported memory.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -110,9 +111,13 @@ def footprint_mb(model: ModelProfile, runtime: str) -> int:
 
 
 def choose_runtime(model: ModelProfile, host: Host) -> str | None:
-    runtimes = compatible_runtimes(model, host)
-    if not runtimes:
-        return None
+    return _smallest_runtime(model, compatible_runtimes(model, host))
+
+
+def _smallest_runtime(model: ModelProfile, runtimes: list[str]) -> str | None:
+    """The runtime with the smallest declared footprint, then by name (None: no runtime)."""
+    if len(runtimes) <= 1:  # the common case needs no footprint lookups
+        return runtimes[0] if runtimes else None
     return min(runtimes, key=lambda rt: (footprint_mb(model, rt), rt))
 
 
@@ -155,8 +160,13 @@ class PlacementProblem:
     def candidates_of_host(self, host_id: str) -> list[Candidate]:
         return self._by_host.get(host_id, [])
 
+    @cached_property
+    def _fixed_counts(self) -> Counter[str]:
+        return Counter(f.model_id for f in self.fixed)
+
     def fixed_count(self, model_id: str) -> int:
-        return sum(1 for f in self.fixed if f.model_id == model_id)
+        """Unmanaged replicas of the model (asked per model and per replica step: counted once)."""
+        return self._fixed_counts[model_id]
 
     def open_replicas(self, model_id: str) -> int:
         """How many variable placements the model may still receive."""
@@ -168,6 +178,11 @@ class PlacementProblem:
 
     def excluded(self, a: str, b: str) -> bool:
         return frozenset((a, b)) in self.excluded_pairs
+
+    @cached_property
+    def exclusion_partners(self) -> dict[str, frozenset[str]]:
+        """Per model, the models it may not share a host with (absent: none)."""
+        return _exclusion_partners(self.excluded_pairs)
 
     @cached_property
     def priorities(self) -> list[int]:
@@ -195,8 +210,16 @@ def _reverse_id(model_id: str) -> tuple[int, ...]:
     return (*(-ord(c) for c in model_id), 1)
 
 
-def _host_budget(host: Host, snap: FleetSnapshot) -> HostBudget:
-    profiles = {m.model_id: m for m in snap.models}
+def _exclusion_partners(excluded: frozenset[frozenset[str]]) -> dict[str, frozenset[str]]:
+    partners: dict[str, set[str]] = {}
+    for pair in excluded:
+        a, b = sorted(pair)
+        partners.setdefault(a, set()).add(b)
+        partners.setdefault(b, set()).add(a)
+    return {model_id: frozenset(others) for model_id, others in partners.items()}
+
+
+def _host_budget(host: Host, snap: FleetSnapshot, profiles: dict[str, ModelProfile]) -> HostBudget:
     alloc = allocatable_mb(host)
     live = [r for r in host.residencies if r.state in LIVE_STATES]
     fixed = [r for r in live if not r.is_managed]
@@ -245,7 +268,7 @@ def _pair(
     refusals: list[str] = []
     incumbent: ResidencyState | None = None
     runtimes = compatible_runtimes(model, host)
-    runtime = runtimes[0] if len(runtimes) == 1 else choose_runtime(model, host)
+    runtime = _smallest_runtime(model, runtimes)
     if residency is not None and residency.state in LIVE_STATES:
         reusable = (
             residency.is_managed
@@ -305,17 +328,12 @@ def build_problem(
         for other in m.colocation_excludes
         if other != m.model_id
     )
-    partners = {
-        m.model_id: frozenset(
-            other for pair in excluded if m.model_id in pair for other in pair - {m.model_id}
-        )
-        for m in models
-    }
-    budgets = [_host_budget(h, snap) for h in hosts]
+    partners = _exclusion_partners(excluded)
+    profiles = {m.model_id: m for m in models}
+    budgets = [_host_budget(h, snap, profiles) for h in hosts]
     candidates: dict[tuple[str, str], Candidate] = {}
     refusals: dict[tuple[str, str], list[str]] = {}
     fixed: list[FixedReplica] = []
-    profiles = {m.model_id: m for m in models}
     for host, budget in zip(hosts, budgets, strict=True):
         for res in host.residencies:
             prof = profiles.get(res.model_id)
@@ -336,7 +354,11 @@ def build_problem(
                 refusals[(model.model_id, host.host_id)] = list(budget.refusals)
                 continue
             cand, why = _pair(
-                model, host, budget, partners[model.model_id], residencies.get(model.model_id)
+                model,
+                host,
+                budget,
+                partners.get(model.model_id, frozenset()),
+                residencies.get(model.model_id),
             )
             if cand is None:
                 refusals[(model.model_id, host.host_id)] = why

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grid.fleet.models import ModelProfile, ResidencyState
-from grid.planner.eligibility import host_refusals, pair_refusals
+from grid.planner.eligibility import pair_refusals
 from grid.planner.levels import quality_scores
 from grid.planner.preemption_host import (
     EVICTION_ACTUATORS,
@@ -43,11 +43,10 @@ class Repack:
 
 def compatible_hosts(problem: PlacementProblem, model: ModelProfile) -> list[str]:
     """Hosts that could ever take the model now, ignoring memory and slots."""
-    snap = problem.snapshot
     return [
         h.host_id
-        for h in snap.hosts
-        if not host_refusals(h, snap) and not pair_refusals(model, h, cached=True)
+        for h in problem.snapshot.hosts
+        if problem.host_by_id[h.host_id].admitting and not pair_refusals(model, h, cached=True)
     ]
 
 
@@ -60,7 +59,7 @@ def find_repack(
 ) -> Repack | None:
     """The best single-incumbent relocation that frees `source` for `model`, if any."""
     host = source.host
-    if source.occupied_by(model.model_id) or host_refusals(host, problem.snapshot):
+    if source.occupied_by(model.model_id) or not source.budget.admitting:
         return None
     if not set(host.actuator_capabilities) >= EVICTION_ACTUATORS:
         return None

@@ -14,6 +14,7 @@ from grid.fleet.models import (
     REUSABLE_STATES,
     FleetSnapshot,
     Host,
+    ModelProfile,
     Plan,
     ResidencyState,
 )
@@ -121,17 +122,19 @@ def violations(
             )
 
     for host_id, placed in variable.items():
-        out += _host_violations(snap, hosts[host_id], placed)
+        out += _host_violations(snap, hosts[host_id], placed, profiles)
 
     out += _unsatisfied_violations(snap, plan, targets, totals)
     return out
 
 
 def _host_violations(
-    snap: FleetSnapshot, host: Host, placed: list[tuple[str, int, bool]]
+    snap: FleetSnapshot,
+    host: Host,
+    placed: list[tuple[str, int, bool]],
+    profiles: dict[str, ModelProfile],
 ) -> list[Violation]:
     out: list[Violation] = []
-    profiles = {m.model_id: m for m in snap.models}
     alloc = allocatable_mb(host)
     live = [r for r in host.residencies if r.state in LIVE_STATES]
     fixed = [r for r in live if not r.is_managed]

@@ -90,6 +90,17 @@ class EngineNode:
         rows = self.status().get("residencies", [])
         return next((r for r in rows if r["model_id"] == model_id), None)
 
+    def ready_residency(self, model_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
+        """The node's own record once it shows the model ready: the agent writes its status
+        file on its own cycle, so it may trail the controller's view by a heartbeat."""
+
+        def ready() -> dict[str, Any] | None:
+            row = self.residency(model_id)
+            return row if row is not None and row["state"] == "ready" and row["pid"] else None
+
+        found: dict[str, Any] = wait_for(ready, timeout_s, f"{model_id} ready in the node status")
+        return found
+
     def engine_key(self) -> str:
         return (self.folder / "engines" / "engine.keys").read_text(encoding="utf-8").strip()
 

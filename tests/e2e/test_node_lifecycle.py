@@ -79,8 +79,7 @@ def test_demand_loads_and_warms_gemma_serves_then_drains_and_unloads(
             return row is not None and row["state"] == "ready"
 
         wait_for(demanded_and_ready, 120, "gemma ready under demand", step_s=0.3)
-        residency = node.residency(model)
-        assert residency is not None and residency["state"] == "ready"
+        residency = node.ready_residency(model)
         port, pid = residency["port"], residency["pid"]
         key = node.engine_key()
         reply = chat(port, key, model)
@@ -123,8 +122,7 @@ def test_a_killed_child_is_detected_and_recovered(
         admin.put_model(model, _baseline(smollm2_entry))
         admin.set_mode("automatic")
     wait_for(lambda: _state(controller, "host-a", model) == "ready", 60, "first replica")
-    first = node.residency(model)
-    assert first is not None
+    first = node.ready_residency(model)
     os.kill(first["pid"], signal.SIGKILL)
 
     def replaced() -> bool:
@@ -159,8 +157,7 @@ def test_a_restarted_agent_adopts_the_exact_live_child_and_can_retire_it(
         admin.put_model(model, _baseline(smollm2_entry))
         admin.set_mode("automatic")
     wait_for(lambda: _state(controller, "host-a", model) == "ready", 60, "replica ready")
-    residency = node.residency(model)
-    assert residency is not None
+    residency = node.ready_residency(model)
     child = residency["pid"]
 
     os.kill(first_agent, signal.SIGKILL)  # no shutdown code runs

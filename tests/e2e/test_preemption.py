@@ -65,8 +65,7 @@ def _until(
 
 
 def _serves(node: EngineNode, model_id: str) -> int:
-    residency = node.residency(model_id)
-    assert residency is not None and residency["state"] == "ready", dump(node.status())
+    residency = node.ready_residency(model_id)
     reply = chat(residency["port"], node.engine_key(), model_id)
     assert reply.status_code == 200, reply.text
     assert completion_text(reply).strip()  # a real answer from the real child

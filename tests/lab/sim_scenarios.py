@@ -39,13 +39,9 @@ class Event:
 class Scenario:
     doc: dict[str, Any]
     events: list[Event] = field(default_factory=list)
-    policy_overrides: dict[str, Any] = field(default_factory=dict)
 
     def snapshot(self) -> FleetSnapshot:
         return parse_snapshot(self.doc)
-
-    def host_ids(self) -> list[str]:
-        return [h["host_id"] for h in self.doc["hosts"]]
 
 
 @st.composite
@@ -175,7 +171,7 @@ def scenarios(draw: st.DrawFn, *, max_events: int = 6, ticks: int = 10) -> Scena
         )
     )
     doc["policy"].update(policy)
-    return Scenario(doc=doc, events=sorted(events, key=lambda e: e.tick), policy_overrides=policy)
+    return Scenario(doc=doc, events=sorted(events, key=lambda e: e.tick))
 
 
 def apply_event(sim: FleetSimulator, event: Event) -> None:

@@ -109,11 +109,12 @@ class EngineStateStore:
             doc = EngineStateDoc(engine_key=secrets.token_urlsafe(32))
             self.save(doc)
         else:
-            doc = self._read()
+            doc = self.read()
         self.write_key_file(doc.engine_key)
         return doc
 
-    def _read(self) -> EngineStateDoc:
+    def read(self) -> EngineStateDoc:
+        """The stored document (creates nothing); GridError when missing, corrupt or newer."""
         try:
             raw: Any = json.loads(self.state_path.read_text(encoding="utf-8"))
             doc = EngineStateDoc.model_validate(raw)

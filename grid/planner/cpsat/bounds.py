@@ -19,17 +19,14 @@ from grid.planner.problem import PlacementProblem
 
 
 def reachable_replicas(problem: PlacementProblem) -> dict[str, int]:
-    fixed: dict[str, int] = {}
-    for f in problem.fixed:
-        fixed[f.model_id] = fixed.get(f.model_id, 0) + 1
     out: dict[str, int] = {}
     for profile in problem.models:
         model_id = profile.model_id
         cands = problem.candidates_of_model(model_id)
         pinned = sum(1 for c in cands if c.pinned)
         unpinned = min(len(cands) - pinned, unpinned_allowance(problem, model_id))
-        room = max(0, problem.targets[model_id].desired - fixed.get(model_id, 0))
-        out[model_id] = fixed.get(model_id, 0) + min(room, pinned + unpinned)
+        room = problem.open_replicas(model_id)
+        out[model_id] = problem.fixed_count(model_id) + min(room, pinned + unpinned)
     return out
 
 

@@ -16,8 +16,6 @@ from ortools.sat.python import cp_model
 from grid.planner.cpsat.variables import Expr, Key, Placement, PlacementVars, any_placed
 from grid.planner.problem import PlacementProblem
 
-FAMILY = "failure_domain"
-
 
 def constant_domains(xs: PlacementVars, problem: PlacementProblem, model_id: str) -> set[str]:
     hosts = {f.host_id for f in problem.fixed if f.model_id == model_id}
@@ -46,8 +44,7 @@ def add_domain_shortfall(
             constant += max(0, min(goal, count) - len(fixed_domains))
             continue
         indicators = [
-            _domain_indicator(model, xs, model_id, domain, keys)
-            for domain, keys in sorted(by_domain.items())
+            _domain_indicator(model, xs, keys) for _domain, keys in sorted(by_domain.items())
         ]
         floor = model.new_int_var(0, goal, "")
         model.add_min_equality(floor, [goal, xs.replica_count(model_id)])
@@ -79,7 +76,7 @@ def add_domain_shortfall(
 
 
 def _domain_indicator(
-    model: cp_model.CpModel, xs: PlacementVars, model_id: str, domain: str, keys: list[Key]
+    model: cp_model.CpModel, xs: PlacementVars, keys: list[Key]
 ) -> cp_model.IntVar:
     if len(keys) == 1:
         return xs.x[keys[0]]

@@ -49,13 +49,7 @@ class Ledger:
         self.counts: dict[str, int] = {}
         self.unpinned: dict[str, int] = {}
         self.placed: set[Key] = set()
-        fixed: dict[str, int] = {}
-        for f in problem.fixed:
-            fixed[f.model_id] = fixed.get(f.model_id, 0) + 1
-        self.open_replicas = {
-            m.model_id: max(0, problem.targets[m.model_id].desired - fixed.get(m.model_id, 0))
-            for m in problem.models
-        }
+        self.open_replicas = {m.model_id: problem.open_replicas(m.model_id) for m in problem.models}
         self.allowance = {
             m.model_id: unpinned_allowance(problem, m.model_id)
             for m in problem.models
@@ -84,9 +78,6 @@ class Ledger:
             if key not in self.placed and not self.blockers(key):
                 self.add(key)
         return set(self.placed)
-
-    def fits(self, key: Key) -> bool:
-        return key in self.problem.candidates and key not in self.placed and not self.blockers(key)
 
     def blockers(self, key: Key) -> list[Blocker]:
         """Every constraint that placing this candidate now would break."""

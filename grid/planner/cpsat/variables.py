@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 from ortools.sat.python import cp_model
 
-from grid.planner.problem import Candidate, PlacementProblem
+from grid.planner.problem import PlacementProblem
 
 Key = tuple[str, str]
 Placement = frozenset[Key]
@@ -107,15 +107,6 @@ class PlacementVars:
         self._host_counts: dict[tuple[str, bool], cp_model.IntVar] = {}
 
     # -- lookups -------------------------------------------------------------------------
-    def is_placed(self, model_id: str, host_id: str) -> cp_model.IntVar:
-        return self.x[(model_id, host_id)]
-
-    def candidate(self, key: Key) -> Candidate:
-        return self.problem.candidates[key]
-
-    def is_new(self, key: Key) -> bool:
-        return self.problem.candidates[key].is_new
-
     def hosts(self) -> list[str]:
         """Hosts with at least one variable, sorted."""
         return sorted(self._by_host)

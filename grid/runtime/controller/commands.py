@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from grid.fleet.actions import (
-    DESTRUCTIVE_KINDS,
     Action,
     ActionRecord,
     Receipt,
@@ -23,6 +22,7 @@ from grid.fleet.actions import (
 )
 from grid.runtime.controller.state import Command, bound_records
 from grid.runtime.controller.wire import ACK_STATUSES, WireAck
+from grid.runtime.reconcile.history import dangling_destructive
 
 
 class AckResult(StrEnum):
@@ -86,14 +86,7 @@ class CommandBook:
 
     def withdrawn_destructive(self) -> list[ActionRecord]:
         """Delivered destructive actions withdrawn later and still without a terminal receipt."""
-        return [
-            r
-            for r in self.records.values()
-            if r.kind in DESTRUCTIVE_KINDS
-            and r.status is RecordStatus.WITHDRAWN
-            and r.was_delivered
-            and r.finished_at is None
-        ]
+        return dangling_destructive(self.records.values())
 
     # -- issuing and withdrawing ------------------------------------------------------------
     def issue(self, action: Action, plan_generation: str, now: float) -> bool:

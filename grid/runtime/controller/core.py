@@ -38,6 +38,7 @@ from grid.demand import DemandTracker, Observation
 from grid.fleet.actions import (
     DESTRUCTIVE_KINDS,
     Action,
+    ActionKind,
     Deferral,
     Mode,
     ReconcileResult,
@@ -261,11 +262,11 @@ class Controller:
         if outcome.result is AckResult.APPLIED and record is not None and ack.status == "succeeded":
             profile = self.profiles.get(record.model_id)
             digest = (profile.artifact_sha256 or "") if profile is not None else ""
-            if record.kind.value == "warm":
+            if record.kind is ActionKind.WARM:
                 self.timings.record(
                     Phase.WARM, host_id, record.model_id, digest, ack.duration_seconds, now
                 )
-            elif record.kind.value == "load" and ack.artifact_fetched:
+            elif record.kind is ActionKind.LOAD and ack.artifact_fetched:
                 self.timings.record(
                     Phase.LOAD, host_id, record.model_id, digest, ack.duration_seconds, now
                 )

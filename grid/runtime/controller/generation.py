@@ -68,12 +68,6 @@ class GenerationCounter:
     def fresh(cls) -> GenerationCounter:
         return cls(epoch=new_epoch())
 
-    @property
-    def current(self) -> PlanGeneration | None:
-        if self.sequence == 0:
-            return None
-        return PlanGeneration(self.epoch, self.sequence, self.digest)
-
     def advance(self, digest: str) -> tuple[PlanGeneration, bool]:
         """The generation for a plan with this input digest; True when it is a new one."""
         if self.sequence > 0 and digest == self.digest:

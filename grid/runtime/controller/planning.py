@@ -1,4 +1,4 @@
-"""Helpers of a tick: the plan's identity inputs, mode parsing, error and grace descriptions."""
+"""Helpers of a tick: the plan's identity inputs, error and grace descriptions."""
 
 from __future__ import annotations
 

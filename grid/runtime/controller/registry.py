@@ -41,7 +41,6 @@ class HostEntry:
 @dataclass(frozen=True)
 class ApplyResult:
     host_id: str
-    new_host: bool
     safety_changed: bool
 
 
@@ -49,9 +48,6 @@ class Registry:
     def __init__(self) -> None:
         self.hosts: dict[str, HostEntry] = {}
         self.node_to_host: dict[str, str] = {}
-
-    def host_of(self, node_id: str) -> str | None:
-        return self.node_to_host.get(node_id)
 
     def apply(self, node_id: str, auth_host: str, update: NodeUpdate, now: float) -> ApplyResult:
         """Fold one registration or heartbeat received at `now` from `auth_host`'s credential."""
@@ -114,7 +110,6 @@ class Registry:
         self.node_to_host[node_id] = host_id
         return ApplyResult(
             host_id=host_id,
-            new_host=before is None,
             safety_changed=before != safety_signature(host),
         )
 

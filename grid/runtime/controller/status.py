@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grid.fleet.models import LIVE_STATES
+from grid.fleet.models import LIVE_STATES, FleetSnapshot
 from grid.planner.eligibility import host_refusals
 from grid.planner.problem import allocatable_mb
 from grid.runtime.controller.core import Controller
@@ -23,8 +23,7 @@ def percentile(samples: list[float], q: float) -> float | None:
     return ordered[index]
 
 
-def _hosts(ctl: Controller, now: float) -> list[dict[str, Any]]:
-    snap = ctl.snapshot(now)
+def _hosts(ctl: Controller, snap: FleetSnapshot, now: float) -> list[dict[str, Any]]:
     out = []
     for host in snap.hosts:
         entry = ctl.registry.hosts[host.host_id]
@@ -105,6 +104,7 @@ def status_document(ctl: Controller, now: float, *, history: int | None = None) 
             reconciliation = result.model_dump(mode="json")
             reconciliation["deferred"] = [d.model_dump(mode="json") for d in ctl.last_deferred]
         records = sorted(ctl.book.history(), key=lambda r: (r.created_at, r.action_id))
+        snap = ctl.snapshot(now)
         grace_until = (
             ctl.grace_anchor + ctl.config.membership_grace_s
             if ctl.grace_anchor is not None
@@ -140,8 +140,8 @@ def status_document(ctl: Controller, now: float, *, history: int | None = None) 
                 "p95": percentile(tick_ms, 0.95),
                 "samples": len(tick_ms),
             },
-            "hosts": _hosts(ctl, now),
-            "snapshots": [h.model_dump(mode="json") for h in ctl.registry.snapshot_hosts()],
+            "hosts": _hosts(ctl, snap, now),
+            "snapshots": [h.model_dump(mode="json") for h in snap.hosts],
             "profiles": [ctl.profiles[m].model_dump(mode="json") for m in sorted(ctl.profiles)],
             "tombstones": [
                 ctl.tombstones[m].model_dump(mode="json") for m in sorted(ctl.tombstones)

@@ -32,7 +32,6 @@ class LoadResult:
     document: dict[str, Any] | None
     warning_code: str = ""
     warning: str = ""
-    quarantined_to: str = ""
 
 
 class Store(Protocol):
@@ -107,7 +106,6 @@ class StateStore:
             warning_code="state_quarantined",
             warning=f"the controller state file was unusable because {why}; it was moved to "
             f"{target.name} and a clean controller started in recommend mode",
-            quarantined_to=str(target),
         )
 
     def _free_quarantine_name(self) -> Path | None:

@@ -131,10 +131,6 @@ class TimingTable:
             del self._entries[key]
         return len(stale)
 
-    def prune(self, now: float) -> None:
-        for key in [k for k, v in self._entries.items() if now - v.updated_at > EXPIRY_S]:
-            del self._entries[key]
-
     def summary(self, now: float) -> list[dict[str, Any]]:
         return [
             {

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from grid.fleet.actions import ActionKind, Urgency
 from grid.fleet.models import LIVE_STATES, Evidence, ModelProfile
-from grid.planner.eligibility import explain_reasons, host_refusals, pair_refusals
+from grid.planner.eligibility import explain_reasons, pair_refusals
 from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.proposals import Proposal, TickState
-from grid.runtime.reconcile.safety import backoff_blocker
+from grid.runtime.reconcile.safety import awaiting_heartbeat, backoff_blocker, defer_blocked
 from grid.runtime.reconcile.view import FleetView
 
 
@@ -115,7 +115,7 @@ def propose_replica(
         tick.defer(ActionKind.WARM, host_id, model_id, "residency_not_reusable")
         return
     cached = view.exact_cached(model_id, host_id)
-    refusals = host_refusals(host, view.snap) + pair_refusals(prof, host, cached=cached)
+    refusals = view.refusals[host_id] + pair_refusals(prof, host, cached=cached)
     if refusals:
         tick.defer(
             ActionKind.WARM, host_id, model_id, "host_ineligible", detail=explain_reasons(refusals)
@@ -127,24 +127,13 @@ def propose_replica(
     load_record: str | None = None
     if not cached:
         load_key = (ActionKind.LOAD, host_id, model_id)
-        open_load = history.open_record(load_key)
-        if open_load is not None and not tick.is_withdrawn(open_load):
-            tick.keep(open_load)
+        open_load = tick.keep_open(history.open_record(load_key))
+        if open_load is not None:
             load_record = open_load.action_id
-        elif (
-            history.awaiting_observation(load_key, view.heartbeat(host_id), view.now, view.policy)
-            is None
-        ):
+        elif not awaiting_heartbeat(view, history, load_key):
             blocker = backoff_blocker(view, history, load_key)
             if blocker is not None:
-                tick.defer(
-                    ActionKind.LOAD,
-                    host_id,
-                    model_id,
-                    blocker.code,
-                    retry_at=blocker.retry_at,
-                    detail=blocker.detail,
-                )
+                defer_blocked(tick, load_key, blocker)
                 tick.defer(
                     ActionKind.WARM,
                     host_id,
@@ -160,22 +149,13 @@ def propose_replica(
             load.artifact_mb = prof.artifact_size_mb
             tick.proposals.append(load)
     warm_key = (ActionKind.WARM, host_id, model_id)
-    open_warm = history.open_record(warm_key)
-    if open_warm is not None and not tick.is_withdrawn(open_warm):
-        tick.keep(open_warm)
+    if tick.keep_open(history.open_record(warm_key)) is not None:
         return
-    if history.awaiting_observation(warm_key, view.heartbeat(host_id), view.now, view.policy):
+    if awaiting_heartbeat(view, history, warm_key):
         return
     blocker = backoff_blocker(view, history, warm_key)
     if blocker is not None:
-        tick.defer(
-            ActionKind.WARM,
-            host_id,
-            model_id,
-            blocker.code,
-            retry_at=blocker.retry_at,
-            detail=blocker.detail,
-        )
+        defer_blocked(tick, warm_key, blocker)
         return
     warm = shape.make(ActionKind.WARM, "start the planned replica and wait for its readiness probe")
     warm.depends_on = load

@@ -20,7 +20,9 @@ from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.proposals import Proposal, TickState
 from grid.runtime.reconcile.safety import (
     Blocker,
+    awaiting_heartbeat,
     backoff_blocker,
+    defer_blocked,
     destructive_postcondition,
     removal_blocker,
     residency_age_blocker,
@@ -154,11 +156,9 @@ def _cleanup_one(
         tick.defer(kind, host_id, model_id, "constructive_in_flight")
         return
     key = (kind, host_id, model_id)
-    open_record = history.open_record(key)
-    if open_record is not None and not tick.is_withdrawn(open_record):
-        tick.keep(open_record)
+    if tick.keep_open(history.open_record(key)) is not None:
         return
-    if history.awaiting_observation(key, view.heartbeat(host_id), view.now, view.policy):
+    if awaiting_heartbeat(view, history, key):
         return
     blocker: Blocker | None
     if kind is ActionKind.DRAIN:
@@ -174,9 +174,7 @@ def _cleanup_one(
     if blocker is None:
         blocker = backoff_blocker(view, history, key)
     if blocker is not None:
-        tick.defer(
-            kind, host_id, model_id, blocker.code, retry_at=blocker.retry_at, detail=blocker.detail
-        )
+        defer_blocked(tick, key, blocker)
         return
     if kind is ActionKind.DRAIN:
         removing.setdefault(model_id, set()).add(host_id)

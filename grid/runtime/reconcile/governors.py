@@ -19,9 +19,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from grid.fleet.actions import Action, ActionKind, ActionRecord
+from grid.fleet.actions import CONSTRUCTIVE_KINDS, Action, ActionKind, ActionRecord
 from grid.fleet.models import Policy
 from grid.planner.problem import allocatable_mb
+from grid.runtime.reconcile.constructive import artifact_key
 from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.proposals import Proposal, TickState
 from grid.runtime.reconcile.view import FleetView
@@ -56,13 +57,13 @@ class Governor:
             if self.tick.is_withdrawn(record) and not record.was_delivered:
                 continue  # withdrawn before delivery: it will never run
             self._count(record.host_id, record.kind, self._artifact_of(record), +1)
-            if record.kind in (ActionKind.LOAD, ActionKind.WARM):
-                self._reserve(record.host_id, record.model_id, record.memory_mb)
-                if record.kind is ActionKind.LOAD:
-                    self._reserve_disk(record.host_id, record.model_id)
-            undelivered = record.is_open and not record.was_delivered
-            constructive = record.kind in (ActionKind.LOAD, ActionKind.WARM)
-            if undelivered and constructive and not self.tick.is_withdrawn(record):
+            if record.kind not in CONSTRUCTIVE_KINDS:
+                continue
+            self._reserve(record.host_id, record.model_id, record.memory_mb)
+            if record.kind is ActionKind.LOAD:
+                self._reserve_disk(record.host_id, record.model_id)
+            if record.is_open and not record.was_delivered:
+                # Undelivered and still wanted (one withdrawn this tick was skipped above).
                 self.yieldable.append(record)
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -70,8 +71,7 @@ class Governor:
         if record.artifact_key:
             return record.artifact_key
         prof = self.view.profiles.get(record.model_id)
-        sha = prof.artifact_sha256 if prof is not None else None
-        return sha or f"model:{record.model_id}"
+        return artifact_key(prof) if prof is not None else f"model:{record.model_id}"
 
     def _count(self, host_id: str, kind: ActionKind, artifact: str, delta: int) -> None:
         self.global_used += delta

@@ -8,6 +8,7 @@ record keeps its id.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from grid.fleet.actions import (
@@ -35,17 +36,35 @@ def backoff_delay(policy: Policy, failures: int) -> float:
     return float(min(policy.retry_backoff_cap_s, policy.retry_backoff_base_s * 2**exponent))
 
 
+def dangling_destructive(records: Iterable[ActionRecord]) -> list[ActionRecord]:
+    """Destructive records withdrawn after delivery and still without a terminal receipt."""
+    return [
+        r
+        for r in records
+        if r.kind in DESTRUCTIVE_KINDS
+        and r.status is RecordStatus.WITHDRAWN
+        and r.was_delivered
+        and r.finished_at is None
+    ]
+
+
 @dataclass
 class HistoryIndex:
     records: list[ActionRecord]
     by_key: dict[ActionKey, list[ActionRecord]] = field(default_factory=dict)
     by_id: dict[str, ActionRecord] = field(default_factory=dict)
+    # Constructive records per (model_id, host_id): every stage asks about one residency.
+    constructive: dict[tuple[str, str], list[ActionRecord]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         ordered = sorted(self.records, key=lambda r: (r.created_at, r.attempt, r.action_id))
         for record in ordered:
             self.by_key.setdefault(key_of(record), []).append(record)
             self.by_id.setdefault(record.action_id, record)
+        for record in self.by_id.values():
+            if record.kind in CONSTRUCTIVE_KINDS:
+                residency = (record.model_id, record.host_id)
+                self.constructive.setdefault(residency, []).append(record)
 
     # -- identity ------------------------------------------------------------------------
     def open_record(self, key: ActionKey) -> ActionRecord | None:
@@ -111,35 +130,17 @@ class HistoryIndex:
     def open_records(self) -> list[ActionRecord]:
         return [r for r in self.by_id.values() if r.is_open]
 
-    def open_of_model(self, model_id: str, kinds: frozenset[ActionKind]) -> list[ActionRecord]:
-        return [
-            r
-            for r in self.by_id.values()
-            if r.is_open and r.model_id == model_id and r.kind in kinds
-        ]
-
     def open_constructive(self, model_id: str, host_id: str) -> list[ActionRecord]:
-        return [r for r in self.open_of_model(model_id, CONSTRUCTIVE_KINDS) if r.host_id == host_id]
+        return [r for r in self.constructive.get((model_id, host_id), []) if r.is_open]
 
     def running_constructive(self, model_id: str, host_id: str) -> list[ActionRecord]:
         """Delivered loads and warms of this residency that may still be running."""
         return [
             r
-            for r in self.by_id.values()
-            if r.kind in CONSTRUCTIVE_KINDS
-            and r.model_id == model_id
-            and r.host_id == host_id
-            and r.holds_slot
-            and r.was_delivered
+            for r in self.constructive.get((model_id, host_id), [])
+            if r.holds_slot and r.was_delivered
         ]
 
     def dangling_destructive(self) -> list[ActionRecord]:
         """Destructive records withdrawn after delivery and still without a terminal receipt."""
-        return [
-            r
-            for r in self.by_id.values()
-            if r.kind in DESTRUCTIVE_KINDS
-            and r.status is RecordStatus.WITHDRAWN
-            and r.was_delivered
-            and r.finished_at is None
-        ]
+        return dangling_destructive(self.by_id.values())

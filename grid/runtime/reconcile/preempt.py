@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from grid.fleet.actions import ActionKind
 from grid.fleet.models import LIVE_STATES, Preemption, ResidencyState
-from grid.planner.eligibility import host_refusals, pair_refusals
+from grid.planner.eligibility import pair_refusals
 from grid.runtime.reconcile.constructive import artifact_key, replica_urgency, startup_s
 from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.proposals import Proposal, TickState
 from grid.runtime.reconcile.safety import (
+    awaiting_heartbeat,
     backoff_blocker,
+    defer_blocked,
     residency_age_blocker,
     unload_blocker,
 )
@@ -106,31 +108,20 @@ def propose_preemptions(
         cached = view.exact_cached(beneficiary.model_id, host_id)
         prefetch, prefetch_record = _prefetch(view, history, tick, p, cached)
         key = (kind, host_id, victim_id)
-        open_record = history.open_record(key)
-        if open_record is not None and not tick.is_withdrawn(open_record):
-            tick.keep(open_record)
+        if tick.keep_open(history.open_record(key)) is not None:
             continue
-        if history.awaiting_observation(key, view.heartbeat(host_id), view.now, view.policy):
+        if awaiting_heartbeat(view, history, key):
             continue
         if kind is ActionKind.DRAIN:
-            age = residency_age_blocker(view, victim_id, host_id, res, scale_down=False)
-            if age is not None:
-                tick.defer(
-                    kind, host_id, victim_id, age.code, retry_at=age.retry_at, detail=age.detail
-                )
-                continue
+            blocker = residency_age_blocker(view, victim_id, host_id, res, scale_down=False)
             busy_rank = 1 if res.active_requests == 0 else 2
         else:
             blocker = unload_blocker(res)
-            if blocker is not None:
-                tick.defer(kind, host_id, victim_id, blocker.code, detail=blocker.detail)
-                continue
             busy_rank = 0
-        retry = backoff_blocker(view, history, key)
-        if retry is not None:
-            tick.defer(
-                kind, host_id, victim_id, retry.code, retry_at=retry.retry_at, detail=retry.detail
-            )
+        if blocker is None:
+            blocker = backoff_blocker(view, history, key)
+        if blocker is not None:
+            defer_blocked(tick, key, blocker)
             continue
         tick.proposals.append(
             Proposal(
@@ -161,13 +152,12 @@ def _prefetch(
     if beneficiary.artifact_source is None or cached or view.is_live(model_id, p.host_id):
         return None, None
     key = (ActionKind.LOAD, p.host_id, model_id)
-    open_record = history.open_record(key)
-    if open_record is not None and not tick.is_withdrawn(open_record):
-        tick.keep(open_record)
+    open_record = tick.keep_open(history.open_record(key))
+    if open_record is not None:
         return None, open_record.action_id
-    if history.awaiting_observation(key, view.heartbeat(p.host_id), view.now, view.policy):
+    if awaiting_heartbeat(view, history, key):
         return None, None
-    refusals = host_refusals(host, view.snap) + pair_refusals(beneficiary, host, cached=False)
+    refusals = view.refusals[p.host_id] + pair_refusals(beneficiary, host, cached=False)
     if refusals:
         return None, None  # the beneficiary could not use this host anyway
     if host.disk_free_mb is not None and host.disk_free_mb < beneficiary.artifact_size_mb:
@@ -181,14 +171,7 @@ def _prefetch(
         return None, None
     blocker = backoff_blocker(view, history, key)
     if blocker is not None:
-        tick.defer(
-            ActionKind.LOAD,
-            p.host_id,
-            model_id,
-            blocker.code,
-            retry_at=blocker.retry_at,
-            detail=blocker.detail,
-        )
+        defer_blocked(tick, key, blocker)
         return None, None
     ben_round = len(view.counted_hosts(model_id)) + 1
     proposal = Proposal(

@@ -117,5 +117,12 @@ class TickState:
         if record.action_id not in self.withdrawn:
             self.in_flight[record.action_id] = record
 
+    def keep_open(self, record: ActionRecord | None) -> ActionRecord | None:
+        """Keep a key's open record unless this tick withdrew it; None when there is none."""
+        if record is None or self.is_withdrawn(record):
+            return None
+        self.keep(record)
+        return record
+
     def is_withdrawn(self, record: ActionRecord) -> bool:
         return record.action_id in self.withdrawn

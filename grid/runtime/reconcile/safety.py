@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from grid.fleet.actions import ActionKind, ActionRecord
 from grid.fleet.models import Residency, ResidencyState
 from grid.runtime.reconcile.history import ActionKey, HistoryIndex
+from grid.runtime.reconcile.proposals import TickState
 from grid.runtime.reconcile.view import FleetView, clamped_age
 
 UNLOADABLE_STATES = frozenset(
@@ -131,3 +132,16 @@ def backoff_blocker(view: FleetView, history: HistoryIndex, key: ActionKey) -> B
     if retry is not None and view.now < retry:
         return Blocker("backoff", f"retry at {retry:.0f}", retry_at=retry)
     return None
+
+
+def awaiting_heartbeat(view: FleetView, history: HistoryIndex, key: ActionKey) -> bool:
+    """The key's latest success is newer than its host's heartbeat: do not repeat it yet."""
+    heartbeat = view.heartbeat(key[1])
+    return history.awaiting_observation(key, heartbeat, view.now, view.policy) is not None
+
+
+def defer_blocked(tick: TickState, key: ActionKey, blocker: Blocker) -> None:
+    kind, host_id, model_id = key
+    tick.defer(
+        kind, host_id, model_id, blocker.code, retry_at=blocker.retry_at, detail=blocker.detail
+    )

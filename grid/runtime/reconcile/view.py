@@ -85,17 +85,21 @@ class FleetView:
         return {t.model_id for t in self.tombstones if t.model_id not in self.profiles}
 
     @cached_property
+    def refusals(self) -> dict[str, list[str]]:
+        """Why each host takes no new work (empty: it admits), shared by the predicates below."""
+        return {h.host_id: host_refusals(h, self.snap) for h in self.snap.hosts}
+
+    @cached_property
     def admitting(self) -> dict[str, bool]:
-        return {h.host_id: not host_refusals(h, self.snap) for h in self.snap.hosts}
+        return {h: not refusals for h, refusals in self.refusals.items()}
 
     @cached_property
     def reachable(self) -> dict[str, bool]:
         """Hosts whose heartbeat is fresh: their snapshot is authoritative and commands land."""
-        out: dict[str, bool] = {}
-        for h in self.snap.hosts:
-            refusals = host_refusals(h, self.snap)
-            out[h.host_id] = not any(r.startswith("heartbeat") for r in refusals)
-        return out
+        return {
+            h: not any(r.startswith("heartbeat") for r in refusals)
+            for h, refusals in self.refusals.items()
+        }
 
     @cached_property
     def by_model(self) -> dict[str, list[tuple[str, Residency]]]:
