@@ -16,7 +16,7 @@ from typing import Any
 
 from grid.api.auth import Credentials, new_secret
 from grid.fleet.errors import GridError
-from grid.node.engines.state import atomic_write_text
+from grid.fleet.files import atomic_write_text
 
 CONFIG_NAME = "config.json"
 STATE_NAME = "state.json"

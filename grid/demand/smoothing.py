@@ -74,7 +74,7 @@ def lookahead_concurrency(
 ) -> float:
     """Concurrency expected once a replica started now is ready: the level plus the positive
     trend over the cold-start path, the path capped at `cap_s` and the result at `max_factor` x
-    the level. The planner's target rule (grid/planner/targets.py) applies the same caps.
+    the level. The planner's target rule (grid/planner/targets.py) calls it.
     """
     if trend_per_minute <= 0 or startup_s <= 0 or level <= 0:
         return level

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from grid.fleet.errors import SnapshotError
+from grid.fleet.files import atomic_write_text
 from grid.fleet.models import FleetSnapshot
 
 _PYDANTIC_CODES = {
@@ -189,17 +188,6 @@ def dump_json(doc: Any) -> str:
 
 
 def save_snapshot(snap: FleetSnapshot, path: str | Path) -> None:
-    """Write atomically: a temporary file in the same folder, fsync, rename."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    """Write atomically (see grid/fleet/files.py); a snapshot holds no secret."""
     text = dump_json(snap.model_dump(mode="json", exclude_defaults=False))
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(Path(path), text, 0o644)

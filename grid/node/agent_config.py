@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from grid.fleet.errors import GridError
-from grid.node.engines.state import atomic_write_text
+from grid.fleet.files import atomic_write_text
 
 CONFIG_NAME = "node.json"
 HOST_ID_RE = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")

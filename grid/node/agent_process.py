@@ -25,9 +25,9 @@ from typing import Any
 
 import grid
 from grid.fleet.errors import GridError
+from grid.fleet.files import atomic_write_text
 from grid.node.agent_status import read_status
 from grid.node.engines.proc import is_alive, read_argv, read_birth_marker
-from grid.node.engines.state import atomic_write_text
 
 PID_NAME = "agent.pid"
 LOG_NAME = "agent.log"

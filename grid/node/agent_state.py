@@ -32,8 +32,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grid.fleet.errors import GridError
+from grid.fleet.files import atomic_write_text
 from grid.fleet.models import ResidencyState
-from grid.node.engines.state import atomic_write_text
 from grid.node.protection import LocalOverride, OverrideKind, ProtectionState
 
 STATE_NAME = "agent.json"

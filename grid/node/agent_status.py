@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grid.fleet.files import atomic_write_text
 from grid.fleet.models import HostState
 from grid.node.engines.base import EngineStatus
-from grid.node.engines.state import atomic_write_text
 from grid.node.protection import Decision
 
 if TYPE_CHECKING:

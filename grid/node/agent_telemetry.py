@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from grid.node.engines.state import atomic_write_text
+from grid.fleet.files import atomic_write_text
 from grid.node.protection import LocalOverride, Telemetry
 from grid.node.telemetry import HostPaths, TelemetryReader, read_memory_percent
 

@@ -33,6 +33,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from grid.fleet.errors import GridError
+from grid.fleet.files import fsync_dir
 from grid.fleet.models import ModelProfile
 from grid.node.artifact_transfer import HttpTransfer, copy_file_resumable
 
@@ -279,7 +280,7 @@ class ArtifactStore:
             )
         try:
             os.replace(staging, published)
-            _fsync_dir(published.parent)
+            fsync_dir(published.parent)
         except OSError as exc:
             raise _io_error(exc, published) from exc
 
@@ -290,14 +291,6 @@ def _io_error(exc: OSError, where: Path) -> GridError:
         message=f"File-system error in the artifact cache at {where}: {exc}.",
         fix="Check free disk space and permissions of the cache folder.",
     )
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager

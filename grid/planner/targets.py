@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from grid.demand.smoothing import lookahead_concurrency
 from grid.fleet.models import (
     DemandEntry,
     Evidence,
@@ -40,10 +41,14 @@ class Target:
 
 def _projected_load(model: ModelProfile, demand: DemandEntry, headroom: float) -> float:
     load = demand.offered_concurrency * (1.0 + headroom) + demand.queue_depth
-    if demand.trend > 0:  # negative trends never accelerate scale-down
-        horizon_min = min(LOOKAHEAD_CAP_S, model.load_estimate_s + model.warm_estimate_s) / 60.0
-        load += min(demand.trend * horizon_min, load * (LOOKAHEAD_MAX_FACTOR - 1.0))
-    return load
+    # Negative trends never accelerate scale-down (lookahead_concurrency ignores them).
+    return lookahead_concurrency(
+        load,
+        demand.trend,
+        model.load_estimate_s + model.warm_estimate_s,
+        cap_s=LOOKAHEAD_CAP_S,
+        max_factor=LOOKAHEAD_MAX_FACTOR,
+    )
 
 
 def _under_pressure(model: ModelProfile, demand: DemandEntry, error_threshold: float) -> bool:

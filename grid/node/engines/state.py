@@ -13,9 +13,7 @@ Layout of `<state_dir>/engines.json` (mode 0600, written atomically):
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grid.fleet.errors import GridError
+from grid.fleet.files import atomic_write_text
 from grid.node.engines.proc import BirthMarker
 
 STATE_FILE_NAME = "engines.json"
@@ -59,32 +58,6 @@ class EngineStateDoc(_Strict):
     schema_version: int = STATE_SCHEMA_VERSION
     engine_key: str = Field(min_length=16)
     engines: dict[str, EngineRecord] = Field(default_factory=dict)
-
-
-def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
-    """Write `text` so that readers see the old or the new file, never a torn one.
-
-    The temporary file is created with `mode` from the start (no window where a secret is
-    world-readable), fsynced, renamed over `path`, and the directory is fsynced.
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), mode)
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class EngineStateStore:

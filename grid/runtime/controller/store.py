@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from grid.fleet.errors import GridError
+from grid.fleet.files import atomic_write_text, fsync_dir
 
 MAX_QUARANTINED = 1000  # `<name>.corrupt-<n>` suffixes tried before giving up
 
@@ -91,7 +91,7 @@ class StateStore:
             if target is None:
                 raise OSError("no free quarantine name")
             os.replace(self.path, target)
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
         except OSError:
             self._durable = False
             return LoadResult(
@@ -125,27 +125,14 @@ class StateStore:
             # refuses automatic mode and shows the warning.
             return
         text = json.dumps(document, sort_keys=True, allow_nan=False, separators=(",", ":"))
-        tmp = ""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                os.fchmod(fh.fileno(), 0o600)
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-            tmp = ""
-            _fsync_dir(self.path.parent)
+            atomic_write_text(self.path, text, 0o600)
         except OSError as exc:
             raise GridError(
                 "state_write_failed",
                 f"the controller state could not be written ({exc.strerror})",
                 fix="free disk space or fix the permissions of the state folder",
             ) from None
-        finally:
-            if tmp:
-                Path(tmp).unlink(missing_ok=True)
 
 
 class MemoryStore:
@@ -173,16 +160,3 @@ class MemoryStore:
         # Kept so that status can be served, but it survives nothing.
         self.document = json.loads(json.dumps(document, allow_nan=False))
         self.saves += 1
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return  # some filesystems cannot open folders; the rename is still atomic
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
