@@ -8,8 +8,9 @@ explain every unmet replica, then score every level on the final placement.
 from __future__ import annotations
 
 from grid.fleet.models import Assignment, LevelValue, Plan, ResidencyState, SolverReport
+from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.explain import explain_unsatisfied
-from grid.planner.levels import levels, quality_scores, score_placement
+from grid.planner.levels import levels, score_placement
 from grid.planner.preemption import stage_changes
 from grid.planner.problem import PlacementProblem
 
@@ -60,30 +61,6 @@ def assignments_of(problem: PlacementProblem, placed: set[Key]) -> list[Assignme
     return assignments
 
 
-def trivial_bounds(problem: PlacementProblem) -> dict[str, int]:
-    """Capacity-blind bounds: what each level could reach if memory were unlimited."""
-    best: list[Key] = []
-    scores = quality_scores(problem)
-    for model in problem.models:
-        ranked = sorted(
-            (c for c in problem.candidates_of_model(model.model_id)),
-            key=lambda c: -scores[(c.model_id, c.host_id)],
-        )
-        best += [(c.model_id, c.host_id) for c in ranked[: problem.open_replicas(model.model_id)]]
-    # Score an "everything reachable" placement for replica levels, ignoring capacity.
-    values = score_placement(problem, best)
-    bounds = dict(values)
-    chosen = set(best)
-    bounds["pinned"] = values["pinned"] + sum(
-        1 for c in problem.candidates.values() if c.pinned and (c.model_id, c.host_id) not in chosen
-    )
-    bounds["domain_shortfall"] = 0
-    bounds["disruption"] = 0
-    bounds["quality"] = sum(max(0, scores[k]) for k in best)
-    bounds["spare_hosts"] = sum(1 for h in problem.hosts if h.admitting)
-    return bounds
-
-
 def assemble_plan(
     problem: PlacementProblem,
     placed: set[Key],
@@ -97,7 +74,7 @@ def assemble_plan(
     preemptions, final = stage_changes(problem, placed)
     assignments = assignments_of(problem, final)
     values = score_placement(problem, final)
-    bounds = bounds if bounds is not None else trivial_bounds(problem)
+    bounds = bounds if bounds is not None else static_bounds(problem)  # capacity-blind
     objective = []
     for level in levels(problem):
         value = values.get(level.name, 0)
