@@ -7,9 +7,10 @@ from typing import Any
 from fastapi import FastAPI
 
 from grid import __version__
-from grid.api import routes_allocator, routes_metrics, routes_nodes
+from grid.api import routes_allocator, routes_metrics, routes_nodes, routes_openai
 from grid.api.auth import Credentials
 from grid.api.errors import install_error_handlers
+from grid.api.proxy_state import ProxyState
 from grid.runtime.controller.service import ControllerService
 
 
@@ -19,14 +20,19 @@ def create_app(
     app = FastAPI(
         title="Grid allocator controller",
         version=__version__,
-        description="Fleet model allocator: node wire contract, control surface and metrics.",
+        description=(
+            "Fleet model allocator: node wire contract, control surface, metrics and the "
+            "OpenAI-compatible inference proxy."
+        ),
     )
     app.state.service = service
     app.state.credentials = credentials
+    app.state.proxy = ProxyState()  # in memory only: circuits and measurements die with the app
     install_error_handlers(app)
     app.include_router(routes_nodes.router)
     app.include_router(routes_allocator.router)
     app.include_router(routes_metrics.router)
+    app.include_router(routes_openai.router)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, Any]:

@@ -44,6 +44,7 @@ from grid.node.agent_report import (
     CLAIMING,
     activity_of,
     capacity_mb,
+    child_routes,
     disk_free_mb,
     engine_observations,
     envelope,
@@ -290,12 +291,18 @@ class NodeAgent:
             state.residencies, self._activity(state), state.model_last_used_at, self.clock()
         )
         throttle = decision.throttle_fraction if lifecycle is decision.lifecycle else 0.0
+        supervisor = self.deps.supervisor
+        routes = child_routes(
+            state.residencies, {m: supervisor.status(m) for m in state.residencies}
+        )
         block = envelope(
             lifecycle=lifecycle.value,
             throttle_fraction=throttle,
             cached_models=cached,
             rows=rows,
             disk_free=disk,
+            routes=routes,
+            engine_key=supervisor.engine_key if routes else None,
         )
         acks = state.unacknowledged()
         busy = 1 if state.in_flight is not None else 0

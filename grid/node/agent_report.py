@@ -3,7 +3,9 @@
 The wire shapes are the spec's ("Local wire contract"). Residencies carry model-local ages
 (`loaded_age_s`) instead of timestamps so a skewed node clock cannot bypass minimum residency;
 `last_used_at` echoes the server's own watermark (its clock domain). `models` lists only what is
-ready and routable now. The engine key never appears in anything built here.
+ready and routable now. The engine key appears in one place only: the allocator envelope of the
+authenticated PUT /nodes body (`engine_key`), beside the loopback `routes` of the READY children,
+so the controller's proxy can reach them; it is never logged or written by the node.
 
 `engine_observations` is the pure crash and adoption check: it compares durable residency
 records with the supervisor's view of the children and says which records change.
@@ -139,6 +141,8 @@ def envelope(
     cached_models: Iterable[str],
     rows: list[dict[str, Any]],
     disk_free: int | None,
+    routes: list[dict[str, Any]] | None = None,
+    engine_key: str | None = None,
 ) -> dict[str, Any]:
     block: dict[str, Any] = {
         "schema_version": 1,
@@ -150,7 +154,29 @@ def envelope(
     }
     if disk_free is not None:
         block["disk_free_mb"] = disk_free
+    if routes:
+        block["routes"] = routes
+        if engine_key:
+            block["engine_key"] = engine_key
     return block
+
+
+def child_routes(
+    records: Mapping[str, ResidencyRecord], statuses: Mapping[str, EngineStatus | None]
+) -> list[dict[str, Any]]:
+    """The loopback route of each READY residency whose proven child is ready on a port."""
+    routes: list[dict[str, Any]] = []
+    for model_id in sorted(records):
+        status = statuses.get(model_id)
+        if (
+            records[model_id].state is ResidencyState.READY
+            and status is not None
+            and status.proven
+            and status.state is EngineState.READY
+            and status.port is not None
+        ):
+            routes.append({"model_id": model_id, "port": status.port})
+    return routes
 
 
 def node_body(

@@ -1,1 +1,27 @@
+"""Route choice for one request (pure): candidates, circuit breakers, affinity, measurements.
 
+Nothing here performs I/O or reads a clock: the HTTP layer (grid/api/routes_openai.py) builds
+the candidate routes from the controller's registry, passes `now`, and reports each outcome
+back. The router never tells the allocator what to provision.
+"""
+
+from grid.router.affinity import AffinityKey, hash_affinity_key, rendezvous_order
+from grid.router.breaker import BreakerOutcome, CircuitBreakers, classify_status
+from grid.router.choose import RouteChoice, RouteRefusal, choose_route
+from grid.router.measure import Measurements
+from grid.router.routes import Route, route_refusal
+
+__all__ = [
+    "AffinityKey",
+    "BreakerOutcome",
+    "CircuitBreakers",
+    "Measurements",
+    "Route",
+    "RouteChoice",
+    "RouteRefusal",
+    "choose_route",
+    "classify_status",
+    "hash_affinity_key",
+    "rendezvous_order",
+    "route_refusal",
+]

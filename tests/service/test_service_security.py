@@ -21,6 +21,9 @@ pytestmark = pytest.mark.service
 
 PUBLIC = {("get", "/allocator/status"), ("get", "/metrics"), ("get", "/healthz")}
 NODE_ROUTES = {("put", "/nodes/{node_id}")}
+# The OpenAI-compatible inference boundary is permissionless by the spec (LAN clients need no
+# Grid credential; only configured model ids create demand).
+INFERENCE = {("get", "/v1/models"), ("post", "/v1/chat/completions"), ("post", "/v1/completions")}
 BODIES: dict[str, Any] = {
     "/allocator/models/{model_id}": {"memory_mb": 1024},
     "/allocator/mode": {"mode": "automatic"},
@@ -32,7 +35,7 @@ BODIES: dict[str, Any] = {
 def admin_routes(server: ControllerProcess) -> list[tuple[str, str]]:
     schema = httpx.get(f"{server.url}/openapi.json").json()
     routes = [(m, p) for p, ops in schema["paths"].items() for m in ops]
-    return sorted(set(routes) - PUBLIC - NODE_ROUTES)
+    return sorted(set(routes) - PUBLIC - NODE_ROUTES - INFERENCE)
 
 
 def observable_state(server: ControllerProcess) -> dict[str, Any]:

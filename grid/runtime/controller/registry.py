@@ -17,6 +17,7 @@ from grid.runtime.controller.wire import (
     WireAllocator,
     WireLoad,
     WireResources,
+    WireRoute,
     build_host,
     safety_signature,
 )
@@ -36,6 +37,9 @@ class HostEntry:
     problems: list[str] = field(default_factory=list)
     load: WireLoad | None = None
     role: str | None = None
+    # The proxy's view: live child routes and the private engine key (memory only, never output).
+    routes: list[WireRoute] = field(default_factory=list)
+    engine_key: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,10 @@ class Registry:
                 fix="reuse one stable node id per engine record",
             )
         allocator = update.allocator or (entry.allocator if entry is not None else None)
+        engine_key = entry.engine_key if entry is not None else None
+        if update.allocator is not None:
+            engine_key = update.allocator.engine_key
+            allocator = update.allocator.model_copy(update={"engine_key": None})
         role = update.role or (entry.role if entry is not None else None)
         # An older Grid node without the allocator envelope is inventory only.
         manual = role not in (None, "allocator") and allocator is None
@@ -102,6 +110,8 @@ class Registry:
         entry.host = host
         entry.resources = resources
         entry.allocator = allocator
+        entry.routes = list(allocator.routes) if allocator is not None else []
+        entry.engine_key = engine_key
         entry.received_at = now
         entry.problems = problems
         entry.load = update.load or entry.load

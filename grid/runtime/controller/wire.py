@@ -46,6 +46,15 @@ class WireResources(_Tolerant):
     disk_free_mb: int | None = Field(default=None, ge=0, le=1 << 40)
 
 
+class WireRoute(_Tolerant):
+    """A READY Grid-owned child the proxy may reach on the host's loopback port."""
+
+    model_id: str = Field(min_length=1, max_length=256)
+    port: int = Field(ge=1, le=65535)
+    concurrency: int | None = Field(default=None, ge=0, le=1 << 16)
+    queued: int = Field(default=0, ge=0, le=1 << 20)
+
+
 class WireAllocator(_Tolerant):
     schema_version: int = 1
     state: str = "accepting"
@@ -56,6 +65,10 @@ class WireAllocator(_Tolerant):
         default_factory=lambda: ["load", "warm", "drain", "unload"], max_length=16
     )
     disk_free_mb: int | None = Field(default=None, ge=0, le=1 << 40)
+    # Router inventory: the live child engines and the host's private engine key. The key is
+    # taken out by the registry on receipt (memory only) and never appears in any output.
+    routes: list[WireRoute] = Field(default_factory=list, max_length=MAX_ROWS)
+    engine_key: str | None = Field(default=None, min_length=1, max_length=512, repr=False)
 
 
 class WireAck(_Tolerant):

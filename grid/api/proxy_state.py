@@ -1,0 +1,154 @@
+"""The OpenAI proxy's in-memory state: in-flight counters, circuit breakers, measurements.
+
+It turns the controller registry into router candidates (`grid.router.Route`) under the
+controller lock, asks the pure router for one engine, and folds each outcome back. Nothing here
+is persisted: a restarted server starts with closed circuits and no measurements. The private
+engine key is read from the registry only to build the upstream hop and is never returned in
+anything a client can see.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+from grid.router import (
+    AffinityKey,
+    CircuitBreakers,
+    Measurements,
+    Route,
+    RouteRefusal,
+    choose_route,
+    classify_status,
+    route_refusal,
+)
+from grid.runtime.controller.core import Controller
+
+LISTED_REFUSALS = frozenset({None, "at_capacity"})  # still an admitted ready model
+
+
+@dataclass
+class Upstream:
+    """One chosen engine for one request; `finish` must be called exactly once."""
+
+    route: Route
+    engine_key: str = field(repr=False)
+    by_affinity: bool = False
+    finished: bool = False
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.route.port}"
+
+
+def _routes(
+    ctl: Controller, active: Counter[tuple[str, str]]
+) -> tuple[list[Route], dict[str, str]]:
+    routes: list[Route] = []
+    keys: dict[str, str] = {}
+    with ctl.lock:
+        for host_id, entry in ctl.registry.hosts.items():
+            if not entry.engine_key:
+                continue  # a managed child cannot be reached without the host's engine key
+            keys[host_id] = entry.engine_key
+            residencies = {r.model_id: r for r in entry.host.residencies}
+            for wire in entry.routes:
+                residency = residencies.get(wire.model_id)
+                if residency is None:
+                    continue  # a route the residency rows do not corroborate is not routable
+                routes.append(
+                    Route(
+                        host_id=host_id,
+                        model_id=wire.model_id,
+                        port=wire.port,
+                        host_state=entry.host.state,
+                        residency_state=residency.state,
+                        lease_at=entry.received_at,
+                        throttle_fraction=entry.host.throttle_fraction,
+                        concurrency=wire.concurrency,
+                        queued=wire.queued,
+                    )
+                )
+    # Proxy-owned counters survive heartbeats (the node's own slot count lags behind them).
+    return [replace(r, active=active[r.breaker_key]) for r in routes], keys
+
+
+class ProxyState:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active: Counter[tuple[str, str]] = Counter()
+        self.breakers = CircuitBreakers()
+        self.measurements = Measurements()
+
+    def ready_models(self, ctl: Controller, now: float) -> list[str]:
+        """Model ids with at least one admitted READY route (GET /v1/models)."""
+        with self._lock:
+            routes, _keys = _routes(ctl, self._active)
+        ttl = ctl.config.node_ttl_s
+        return sorted(
+            {
+                r.model_id
+                for r in routes
+                if route_refusal(r, now, lease_ttl_s=ttl) in LISTED_REFUSALS
+            }
+        )
+
+    def choose(
+        self,
+        ctl: Controller,
+        model_id: str,
+        now: float,
+        *,
+        affinity: AffinityKey | None,
+        max_tokens: int | None,
+    ) -> Upstream | RouteRefusal:
+        with self._lock:
+            routes, keys = _routes(ctl, self._active)
+            decision = choose_route(
+                routes,
+                model_id,
+                now,
+                lease_ttl_s=ctl.config.node_ttl_s,
+                affinity=affinity,
+                breakers=self.breakers,
+                measurements=self.measurements,
+                max_tokens=max_tokens,
+            )
+            if isinstance(decision, RouteRefusal):
+                return decision
+            route = decision.route
+            self._active[route.breaker_key] += 1
+            self.breakers.begin(route.breaker_key, now)
+            return Upstream(route, keys[route.host_id], decision.by_affinity)
+
+    def finish(
+        self,
+        upstream: Upstream,
+        status: int | None,
+        now: float,
+        *,
+        latency_s: float,
+        completion_tokens: int | None,
+        cancelled: bool = False,
+    ) -> None:
+        """Fold one outcome: status None is a transport failure; a cancelled stream is neutral."""
+        with self._lock:
+            if upstream.finished:
+                return
+            upstream.finished = True
+            key = upstream.route.breaker_key
+            self._active[key] -= 1
+            if self._active[key] <= 0:
+                del self._active[key]
+            if cancelled:
+                self.breakers.record(key, classify_status(400), now)  # releases a probe only
+                return
+            outcome = classify_status(status)
+            self.breakers.record(key, outcome, now)
+            if status is not None and 200 <= status < 300:
+                self.measurements.record(key, latency_s, completion_tokens, now)
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(self._active.values())

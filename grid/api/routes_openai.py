@@ -1,0 +1,278 @@
+"""The OpenAI-compatible inference boundary: GET /v1/models, POST /v1/chat/completions and
+POST /v1/completions, proxied to the chosen Grid-owned child over loopback.
+
+This is the permissionless LAN boundary (spec): no Grid credential is needed, and only
+configured model ids create demand. The client's headers are not forwarded: the upstream hop
+carries only the content type and the host's private engine key, so neither a client's
+Authorization header nor its X-Grid-Affinity-Key (hashed on arrival) ever leaves this process.
+A failed POST is never replayed; the circuit breaker only redirects later requests. After each
+request one bounded observation (no prompt or response content) is folded into the demand
+tracker, best effort, after the response is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+
+from grid.api.deps import Service
+from grid.api.errors import status_for
+from grid.api.openai_support import (
+    MAX_BODY_BYTES,
+    MAX_RESPONSE_BYTES,
+    RequestFacts,
+    observe_quietly,
+    openai_error,
+    read_facts,
+)
+from grid.api.proxy_state import ProxyState, Upstream
+from grid.demand import EndpointFamily, Outcome
+from grid.fleet.errors import GridError
+from grid.router import RouteRefusal, hash_affinity_key
+from grid.router.usage import SseUsageReader, usage_of
+
+log = logging.getLogger("grid.proxy")
+router = APIRouter(prefix="/v1", tags=["openai"])
+
+AFFINITY_HEADER = "X-Grid-Affinity-Key"
+UPSTREAM_TIMEOUT = httpx.Timeout(connect=5.0, read=600.0, write=60.0, pool=5.0)
+
+
+def proxy_state(request: Request) -> ProxyState:
+    state: ProxyState | None = getattr(request.app.state, "proxy", None)
+    if state is None:
+        state = request.app.state.proxy = ProxyState()
+    return state
+
+
+@router.get("/models")
+async def list_models(request: Request, service: Service) -> dict[str, Any]:
+    proxy = proxy_state(request)
+    models = await run_in_threadpool(proxy.ready_models, service.controller, service.clock())
+    return {
+        "object": "list",
+        "data": [{"id": m, "object": "model", "created": 0, "owned_by": "grid"} for m in models],
+    }
+
+
+@router.post("/chat/completions", response_model=None)
+async def chat_completions(request: Request, service: Service) -> Response:
+    return await _proxy(request, service, EndpointFamily.CHAT, "/v1/chat/completions")
+
+
+@router.post("/completions", response_model=None)
+async def completions(request: Request, service: Service) -> Response:
+    return await _proxy(request, service, EndpointFamily.COMPLETIONS, "/v1/completions")
+
+
+def _refusal_response(refusal: RouteRefusal) -> JSONResponse:
+    return openai_error(
+        503,
+        "model_unavailable" if refusal.code == "no_route" else refusal.code,
+        refusal.message,
+        fix="retry shortly: Grid loads demanded models; `grid allocator status` shows why",
+    )
+
+
+async def _proxy(request: Request, service: Service, family: EndpointFamily, path: str) -> Response:
+    started = time.perf_counter()
+    try:
+        body = await _read_request(request)
+        facts = read_facts(body, family)
+        affinity = hash_affinity_key(request.headers.get(AFFINITY_HEADER))
+    except GridError as err:
+        return openai_error(status_for(err), err.code, err.message, err.fix)
+    ctl = service.controller
+    proxy = proxy_state(request)
+    chosen = await run_in_threadpool(
+        proxy.choose,
+        ctl,
+        facts.model_id,
+        service.clock(),
+        affinity=affinity,
+        max_tokens=facts.max_tokens,
+    )
+    if isinstance(chosen, RouteRefusal):
+        if chosen.code == "no_route" and facts.model_id not in ctl.profiles:
+            return openai_error(
+                404,
+                "model_not_found",
+                f"model {facts.model_id!r} is not served by this Grid",
+                fix="list the served models with GET /v1/models",
+            )
+        facts_done = facts.finished(Outcome.ERROR, time.perf_counter() - started, None)
+        return _with_observation(_refusal_response(chosen), service, facts_done)
+    upstream_request = _build_upstream(chosen, path, body, request)
+    client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, trust_env=False)
+    try:
+        reply = await client.send(upstream_request, stream=True)
+    except httpx.HTTPError as exc:
+        await client.aclose()
+        timed_out = isinstance(exc, httpx.TimeoutException)
+        return _transport_failure(proxy, chosen, service, facts, started, timed_out)
+    except BaseException:  # cancelled by a client that left: free the route, count nothing
+        await client.aclose()
+        proxy.finish(chosen, None, service.clock(), latency_s=0.0, completion_tokens=None,
+                     cancelled=True)  # fmt: skip
+        raise
+    if facts.stream and 200 <= reply.status_code < 300:
+        return _stream(proxy, chosen, service, facts, started, client, reply)
+    try:
+        content = await _read_bounded(reply)
+    except httpx.HTTPError as exc:
+        timed_out = isinstance(exc, httpx.TimeoutException)
+        return _transport_failure(proxy, chosen, service, facts, started, timed_out)
+    except BaseException:
+        proxy.finish(chosen, None, service.clock(), latency_s=0.0, completion_tokens=None,
+                     cancelled=True)  # fmt: skip
+        raise
+    finally:
+        await reply.aclose()
+        await client.aclose()
+    elapsed = time.perf_counter() - started
+    usage = usage_of(content) if 200 <= reply.status_code < 300 else None
+    completion = usage.completion_tokens if usage is not None else None
+    proxy.finish(
+        chosen, reply.status_code, service.clock(), latency_s=elapsed, completion_tokens=completion
+    )
+    failed = reply.status_code >= 500 or reply.status_code == 429  # not the caller's fault
+    outcome = Outcome.ERROR if failed else Outcome.OK
+    response = Response(
+        content,
+        status_code=reply.status_code,
+        media_type=reply.headers.get("content-type", "application/json"),
+        headers={"X-Grid-Served-By": chosen.route.host_id},
+    )
+    return _with_observation(response, service, facts.finished(outcome, elapsed, usage))
+
+
+async def _read_request(request: Request) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise GridError(
+                "request_too_large",
+                f"the request body is larger than {MAX_BODY_BYTES} bytes",
+                fix="send a smaller request",
+                details={"http_status": 413},
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _build_upstream(chosen: Upstream, path: str, body: bytes, request: Request) -> httpx.Request:
+    # Only what the engine needs crosses: never the client's Authorization or affinity headers.
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": request.headers.get("accept", "application/json")[:256],
+        "Authorization": f"Bearer {chosen.engine_key}",
+    }
+    return httpx.Request("POST", chosen.base_url + path, content=body, headers=headers)
+
+
+async def _read_bounded(reply: httpx.Response) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in reply.aiter_raw():
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise httpx.ReadError("the engine's answer is larger than the proxy accepts")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _transport_failure(
+    proxy: ProxyState,
+    chosen: Upstream,
+    service: Service,
+    facts: RequestFacts,
+    started: float,
+    timed_out: bool,
+) -> Response:
+    elapsed = time.perf_counter() - started
+    proxy.finish(chosen, None, service.clock(), latency_s=elapsed, completion_tokens=None)
+    log.warning("engine %s did not answer for %s", chosen.route.engine_id, facts.model_id)
+    response = openai_error(
+        504 if timed_out else 502,
+        "upstream_timeout" if timed_out else "upstream_unreachable",
+        f"the engine chosen for model {facts.model_id!r} did not answer; it was not retried",
+        fix="send the request again: later requests avoid a failing engine",
+    )
+    outcome = Outcome.TIMEOUT if timed_out else Outcome.ERROR
+    return _with_observation(response, service, facts.finished(outcome, elapsed, None))
+
+
+def _stream(
+    proxy: ProxyState,
+    chosen: Upstream,
+    service: Service,
+    facts: RequestFacts,
+    started: float,
+    client: httpx.AsyncClient,
+    reply: httpx.Response,
+) -> StreamingResponse:
+    reader = SseUsageReader()
+    result: dict[str, Any] = {}
+
+    async def relay() -> AsyncIterator[bytes]:
+        status: int | None = reply.status_code
+        cancelled = True  # until the stream ends or fails on the engine's side
+        try:
+            async for chunk in reply.aiter_raw():
+                reader.feed(chunk)
+                yield chunk
+            cancelled = False
+        except httpx.HTTPError:
+            status, cancelled = None, False
+        finally:
+            await reply.aclose()
+            await client.aclose()
+            elapsed = time.perf_counter() - started
+            usage = reader.usage
+            completion = usage.completion_tokens if usage is not None else None
+            proxy.finish(
+                chosen,
+                status,
+                service.clock(),
+                latency_s=elapsed,
+                completion_tokens=completion,
+                cancelled=cancelled,
+            )
+            outcome = Outcome.OK if status is not None else Outcome.ERROR
+            result["facts"] = facts.finished(outcome, elapsed, usage)
+
+    async def after_stream() -> None:
+        if not chosen.finished:  # the stream never ran (the client left before it started)
+            await reply.aclose()
+            await client.aclose()
+            elapsed = time.perf_counter() - started
+            proxy.finish(
+                chosen, None, service.clock(), latency_s=elapsed, completion_tokens=None,
+                cancelled=True,
+            )  # fmt: skip
+        done = result.get("facts")
+        if done is not None:
+            await run_in_threadpool(observe_quietly, service, done)
+
+    return StreamingResponse(
+        relay(),
+        status_code=reply.status_code,
+        media_type=reply.headers.get("content-type", "text/event-stream"),
+        headers={"X-Grid-Served-By": chosen.route.host_id, "Cache-Control": "no-cache"},
+        background=BackgroundTask(after_stream),
+    )
+
+
+def _with_observation(response: Response, service: Service, facts: RequestFacts) -> Response:
+    response.background = BackgroundTask(observe_quietly, service, facts)
+    return response

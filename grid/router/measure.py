@@ -1,0 +1,108 @@
+"""Proxy-owned latency and throughput EWMAs per (engine, model) (pure, bounded, in memory).
+
+Each successful response updates the end-to-end latency EWMA of its engine and model and, when
+the completion-token count is known, the token-throughput EWMA. Confidence ramps to full over
+eight samples and decays with the age of each estimate's own last update; an estimate older
+than `MAX_AGE_S` is ignored. A route with weak or no evidence blends toward the median of the
+fresh estimates of the engines serving the same model (its own included); measurements of
+other models are never used.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+ALPHA = 0.3
+FULL_CONFIDENCE_SAMPLES = 8
+HALF_LIFE_S = 600.0
+MAX_AGE_S = 3600.0
+DEFAULT_LATENCY_S = 1.0  # the prior when no engine of the model has fresh evidence
+MAX_TRACKED = 4096
+
+MeasureKey = tuple[str, str]  # (engine_id, model_id)
+
+
+@dataclass
+class _Ewma:
+    value: float = 0.0
+    samples: int = 0
+    updated_at: float = 0.0
+
+    def fold(self, sample: float, now: float) -> None:
+        self.value = sample if self.samples == 0 else ALPHA * sample + (1 - ALPHA) * self.value
+        self.samples += 1
+        self.updated_at = now
+
+    def confidence(self, now: float) -> float:
+        age = max(0.0, now - self.updated_at)
+        if self.samples == 0 or age > MAX_AGE_S:
+            return 0.0
+        ramp = min(self.samples, FULL_CONFIDENCE_SAMPLES) / FULL_CONFIDENCE_SAMPLES
+        return ramp * math.exp(-math.log(2.0) * age / HALF_LIFE_S)
+
+
+@dataclass
+class _Pair:
+    latency: _Ewma
+    throughput: _Ewma
+
+
+class Measurements:
+    def __init__(self) -> None:
+        self._pairs: dict[MeasureKey, _Pair] = {}
+
+    def record(
+        self, key: MeasureKey, latency_s: float, completion_tokens: int | None, now: float
+    ) -> None:
+        """One successful response; tokens None (a stream without usage) refreshes latency only."""
+        if not (latency_s >= 0.0) or latency_s > 86_400.0:
+            return
+        pair = self._pairs.get(key)
+        if pair is None:
+            pair = self._pairs[key] = _Pair(_Ewma(), _Ewma())
+            while len(self._pairs) > MAX_TRACKED:
+                stalest = min(self._pairs, key=lambda k: self._pairs[k].latency.updated_at)
+                del self._pairs[stalest]
+        pair.latency.fold(latency_s, now)
+        if completion_tokens is not None and completion_tokens > 0 and latency_s > 0:
+            pair.throughput.fold(completion_tokens / latency_s, now)
+
+    def _fresh(self, keys: Iterable[MeasureKey], now: float, throughput: bool) -> list[float]:
+        values = []
+        for key in keys:
+            pair = self._pairs.get(key)
+            if pair is None:
+                continue
+            ewma = pair.throughput if throughput else pair.latency
+            if ewma.confidence(now) > 0:
+                values.append(ewma.value)
+        return values
+
+    def _blend(
+        self, key: MeasureKey, peers: list[MeasureKey], now: float, throughput: bool
+    ) -> float | None:
+        """Own estimate weighted by its confidence, the rest from the model's fresh median."""
+        comparable = {k for k in peers if k[1] == key[1]} | {key}
+        fresh = self._fresh(sorted(comparable), now, throughput)
+        if not fresh:
+            return None
+        median = statistics.median(fresh)
+        pair = self._pairs.get(key)
+        own = None if pair is None else (pair.throughput if throughput else pair.latency)
+        weight = own.confidence(now) if own is not None else 0.0
+        if own is None or weight == 0.0:
+            return median
+        return weight * own.value + (1 - weight) * median
+
+    def latency_s(self, key: MeasureKey, peers: list[MeasureKey], now: float) -> float:
+        """The route's latency estimate: its own EWMA blended toward its model peers' median."""
+        blended = self._blend(key, peers, now, throughput=False)
+        return DEFAULT_LATENCY_S if blended is None else blended
+
+    def throughput(self, key: MeasureKey, peers: list[MeasureKey], now: float) -> float | None:
+        """Completion tokens per second, or None without fresh evidence for this model."""
+        blended = self._blend(key, peers, now, throughput=True)
+        return blended if blended is not None and blended > 0 else None

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import pytest
+
+from grid.router import Measurements
+from grid.router.measure import DEFAULT_LATENCY_S, MAX_AGE_S
+
+pytestmark = pytest.mark.unit
+
+T = 5000.0
+A, B, C = ("a:1", "m"), ("b:1", "m"), ("c:1", "m")
+
+
+def test_without_evidence_the_prior_is_used() -> None:
+    assert Measurements().latency_s(A, [A, B], T) == DEFAULT_LATENCY_S
+    assert Measurements().throughput(A, [A, B], T) is None
+
+
+def test_weak_evidence_blends_toward_the_peers_median() -> None:
+    m = Measurements()
+    for _ in range(8):
+        m.record(B, 2.0, None, T)
+        m.record(C, 4.0, None, T)
+    assert m.latency_s(A, [A, B, C], T) == pytest.approx(3.0)  # no own data: the peers' median
+    m.record(A, 10.0, None, T)  # one sample: 1/8 confidence
+    blended = m.latency_s(A, [A, B, C], T)
+    assert blended == pytest.approx(10.0 / 8 + 4.0 * 7 / 8)  # median of 2, 4 and 10
+    for _ in range(7):
+        m.record(A, 10.0, None, T)
+    assert m.latency_s(A, [A, B, C], T) == pytest.approx(10.0)  # eight samples: full authority
+
+
+def test_other_models_are_never_peers() -> None:
+    m = Measurements()
+    for _ in range(8):
+        m.record(("b:1", "other"), 0.1, None, T)
+    m.record(A, 3.0, None, T)
+    assert m.latency_s(A, [A, ("b:1", "other")], T) == pytest.approx(3.0)
+
+
+def test_expired_evidence_falls_back_completely() -> None:
+    m = Measurements()
+    for _ in range(8):
+        m.record(A, 9.0, 90, T)
+    assert m.latency_s(A, [A], T + MAX_AGE_S + 1) == DEFAULT_LATENCY_S
+    assert m.throughput(A, [A], T + MAX_AGE_S + 1) is None
+
+
+def test_a_stream_without_usage_refreshes_latency_only() -> None:
+    m = Measurements()
+    m.record(A, 2.0, 100, T)
+    m.record(A, 1.0, None, T + 10)
+    assert m.throughput(A, [A], T + 10) == pytest.approx(50.0, rel=0.05)
