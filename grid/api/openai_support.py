@@ -52,12 +52,12 @@ class RequestFacts:
         )
 
 
-def _invalid(message: str, status: int = 400) -> GridError:
+def _invalid(message: str) -> GridError:
     return GridError(
         "invalid_request",
         message,
         fix='send a JSON object such as {"model": "...", "messages": [...]}',
-        details={"http_status": status},
+        details={"http_status": 400},
     )
 
 
@@ -70,9 +70,10 @@ def _hint(value: object) -> int | None:
 
 
 def read_facts(body: bytes, family: EndpointFamily) -> RequestFacts:
-    """The few fields routing needs; GridError `invalid_request` for an unusable body."""
-    if len(body) > MAX_BODY_BYTES:
-        raise _invalid(f"the request body is larger than {MAX_BODY_BYTES} bytes", 413)
+    """The few fields routing needs; GridError `invalid_request` for an unusable body.
+
+    The body's size was already bounded while it was read (MAX_BODY_BYTES).
+    """
     try:
         document = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):

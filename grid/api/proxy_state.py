@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from grid.router import (
     AffinityKey,
+    BreakerOutcome,
     CircuitBreakers,
     Measurements,
     Route,
@@ -43,8 +44,9 @@ class Upstream:
 
 
 def _routes(
-    ctl: Controller, active: Counter[tuple[str, str]]
+    ctl: Controller, active: Counter[tuple[str, str]], model_id: str | None = None
 ) -> tuple[list[Route], dict[str, str]]:
+    """The routes of `model_id` (of every model when None), built under the controller lock."""
     routes: list[Route] = []
     keys: dict[str, str] = {}
     with ctl.lock:
@@ -54,6 +56,8 @@ def _routes(
             keys[host_id] = entry.engine_key
             residencies = {r.model_id: r for r in entry.host.residencies}
             for wire in entry.routes:
+                if model_id is not None and wire.model_id != model_id:
+                    continue  # one request needs only its model's routes: keep the lock short
                 residency = residencies.get(wire.model_id)
                 if residency is None:
                     continue  # a route the residency rows do not corroborate is not routable
@@ -104,7 +108,7 @@ class ProxyState:
         max_tokens: int | None,
     ) -> Upstream | RouteRefusal:
         with self._lock:
-            routes, keys = _routes(ctl, self._active)
+            routes, keys = _routes(ctl, self._active, model_id)
             decision = choose_route(
                 routes,
                 model_id,
@@ -141,14 +145,14 @@ class ProxyState:
             self._active[key] -= 1
             if self._active[key] <= 0:
                 del self._active[key]
-            if cancelled:
-                self.breakers.record(key, classify_status(400), now)  # releases a probe only
+            if cancelled:  # no verdict on the engine: counted like a caller's error
+                self.breakers.record(key, BreakerOutcome.CALLER_ERROR, now)  # frees a probe only
                 return
             outcome = classify_status(status)
             self.breakers.record(key, outcome, now)
             if status is not None and 200 <= status < 300:
                 self.measurements.record(key, latency_s, completion_tokens, now)
 
-    def in_flight(self) -> int:
-        with self._lock:
-            return sum(self._active.values())
+    def abandon(self, upstream: Upstream, now: float) -> None:
+        """The request ended without an engine verdict (the client left): free its route only."""
+        self.finish(upstream, None, now, latency_s=0.0, completion_tokens=None, cancelled=True)

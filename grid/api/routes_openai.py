@@ -36,7 +36,7 @@ from grid.api.openai_support import (
 from grid.api.proxy_state import ProxyState, Upstream
 from grid.demand import EndpointFamily, Outcome
 from grid.fleet.errors import GridError
-from grid.router import RouteRefusal, hash_affinity_key
+from grid.router import BreakerOutcome, RouteRefusal, classify_status, hash_affinity_key
 from grid.router.usage import SseUsageReader, usage_of
 
 log = logging.getLogger("grid.proxy")
@@ -44,12 +44,11 @@ router = APIRouter(prefix="/v1", tags=["openai"])
 
 AFFINITY_HEADER = "X-Grid-Affinity-Key"
 UPSTREAM_TIMEOUT = httpx.Timeout(connect=5.0, read=600.0, write=60.0, pool=5.0)
+ENGINE_FAILURES = frozenset({BreakerOutcome.FAILURE, BreakerOutcome.RATE_LIMITED})
 
 
 def proxy_state(request: Request) -> ProxyState:
-    state: ProxyState | None = getattr(request.app.state, "proxy", None)
-    if state is None:
-        state = request.app.state.proxy = ProxyState()
+    state: ProxyState = request.app.state.proxy  # created with the app (grid/api/app.py)
     return state
 
 
@@ -110,18 +109,17 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
             )
         facts_done = facts.finished(Outcome.ERROR, time.perf_counter() - started, None)
         return _with_observation(_refusal_response(chosen), service, facts_done)
-    upstream_request = _build_upstream(chosen, path, body, request)
     client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, trust_env=False)
     try:
+        upstream_request = _build_upstream(chosen, path, body, request)
         reply = await client.send(upstream_request, stream=True)
     except httpx.HTTPError as exc:
         await client.aclose()
         timed_out = isinstance(exc, httpx.TimeoutException)
         return _transport_failure(proxy, chosen, service, facts, started, timed_out)
-    except BaseException:  # cancelled by a client that left: free the route, count nothing
+    except BaseException:  # a client that left, or any surprise: free the route, count nothing
         await client.aclose()
-        proxy.finish(chosen, None, service.clock(), latency_s=0.0, completion_tokens=None,
-                     cancelled=True)  # fmt: skip
+        proxy.abandon(chosen, service.clock())
         raise
     if facts.stream and 200 <= reply.status_code < 300:
         return _stream(proxy, chosen, service, facts, started, client, reply)
@@ -131,8 +129,7 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
         timed_out = isinstance(exc, httpx.TimeoutException)
         return _transport_failure(proxy, chosen, service, facts, started, timed_out)
     except BaseException:
-        proxy.finish(chosen, None, service.clock(), latency_s=0.0, completion_tokens=None,
-                     cancelled=True)  # fmt: skip
+        proxy.abandon(chosen, service.clock())
         raise
     finally:
         await reply.aclose()
@@ -143,8 +140,9 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
     proxy.finish(
         chosen, reply.status_code, service.clock(), latency_s=elapsed, completion_tokens=completion
     )
-    failed = reply.status_code >= 500 or reply.status_code == 429  # not the caller's fault
-    outcome = Outcome.ERROR if failed else Outcome.OK
+    # The engine's own failures (5xx, 429) are errors; a caller's 4xx is served demand.
+    engine_failed = classify_status(reply.status_code) in ENGINE_FAILURES
+    outcome = Outcome.ERROR if engine_failed else Outcome.OK
     response = Response(
         content,
         status_code=reply.status_code,
@@ -172,9 +170,12 @@ async def _read_request(request: Request) -> bytes:
 
 def _build_upstream(chosen: Upstream, path: str, body: bytes, request: Request) -> httpx.Request:
     # Only what the engine needs crosses: never the client's Authorization or affinity headers.
+    # An Accept value httpx cannot encode (non-ASCII) would fail the hop after the route was
+    # claimed: such a value falls back to JSON.
+    accept = request.headers.get("accept", "application/json")[:256]
     headers = {
         "Content-Type": "application/json",
-        "Accept": request.headers.get("accept", "application/json")[:256],
+        "Accept": accept if accept.isascii() and accept.isprintable() else "application/json",
         "Authorization": f"Bearer {chosen.engine_key}",
     }
     return httpx.Request("POST", chosen.base_url + path, content=body, headers=headers)
@@ -255,11 +256,7 @@ def _stream(
         if not chosen.finished:  # the stream never ran (the client left before it started)
             await reply.aclose()
             await client.aclose()
-            elapsed = time.perf_counter() - started
-            proxy.finish(
-                chosen, None, service.clock(), latency_s=elapsed, completion_tokens=None,
-                cancelled=True,
-            )  # fmt: skip
+            proxy.abandon(chosen, service.clock())
         done = result.get("facts")
         if done is not None:
             await run_in_threadpool(observe_quietly, service, done)

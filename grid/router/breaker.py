@@ -95,8 +95,8 @@ class CircuitBreakers:
                 circuit.probe_since = None  # the engine answered: the next probe may go
             return
         if circuit is None:
+            self._make_room()
             circuit = self._circuits[key] = _Circuit()
-            self._bound()
         circuit.probe_since = None
         if outcome is BreakerOutcome.RATE_LIMITED:
             circuit.open_until = max(circuit.open_until, now + RATE_LIMIT_COOLDOWN_S)
@@ -108,8 +108,9 @@ class CircuitBreakers:
             circuit.backoff_s = min(MAX_BACKOFF_S, circuit.backoff_s * 2)
             circuit.tripped = True
 
-    def _bound(self) -> None:
+    def _make_room(self) -> None:
         # Memory stays bounded whatever the clients do: forget the circuits closest to closing.
-        while len(self._circuits) > MAX_TRACKED:
+        # Room is made before the new circuit is added, which would otherwise be the one evicted.
+        while len(self._circuits) >= MAX_TRACKED:
             oldest = min(self._circuits, key=lambda k: self._circuits[k].open_until)
             del self._circuits[oldest]

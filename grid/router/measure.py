@@ -54,6 +54,9 @@ class Measurements:
     def __init__(self) -> None:
         self._pairs: dict[MeasureKey, _Pair] = {}
 
+    def __len__(self) -> int:
+        return len(self._pairs)
+
     def record(
         self, key: MeasureKey, latency_s: float, completion_tokens: int | None, now: float
     ) -> None:
@@ -62,10 +65,11 @@ class Measurements:
             return
         pair = self._pairs.get(key)
         if pair is None:
-            pair = self._pairs[key] = _Pair(_Ewma(), _Ewma())
-            while len(self._pairs) > MAX_TRACKED:
+            # Evict before adding: the new, still empty pair would otherwise look stalest.
+            while len(self._pairs) >= MAX_TRACKED:
                 stalest = min(self._pairs, key=lambda k: self._pairs[k].latency.updated_at)
                 del self._pairs[stalest]
+            pair = self._pairs[key] = _Pair(_Ewma(), _Ewma())
         pair.latency.fold(latency_s, now)
         if completion_tokens is not None and completion_tokens > 0 and latency_s > 0:
             pair.throughput.fold(completion_tokens / latency_s, now)

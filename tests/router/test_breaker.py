@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from grid.router import BreakerOutcome, CircuitBreakers, classify_status
-from grid.router.breaker import MAX_BACKOFF_S
+from grid.router.breaker import MAX_BACKOFF_S, MAX_TRACKED
 
 pytestmark = pytest.mark.unit
 
@@ -102,3 +102,13 @@ def test_breakers_are_per_engine_and_model() -> None:
     assert not b.available(("h:1", "broken"), T)
     assert b.available(("h:1", "healthy"), T)
     assert b.available(("h:2", "broken"), T)
+
+
+def test_memory_stays_bounded_and_forgets_the_circuits_closest_to_closing() -> None:
+    b = CircuitBreakers()
+    for index in range(MAX_TRACKED + 50):
+        b.record((f"h:{index}", "m"), BreakerOutcome.RATE_LIMITED, T + index)
+    assert len(b) == MAX_TRACKED
+    assert b.available(("h:0", "m"), T)  # the earliest cooldown was forgotten
+    newest = (f"h:{MAX_TRACKED + 49}", "m")
+    assert not b.available(newest, T + MAX_TRACKED + 49)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from grid.router import Measurements
-from grid.router.measure import DEFAULT_LATENCY_S, MAX_AGE_S
+from grid.router.measure import DEFAULT_LATENCY_S, MAX_AGE_S, MAX_TRACKED
 
 pytestmark = pytest.mark.unit
 
@@ -51,3 +51,14 @@ def test_a_stream_without_usage_refreshes_latency_only() -> None:
     m.record(A, 2.0, 100, T)
     m.record(A, 1.0, None, T + 10)
     assert m.throughput(A, [A], T + 10) == pytest.approx(50.0, rel=0.05)
+
+
+def test_memory_stays_bounded_and_forgets_the_stalest_estimates() -> None:
+    m = Measurements()
+    for index in range(MAX_TRACKED + 50):
+        m.record((f"h:{index}", "m"), 1.0 + index, None, T + index)
+    stalest, newest = ("h:0", "m"), (f"h:{MAX_TRACKED + 49}", "m")
+    now = T + MAX_TRACKED + 49
+    assert m.latency_s(newest, [newest], now) == pytest.approx(MAX_TRACKED + 50.0)
+    assert m.latency_s(stalest, [stalest], now) == DEFAULT_LATENCY_S  # forgotten
+    assert len(m) == MAX_TRACKED  # the bound itself

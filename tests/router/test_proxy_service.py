@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,11 @@ def test_chat_reaches_the_engine_with_its_key_and_none_of_the_clients_headers(
         assert ENGINE_KEY not in text
     assert ENGINE_KEY not in server.log_path.read_text()
 
+    # A header value the upstream hop cannot carry (non-ASCII) is replaced, not a server error.
+    odd = chat(server, "alpha", headers={"Accept": "text/plain; q=\xe9".encode("latin-1")})
+    assert odd.status_code == 200, odd.text
+    assert fake.requests[-1]["headers"]["Accept"] == "application/json"
+
 
 def test_streams_pass_through_and_count_as_demand(
     server: ControllerProcess, engines: list[FakeEngine]
@@ -193,22 +199,30 @@ def test_circuit_breaker_redirects_later_requests_and_never_replays(
 
     first.mode = "500"
     for _ in range(2):
+        opened_before = time.monotonic()  # the circuit opens, for one second, after this
         failed = chat(server, "delta")
         assert failed.status_code == 500  # the engine's answer, passed through, not retried
+    opened_by = time.monotonic()  # ... and before this
     assert len(second.requests) == 0
-    for _ in range(3):
-        assert chat(server, "delta").json()["served_by"] == "second"
+    # Sent together, so that the slow second engine answers all three well inside the open
+    # second (one after the other they would take most of it).
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        redirected = list(pool.map(lambda _: chat(server, "delta"), range(3)))
+    took = time.monotonic() - opened_before
+    served = [r.json().get("served_by") for r in redirected]
+    assert served == ["second"] * 3, f"{served}, {took:.2f} s after the circuit opened"
     assert len(first.requests) == 3  # one success, two failures; nothing while open
 
     first.mode = "ok"
-    time.sleep(1.1)  # the first backoff is one second: one half-open probe may go
+    time.sleep(max(0.0, opened_by + 1.1 - time.monotonic()))  # one half-open probe may go
     assert chat(server, "delta").json()["served_by"] == "first"
     assert chat(server, "delta").json()["served_by"] == "first"  # the probe closed it
 
     first.mode = "429"
     assert chat(server, "delta").status_code == 429
+    cooling_by = time.monotonic()  # the one-second cooldown began before this
     assert chat(server, "delta").json()["served_by"] == "second"  # cooling down for 1 s
-    time.sleep(1.1)
+    time.sleep(max(0.0, cooling_by + 1.1 - time.monotonic()))
     first.mode = "400"
     for _ in range(3):
         assert chat(server, "delta").status_code == 400  # caller errors do not poison it

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grid.fleet.errors import GridError
 from grid.fleet.models import ADMITTING_STATES, HostState, ResidencyState
 from grid.router import Route, RouteChoice, RouteRefusal, choose_route, hash_affinity_key
 from tests.router.builders import NOW, TTL
@@ -39,7 +40,7 @@ def routes(draw: st.DrawFn) -> list[Route]:
 def test_never_a_non_ready_or_non_admitting_route(candidates: list[Route], raw: str | None) -> None:
     try:
         key = hash_affinity_key(raw)
-    except Exception:
+    except GridError:  # an invalid key is refused before routing
         key = None
     result = choose_route(candidates, "m", NOW, lease_ttl_s=TTL, affinity=key)
     if isinstance(result, RouteRefusal):
