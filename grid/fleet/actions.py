@@ -147,6 +147,25 @@ class ActionRecord(_Strict):
             and self.finished_at is None
         )
 
+    def to_action(self) -> Action:
+        """The executable action this record tracks (the inverse of `from_action`)."""
+        return Action(
+            action_id=self.action_id,
+            kind=self.kind,
+            host_id=self.host_id,
+            model_id=self.model_id,
+            memory_mb=self.memory_mb,
+            dependencies=list(self.dependencies),
+            reason=self.reason,
+            not_before=self.created_at,
+            executable=True,
+            attempt=self.attempt,
+            priority=self.priority,
+            urgency=self.urgency,
+            preemption=self.preemption,
+            artifact_key=self.artifact_key,
+        )
+
     @classmethod
     def from_action(cls, action: Action, *, now: float) -> ActionRecord:
         return cls(

@@ -331,7 +331,7 @@ class FleetSimulator:
             self.records[record.action_id] = record.model_copy(
                 update={"status": RecordStatus.DELIVERED, "delivered_at": self.now}
             )
-            action = _action_of(record)
+            action = record.to_action()
             host.queue.append(action)
             delivered.append(action)
         return delivered
@@ -485,25 +485,6 @@ class FleetSimulator:
             bad = " ".join(f"{v.code}({v.detail})" for v in r.violations)
             lines.append(f"t+{r.now - self.reports[0].now:.0f} [{acts}] {codes} {gone} {bad}")
         return "\n".join(lines)
-
-
-def _action_of(record: ActionRecord) -> Action:
-    return Action(
-        action_id=record.action_id,
-        kind=record.kind,
-        host_id=record.host_id,
-        model_id=record.model_id,
-        memory_mb=record.memory_mb,
-        dependencies=list(record.dependencies),
-        reason=record.reason,
-        not_before=record.created_at,
-        executable=True,
-        attempt=record.attempt,
-        priority=record.priority,
-        urgency=record.urgency,
-        preemption=record.preemption,
-        artifact_key=record.artifact_key,
-    )
 
 
 __all__ = [

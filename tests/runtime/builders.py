@@ -9,17 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from grid.fleet.actions import ActionKind, ActionRecord, RecordStatus, action_id
-from grid.fleet.models import Assignment, FleetSnapshot, Plan, Preemption, SolverReport
-from grid.fleet.snapshot import parse_snapshot
+from grid.fleet.models import Assignment, Plan, Preemption, SolverReport
+from tests.planner.fleets import NOW, Doc, host, snapshot
 
-NOW = 1_785_300_000.0
-Doc = dict[str, Any]
-
-
-def host(host_id: str, capacity_mb: int = 16384, **fields: Any) -> Doc:
-    doc: Doc = {"host_id": host_id, "capacity_mb": capacity_mb, "last_heartbeat": NOW}
-    doc.update(fields)
-    return doc
+# Hosts, snapshots and the clock are the planner tests' builders; models and residencies differ
+# (reconciler tests default to no minimum residency and to aged, idle residencies).
+__all__ = ["NOW", "Doc", "host", "model", "plan", "record", "res", "snapshot"]
 
 
 def model(model_id: str, memory_mb: int = 4096, **fields: Any) -> Doc:
@@ -39,22 +34,6 @@ def res(model_id: str, state: str = "ready", memory_mb: int = 4096, **fields: An
     }
     doc.update(fields)
     return doc
-
-
-def snapshot(
-    hosts: list[Doc],
-    models: list[Doc],
-    *,
-    now: float = NOW,
-    policy: Doc | None = None,
-    demand: dict[str, Doc] | None = None,
-) -> FleetSnapshot:
-    doc: Doc = {"schema_version": 1, "now": now, "hosts": hosts, "models": models}
-    if policy:
-        doc["policy"] = policy
-    if demand:
-        doc["demand"] = demand
-    return parse_snapshot(doc)
 
 
 def plan(
