@@ -10,7 +10,24 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from grid.fleet.workloads import (
+    DEFAULT_WORKLOAD_VOCABULARY,
+    Outcome,
+    PortfolioPolicy,
+    PortfolioReport,
+    WorkloadForecast,
+    check_workload_words,
+)
 
 SCHEMA_VERSION = 1
 
@@ -200,6 +217,11 @@ class Policy(_Strict):
     retry_backoff_cap_s: float = Field(default=600.0, gt=0)
     observation_timeout_s: float = Field(default=120.0, gt=0)  # success awaiting a heartbeat
     reconcile_interval_s: float = Field(default=5.0, gt=0)  # when a blocked action is retried
+    # Workload words and the portfolio rules (issue 9; grid/fleet/workloads.py).
+    workload_vocabulary: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_WORKLOAD_VOCABULARY)
+    )
+    portfolio: PortfolioPolicy = Field(default_factory=PortfolioPolicy)
 
 
 class FleetSnapshot(_Strict):
@@ -211,6 +233,14 @@ class FleetSnapshot(_Strict):
     demand: dict[str, DemandEntry] = Field(default_factory=dict)
     # Action records for the reconciler (issue 3); the planner ignores them.
     history: list[dict[str, object]] = Field(default_factory=list)
+    # Workload forecasts and outcome evidence (issue 9; grid/fleet/workloads.py).
+    workloads: dict[str, WorkloadForecast] = Field(default_factory=dict)
+    outcomes: list[Outcome] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _workload_words(self) -> FleetSnapshot:
+        check_workload_words(self)  # raises SnapshotError with the field path
+        return self
 
     def host(self, host_id: str) -> Host | None:
         return next((h for h in self.hosts if h.host_id == host_id), None)
@@ -277,6 +307,14 @@ class Plan(BaseModel):
     unsatisfied: list[Unsatisfied] = Field(default_factory=list)
     preemptions: list[Preemption] = Field(default_factory=list)
     solver: SolverReport
+    portfolio: PortfolioReport | None = None  # absent when the snapshot has no workloads
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_portfolio(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        out: dict[str, object] = handler(self)
+        if out.get("portfolio", 0) is None:
+            del out["portfolio"]
+        return out
 
     def placed(self, model_id: str) -> list[Assignment]:
         return [a for a in self.assignments if a.model_id == model_id]

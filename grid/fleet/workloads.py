@@ -1,0 +1,232 @@
+"""Workload vocabulary: the snapshot's `workloads` and `outcomes`, portfolio policy and report.
+
+Schema v1 additions of DESIGN.md's Portfolio contract (see docs/portfolio.md for the reading):
+
+    workloads   {word: WorkloadForecast}   unbound/`auto` demand per workload word, kept apart
+                                           from named-model `demand`
+    outcomes    [Outcome]                  the evidence store's view for this tick, keyed by
+                                           (model_id, workload, artifact_sha256)
+    policy.workload_vocabulary             the configured words (default: the spec's nine)
+    policy.portfolio                       the portfolio rules' numbers (spec defaults)
+
+Workload words in `workloads`, `outcomes[i].workload` and `models[i].workload_scores` must be
+words of the vocabulary; `check_workload_words` raises a `SnapshotError` naming the field path.
+The plan's `portfolio` report classes live here too (one vocabulary for producer and reader).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from grid.fleet.errors import SnapshotError
+
+if TYPE_CHECKING:
+    from grid.fleet.models import FleetSnapshot
+
+DEFAULT_WORKLOAD_VOCABULARY: tuple[str, ...] = (
+    "coding",
+    "research",
+    "marketing",
+    "sales",
+    "design",
+    "image",
+    "video",
+    "embedding",
+    "general",
+)
+WORD = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+DAY_S = 86400.0
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_assignment=False)
+
+
+def _canonical_sha(value: str | None) -> str | None:
+    if value is None:
+        return None
+    lowered = value.lower()
+    if len(lowered) != 64 or any(c not in "0123456789abcdef" for c in lowered):
+        raise ValueError("artifact_sha256 must be 64 hexadecimal characters")
+    return lowered
+
+
+class Modality(StrEnum):
+    TEXT = "text"
+    IMAGE = "image"
+    VIDEO = "video"
+    EMBEDDING = "embedding"
+
+
+class WorkloadForecast(_Strict):
+    """One workload word's forecast over the demand window (unbound and `auto` requests)."""
+
+    offered_concurrency: float = Field(default=0.0, ge=0)  # arrival x service time + queue
+    observations: int = Field(default=0, ge=0)  # requests seen in the demand window
+    rpm: float = Field(default=0.0, ge=0)
+    queue_depth: float = Field(default=0.0, ge=0)  # concurrency units of queued work
+    failure_rate: float = Field(default=0.0, ge=0, le=1)
+    modality: Modality = Modality.TEXT
+
+    @property
+    def arrival_concurrency(self) -> float:
+        """The part of offered concurrency that arrivals explain (queued work removed)."""
+        return max(0.0, self.offered_concurrency - self.queue_depth)
+
+
+class Outcome(_Strict):
+    """Measured evidence of one (model, workload, artifact revision) for this tick."""
+
+    model_id: str = Field(min_length=1)
+    workload: str = Field(min_length=1)
+    artifact_sha256: str | None = None
+    requests: float = Field(default=0, ge=0)  # effective (decayed) count is allowed
+    successes: float = Field(default=0, ge=0)
+    mean_latency_ms: float = Field(default=0.0, ge=0)
+    age_s: float = Field(default=0.0, ge=0)  # since the newest request
+    quality: float | None = Field(default=None, ge=0, le=1)  # labelled quality, mean
+    quality_samples: float = Field(default=0, ge=0)
+    quality_age_s: float | None = Field(default=None, ge=0)  # since the newest evaluation
+
+    @field_validator("artifact_sha256")
+    @classmethod
+    def _sha(cls, value: str | None) -> str | None:
+        return _canonical_sha(value)
+
+    @model_validator(mode="after")
+    def _successes_within_requests(self) -> Outcome:
+        if self.successes > self.requests:
+            raise ValueError(f"successes {self.successes} exceed requests {self.requests}")
+        return self
+
+
+class PortfolioPolicy(_Strict):
+    """The portfolio rules' numbers (the spec's defaults)."""
+
+    min_observations: int = Field(default=3, ge=1)  # evidence gate: observations ...
+    min_offered_concurrency: float = Field(default=1.5, gt=0)  # ... or device-time units
+    media_workloads: list[str] = Field(default_factory=lambda: ["image", "video"])
+    media_canary_min_concurrency: float = Field(default=1.0, ge=0)  # image/video early canary
+    canary_max_replicas: int = Field(default=1, ge=1)  # weak evidence cap
+    service_full_requests: float = Field(default=20.0, gt=0)
+    quality_full_samples: float = Field(default=8.0, gt=0)
+    service_half_life_s: float = Field(default=7 * DAY_S, gt=0)
+    quality_half_life_s: float = Field(default=7 * DAY_S, gt=0)
+    exploration_bonus: float = Field(default=6.0, ge=0)
+    fresh_success_s: float = Field(default=3600.0, gt=0)  # "fresh" successful response
+    max_exploration_models: int = Field(default=1, ge=0)
+    max_preemption_models: int = Field(default=1, ge=0)
+    max_transition_penalty: float = Field(default=10.0, ge=0)
+    max_candidates_per_workload: int = Field(default=4, ge=1)
+    max_portfolios: int = Field(default=64, ge=1)
+
+
+# ----------------------------------------------------------------------------- plan output
+
+
+class AdmissionState(StrEnum):
+    READY = "ready"
+    STARTING = "starting"
+    PLANNED = "planned"
+    UNDERSUPPLIED = "undersupplied"
+    DEFERRED = "deferred"
+    CAPACITY_CONTENDED = "capacity-contended"
+    BLOCKED_BY_RESIDENCY = "blocked-by-residency"
+    INFEASIBLE = "infeasible"
+    AWAITING_PLAN = "awaiting-plan"
+
+
+class AdmissionRow(BaseModel):
+    workload: str
+    state: AdmissionState
+    reason: str  # starts with a stable code: "below_evidence_gate: 2 of 3 observations"
+    model_id: str | None
+    offered_concurrency: float
+    desired: int
+    planned: int
+    ready: int
+    missing: int
+    eligible_hosts: int
+    startup_s: float | None
+
+
+class CandidateRow(BaseModel):
+    workload: str
+    model_id: str
+    feasible: bool
+    rejection: str | None
+    eligible_hosts: int
+    best_host: str | None
+    startup_s: float | None
+    transition_penalty: float
+    utility: float
+    confidence: float
+    exploration_bonus: float
+
+
+class PortfolioSolver(BaseModel):
+    engine: str  # cp-sat or coordinate-search
+    status: str
+    wall_ms: float
+    objective: list[dict[str, float | str]] = Field(default_factory=list)
+    message: str = ""
+
+
+class PortfolioReport(BaseModel):
+    mapping: dict[str, str] = Field(default_factory=dict)
+    selected_models: list[str] = Field(default_factory=list)
+    exploration_model: str | None = None
+    admission: list[AdmissionRow] = Field(default_factory=list)
+    candidates: list[CandidateRow] = Field(default_factory=list)
+    solver: PortfolioSolver
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _unknown_word(word: str, path: str, vocabulary: tuple[str, ...]) -> SnapshotError:
+    return SnapshotError(
+        "unknown_workload",
+        f"workload {word!r} is not in the configured vocabulary ({', '.join(vocabulary)})",
+        fix="use one of those words, or add it to policy.workload_vocabulary",
+        path=path,
+    )
+
+
+def check_workload_words(snap: FleetSnapshot) -> None:
+    """Every workload word is in the vocabulary; every outcome names a configured model."""
+    vocabulary = tuple(snap.policy.workload_vocabulary)
+    for i, word in enumerate(vocabulary):
+        if not WORD.match(word) or word in vocabulary[:i]:
+            raise SnapshotError(
+                "invalid_workload_vocabulary",
+                f"vocabulary word {word!r} is repeated or not a lower-case word of 1-32 letters",
+                fix="list distinct lower-case words such as coding, research, general",
+                path=f"policy.workload_vocabulary[{i}]",
+            )
+    words = set(vocabulary)
+    for i, word in enumerate(snap.policy.portfolio.media_workloads):
+        if word not in words:
+            raise _unknown_word(word, f"policy.portfolio.media_workloads[{i}]", vocabulary)
+    for i, model in enumerate(snap.models):
+        for word in model.workload_scores:
+            if word not in words:
+                raise _unknown_word(word, f"models[{i}].workload_scores.{word}", vocabulary)
+    for word in snap.workloads:
+        if word not in words:
+            raise _unknown_word(word, f"workloads.{word}", vocabulary)
+    models = {m.model_id for m in snap.models}
+    for i, outcome in enumerate(snap.outcomes):
+        if outcome.workload not in words:
+            raise _unknown_word(outcome.workload, f"outcomes[{i}].workload", vocabulary)
+        if outcome.model_id not in models:
+            raise SnapshotError(
+                "unknown_model",
+                f"outcome names model {outcome.model_id!r}, which has no profile",
+                fix="add a profile for it under `models`, or drop the outcome entry",
+                path=f"outcomes[{i}].model_id",
+            )
