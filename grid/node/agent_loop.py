@@ -70,7 +70,7 @@ from grid.node.agent_telemetry import TelemetrySource
 from grid.node.artifacts import ArtifactStore
 from grid.node.engines.base import EngineStatus, EngineSupervisor
 from grid.node.protection import Decision, ProtectionPolicy, evaluate
-from grid.node.protection_conditions import most_restrictive
+from grid.node.protection.conditions import most_restrictive
 
 log = logging.getLogger("grid.node")
 

@@ -1,6 +1,6 @@
 """Where the agent's protection loop gets its samples.
 
-- `host`: the machine's real readings (`grid.node.telemetry.TelemetryReader`).
+- `host`: the machine's real readings (`grid.node.protection.telemetry.TelemetryReader`).
 - `logical`: a logical node of the single-machine fleet. Several logical nodes share one
   machine, so machine-wide CPU, load and terminal idleness say nothing about one partition; they
   are left unknown (the policy ignores unknown sensors by default). Memory pressure is the real
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from grid.fleet.files import atomic_write_text
 from grid.node.protection import LocalOverride, Telemetry
-from grid.node.telemetry import HostPaths, TelemetryReader, read_memory_percent
+from grid.node.protection.telemetry import HostPaths, TelemetryReader, read_memory_percent
 
 KNOBS_NAME = "telemetry.json"
 LOGICAL_KNOBS = frozenset(

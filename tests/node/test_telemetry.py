@@ -10,9 +10,8 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from grid.node import telemetry
-from grid.node.protection import LocalOverride, OverrideKind, Telemetry, ThermalState
-from grid.node.telemetry import HostPaths, TelemetryReader
+from grid.node.protection import LocalOverride, OverrideKind, Telemetry, ThermalState, telemetry
+from grid.node.protection.telemetry import HostPaths, TelemetryReader
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from grid.fleet.models import HostState
-from grid.node.protection_model import (
+from grid.node.protection.model import (
     DEDICATED_IGNORED,
     THERMAL_ORDER,
     ProtectionPolicy,

@@ -3,7 +3,7 @@
 `evaluate(telemetry, state, policy, now)` returns the host's decision and the state to keep
 for the next sample, in the style of Ray Serve's autoscaling decisions:
 
-* Each sample is judged into conditions (see `protection_conditions`); the most severe one is
+* Each sample is judged into conditions (see `conditions`); the most severe one is
   the sample's *observed* lifecycle.
 * Debounce: the committed (protective) lifecycle moves only when the last `debounce_samples`
   observations all lie on the same side of it. Escalation goes to the mildest of them (the
@@ -27,41 +27,20 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from grid.fleet.models import ADMITTING_STATES, HostState
-from grid.node.protection_conditions import (
+from grid.node.protection.conditions import (
     SEVERITY,
     least_restrictive,
     most_restrictive,
     observe,
 )
-from grid.node.protection_model import (
+from grid.node.protection.model import (
     OVERRIDE_STATE,
     LocalOverride,
-    OverrideKind,
     ProtectionPolicy,
-    Sensor,
     Telemetry,
-    ThermalState,
-    Threshold,
-    UnknownSensors,
-    load_policy,
 )
 
-__all__ = [
-    "Decision",
-    "LocalOverride",
-    "OverrideKind",
-    "ProtectionPolicy",
-    "ProtectionState",
-    "Sensor",
-    "Telemetry",
-    "ThermalState",
-    "Threshold",
-    "UnknownSensors",
-    "evaluate",
-    "load_policy",
-]
-
-# Status reason codes (besides the condition codes of `protection_conditions`).
+# Status reason codes (besides the condition codes of `conditions`).
 AWAITING_SAMPLES = "awaiting_samples"
 ESCALATION_PENDING = "escalation_pending"
 RECOVERY_PENDING = "recovery_pending"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import psutil
 
-from grid.node.protection_model import LocalOverride, Telemetry, ThermalState
+from grid.node.protection.model import LocalOverride, Telemetry, ThermalState
 
 # Below this interval a non-blocking CPU sample says nothing; the previous value is kept.
 _MIN_CPU_INTERVAL_S = 0.05
