@@ -200,6 +200,15 @@ class DemandEntry(_Strict):
     desired_replicas: int | None = Field(default=None, ge=0)  # overrides the forecast
 
 
+class LearnedStartup(_Strict):
+    """One host's learned startup phases for a model's current artifact (the controller fills
+    it from acknowledged durations, already blended with the priors). None: the profile's
+    configured estimate for that phase."""
+
+    load_s: float | None = Field(default=None, ge=0)  # a real artifact fetch and load
+    warm_s: float | None = Field(default=None, ge=0)
+
+
 class Policy(_Strict):
     memory_headroom_fraction: float = Field(default=0.05, ge=0.0, lt=1.0)
     heartbeat_stale_s: float = Field(default=90.0, gt=0)
@@ -247,6 +256,24 @@ class FleetSnapshot(_Strict):
 
     def model(self, model_id: str) -> ModelProfile | None:
         return next((m for m in self.models if m.model_id == model_id), None)
+
+    # Learned startup timings, model_id -> host_id -> phases (absent: the configured priors).
+    learned_startup: dict[str, dict[str, LearnedStartup]] = Field(default_factory=dict)
+
+    def startup_s(self, model: ModelProfile, host_id: str, *, cached: bool) -> float:
+        """Seconds until a new replica of `model` on `host_id` is READY: the warm, plus the
+        artifact load unless the weights are cached there (or a copy is already loading).
+
+        One rule for every path that orders or scores cold starts: a host's own learned
+        timings, never another host's; a host without any keeps the configured estimates.
+        """
+        learned = self.learned_startup.get(model.model_id, {}).get(host_id)
+        warm = model.warm_estimate_s
+        load = model.load_estimate_s
+        if learned is not None:
+            warm = learned.warm_s if learned.warm_s is not None else warm
+            load = learned.load_s if learned.load_s is not None else load
+        return warm + (0.0 if cached else load)
 
 
 # ----------------------------------------------------------------------------- plan output

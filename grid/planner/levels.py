@@ -100,9 +100,9 @@ def startup_seconds(problem: PlacementProblem, cand: Candidate) -> float:
     model = problem.model_by_id[cand.model_id]
     if cand.incumbent is ResidencyState.READY:
         return 0.0
-    if cand.incumbent is not None or cand.cached:
-        return model.warm_estimate_s
-    return model.load_estimate_s + model.warm_estimate_s
+    # A copy already loading or warming does not pay the artifact load twice.
+    cached = cand.incumbent is not None or cand.cached
+    return problem.snapshot.startup_s(model, cand.host_id, cached=cached)
 
 
 def disruption_cost(problem: PlacementProblem, cand: Candidate) -> int:

@@ -2,7 +2,8 @@
 
 For a model with demand:
     load      = offered_concurrency x (1 + demand_headroom) + queue_depth
-                + positive trend projected over the cold-start path (capped at 5 min and 2x)
+                + positive trend projected over the fastest eligible, cache-aware cold-start
+                  path (each host's own learned timings; capped at 5 min and 2x)
     replicas  = ceil(load / (replica_concurrency x target_utilization))
 Queue, latency-SLO or error pressure asks for at least one replica beyond the ready set.
 Recently used ready replicas stay desired for the model's scale-down cooldown (hysteresis).
@@ -18,12 +19,14 @@ from dataclasses import dataclass
 
 from grid.demand.smoothing import lookahead_concurrency
 from grid.fleet.models import (
+    LIVE_STATES,
     DemandEntry,
     Evidence,
     FleetSnapshot,
     ModelProfile,
     ResidencyState,
 )
+from grid.planner.eligibility import host_refusals, pair_refusals
 
 LOOKAHEAD_CAP_S = 300.0  # cold-start lookahead never projects more than five minutes
 LOOKAHEAD_MAX_FACTOR = 2.0  # ... nor more than doubles the current load
@@ -39,13 +42,31 @@ class Target:
     reason: str
 
 
-def _projected_load(model: ModelProfile, demand: DemandEntry, headroom: float) -> float:
-    load = demand.offered_concurrency * (1.0 + headroom) + demand.queue_depth
-    # Negative trends never accelerate scale-down (lookahead_concurrency ignores them).
+def next_replica_startup_s(model: ModelProfile, snap: FleetSnapshot) -> float:
+    """The fastest eligible, cache-aware path to the model's next replica (each host's own
+    learned timings); the configured load-plus-warm path when no host can take it."""
+    best: float | None = None
+    for host in snap.hosts:
+        held = [r for r in host.residencies if r.model_id == model.model_id]
+        if any(r.state in LIVE_STATES for r in held) or host_refusals(host, snap):
+            continue  # one replica per host; a host that takes no new work
+        cached = model.model_id in host.cached_models or bool(held)  # held: a CACHED copy
+        if pair_refusals(model, host, cached=cached):
+            continue
+        path = snap.startup_s(model, host.host_id, cached=cached)
+        best = path if best is None else min(best, path)
+    return model.load_estimate_s + model.warm_estimate_s if best is None else best
+
+
+def _projected_load(model: ModelProfile, demand: DemandEntry, snap: FleetSnapshot) -> float:
+    load = demand.offered_concurrency * (1.0 + snap.policy.demand_headroom_fraction)
+    load += demand.queue_depth
+    if demand.trend <= 0 or load <= 0:
+        return load  # negative trends never accelerate scale-down
     return lookahead_concurrency(
         load,
         demand.trend,
-        model.load_estimate_s + model.warm_estimate_s,
+        next_replica_startup_s(model, snap),
         cap_s=LOOKAHEAD_CAP_S,
         max_factor=LOOKAHEAD_MAX_FACTOR,
     )
@@ -77,7 +98,7 @@ def model_target(model: ModelProfile, snap: FleetSnapshot) -> Target:
     else:
         wanted = 0
         if demand is not None:
-            load = _projected_load(model, demand, snap.policy.demand_headroom_fraction)
+            load = _projected_load(model, demand, snap)
             per_replica = model.replica_concurrency * model.target_utilization
             if load > 0:
                 wanted = math.ceil(load / per_replica - 1e-9)

@@ -385,24 +385,18 @@ class Controller:
     # ------------------------------------------------------------------------ ticks
     def snapshot(self, now: float) -> FleetSnapshot:
         hosts = self.registry.snapshot_hosts()
-        host_ids = [h.host_id for h in hosts]
-        models = []
-        for model_id in sorted(self.profiles):
-            profile = self.profiles[model_id]
-            load, warm = self.timings.fastest_path(
-                model_id,
-                profile.artifact_sha256 or "",
-                host_ids,
-                prior_load_s=profile.load_estimate_s,
-                prior_warm_s=profile.warm_estimate_s,
-                now=now,
-            )
-            models.append(
-                profile.model_copy(update={"load_estimate_s": load, "warm_estimate_s": warm})
-            )
+        models = [self.profiles[m] for m in sorted(self.profiles)]
+        learned = self.timings.learned_startup(self.profiles, [h.host_id for h in hosts], now)
         self.tracker.prune(now)
         demand = self.tracker.forecast(now, models)
-        return FleetSnapshot(now=now, policy=self.policy, hosts=hosts, models=models, demand=demand)
+        return FleetSnapshot(
+            now=now,
+            policy=self.policy,
+            hosts=hosts,
+            models=models,
+            demand=demand,
+            learned_startup=learned,
+        )
 
     def tick(self, now: float) -> TickReport:
         """One coalesced pass; concurrent callers queue and each sees a tick that started later."""

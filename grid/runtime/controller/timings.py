@@ -11,14 +11,21 @@ older than 30 days expires, so a runtime, storage or network upgrade can relearn
 reports (not finite, negative, over an hour) are ignored. The artifact digest is part of the
 key, and `forget_other_revisions` drops the entries of a model whose digest changed, so new
 weights start from the configured priors instead of inheriting optimistic timings.
+
+The snapshot carries each host's own estimates (`learned_startup`), never the fastest host's
+in place of the profile: the planner scores every host by its own path, and an unknown host by
+the configured priors (issue 8, defect 4).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from grid.fleet.models import LearnedStartup, ModelProfile
 
 EWMA_SAMPLES = 8
 AUTHORITATIVE_SAMPLES = 4
@@ -101,28 +108,29 @@ class TimingTable:
         weight = min(1.0, entry.samples / AUTHORITATIVE_SAMPLES)
         return (1.0 - weight) * prior_s + weight * entry.mean_s
 
-    def fastest_path(
-        self,
-        model_id: str,
-        digest: str,
-        hosts: list[str],
-        *,
-        prior_load_s: float,
-        prior_warm_s: float,
-        now: float,
-    ) -> tuple[float, float]:
-        """(load, warm) of the host with the fastest learned load-plus-warm path.
-
-        A host without samples keeps the configured priors, so an unknown host never looks
-        faster than what the operator declared.
+    def learned_startup(
+        self, profiles: Mapping[str, ModelProfile], hosts: Iterable[str], now: float
+    ) -> dict[str, dict[str, LearnedStartup]]:
+        """Per model and registered host, the phases learned for the model's current artifact
+        (blended with the profile's priors below four samples). A host without samples is
+        absent, so it keeps the configured priors; no host's timings stand in for another's.
         """
-        best = (prior_load_s, prior_warm_s)
-        for host_id in sorted(hosts):
-            load = self.estimate(Phase.LOAD, host_id, model_id, digest, prior_load_s, now)
-            warm = self.estimate(Phase.WARM, host_id, model_id, digest, prior_warm_s, now)
-            if load + warm < best[0] + best[1]:
-                best = (load, warm)
-        return best
+        registered = set(hosts)
+        phases: dict[tuple[str, str], dict[str, float]] = {}
+        for key in sorted(self._entries):
+            phase, host_id, model_id, digest = key
+            profile = profiles.get(model_id)
+            if profile is None or host_id not in registered:
+                continue
+            if digest != (profile.artifact_sha256 or "") or self._live(key, now) is None:
+                continue
+            prior = profile.load_estimate_s if phase is Phase.LOAD else profile.warm_estimate_s
+            seconds = self.estimate(phase, host_id, model_id, digest, prior, now)
+            phases.setdefault((model_id, host_id), {})[f"{phase.value}_s"] = seconds
+        out: dict[str, dict[str, LearnedStartup]] = {}
+        for (model_id, host_id), learned in phases.items():
+            out.setdefault(model_id, {})[host_id] = LearnedStartup(**learned)
+        return out
 
     def forget_other_revisions(self, digests: dict[str, str]) -> int:
         """Drop entries whose model now has another artifact digest (or no profile)."""

@@ -35,8 +35,9 @@ def replica_urgency(view: FleetView, model_id: str, host_id: str, replica_round:
     return Urgency.INFERRED if target.evidence is Evidence.INFERRED else Urgency.DIRECT
 
 
-def startup_s(prof: ModelProfile, cached: bool) -> float:
-    return prof.warm_estimate_s + (0.0 if cached else prof.load_estimate_s)
+def startup_s(view: FleetView, prof: ModelProfile, host_id: str, cached: bool) -> float:
+    """The replica's remaining cold-start path on that host (its own learned timings)."""
+    return view.snap.startup_s(prof, host_id, cached=cached)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class _Shape:
     urgency: Urgency
     replica_round: int
     cached: bool
+    cold_start_s: float
 
     def make(self, kind: ActionKind, reason: str) -> Proposal:
         return Proposal(
@@ -60,7 +62,7 @@ class _Shape:
             priority=self.prof.priority,
             urgency=self.urgency,
             replica_round=self.replica_round,
-            cold_start_s=startup_s(self.prof, self.cached),
+            cold_start_s=self.cold_start_s,
             artifact_key=artifact_key(self.prof),
             claims_memory=True,
         )
@@ -122,7 +124,8 @@ def propose_replica(
         )
         return
     memory = view.desired.get((model_id, host_id), prof.memory_mb)
-    shape = _Shape(prof, host_id, memory, urgency, replica_round, cached)
+    cold = startup_s(view, prof, host_id, cached)
+    shape = _Shape(prof, host_id, memory, urgency, replica_round, cached, cold)
     load: Proposal | None = None
     load_record: str | None = None
     if not cached:

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from grid.fleet.models import ModelProfile
 from grid.runtime.controller.timings import EXPIRY_S, Phase, TimingTable
 
 pytestmark = pytest.mark.unit
@@ -62,18 +63,19 @@ def test_a_new_artifact_digest_starts_from_the_prior() -> None:
     assert table.learned(W, "h", "m", "old", NOW) is None
 
 
-def test_fastest_path_prefers_the_fastest_learned_host_and_unknown_hosts_keep_priors() -> None:
+def test_learned_startup_is_per_host_current_revision_and_registered_only() -> None:
     table = TimingTable()
-    for _ in range(4):
+    for _ in range(2):  # two of four samples: halfway between prior and learned
         table.record(Phase.LOAD, "fast", "m", "", 10.0, NOW)
-        table.record(W, "fast", "m", "", 5.0, NOW)
-        table.record(W, "slow", "m", "", 500.0, NOW)
-    assert table.fastest_path(
-        "m", "", ["slow", "fast", "new"], prior_load_s=60, prior_warm_s=20, now=NOW
-    ) == (10.0, 5.0)
-    assert table.fastest_path(
-        "m", "", ["slow", "new"], prior_load_s=60, prior_warm_s=20, now=NOW
-    ) == (60, 20)
+        table.record(W, "fast", "m", "", 4.0, NOW)
+    table.record(W, "gone", "m", "", 1.0, NOW)  # not registered now
+    table.record(W, "fast", "m", "old-sha", 1.0, NOW)  # another revision
+    profiles = {"m": ModelProfile(model_id="m", memory_mb=1, load_estimate_s=60.0)}
+    learned = table.learned_startup(profiles, ["fast", "new"], NOW)
+    assert set(learned) == {"m"} and set(learned["m"]) == {"fast"}
+    # (60 + 10) / 2 = 35 and (20 + 4) / 2 = 12; "new" is absent, so it keeps the priors.
+    assert learned["m"]["fast"].load_s == pytest.approx(35.0)
+    assert learned["m"]["fast"].warm_s == pytest.approx(12.0)
 
 
 def test_state_round_trip_drops_malformed_rows() -> None:
