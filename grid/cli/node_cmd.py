@@ -105,7 +105,7 @@ def _catalog(values: list[str] | None, existing: list[CatalogEntry]) -> list[Cat
 
 def _shipped_catalog() -> list[CatalogEntry]:
     """The SmolLM2 weights shipped with the install, when present."""
-    from grid.node.weights import SMOLLM2_MODEL_ID, SMOLLM2_SHA256, smollm2_path
+    from grid.node.artifacts import SMOLLM2_MODEL_ID, SMOLLM2_SHA256, smollm2_path
 
     try:
         path = smollm2_path()

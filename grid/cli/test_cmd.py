@@ -25,7 +25,7 @@ from grid.lab.logical_fleet_settings import (
     capacity_shares,
     resolve_model,
 )
-from grid.node.weights import SMOLLM2_MODEL_ID
+from grid.node.artifacts import SMOLLM2_MODEL_ID
 
 test_app = typer.Typer(
     name="test",

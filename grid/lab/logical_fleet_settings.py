@@ -14,13 +14,13 @@ import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
 from grid.fleet.errors import GridError
-from grid.node.artifacts import sha256_file
-from grid.node.weights import (
+from grid.node.artifacts import (
     GEMMA3_270M_MODEL_ID,
     GEMMA3_270M_SHA256,
     SMOLLM2_MODEL_ID,
     SMOLLM2_SHA256,
     gemma3_270m_path,
+    sha256_file,
     smollm2_path,
 )
 

@@ -15,8 +15,7 @@ import pytest
 
 from grid.fleet.errors import GridError
 from grid.node.agent_config import CatalogEntry
-from grid.node.engines.binary import llama_server_binary
-from grid.node.weights import (
+from grid.node.artifacts import (
     GEMMA3_270M_MODEL_ID,
     GEMMA3_270M_SHA256,
     SMOLLM2_MODEL_ID,
@@ -24,6 +23,7 @@ from grid.node.weights import (
     gemma3_270m_path,
     smollm2_path,
 )
+from grid.node.engines.binary import llama_server_binary
 from tests.e2e.fleet_helpers import EngineNode
 from tests.service.harness import FAST_CONTROLLER, ControllerProcess
 

@@ -14,11 +14,11 @@ import httpx
 import pytest
 
 from grid.fleet.errors import GridError
+from grid.node.artifacts import SMOLLM2_MODEL_ID, smollm2_path
 from grid.node.engines import LlamaCppConfig, LlamaCppSupervisor
 from grid.node.engines.binary import llama_server_binary
 from grid.node.engines.proc import is_alive, read_argv
 from grid.node.engines.state import EngineStateStore
-from grid.node.weights import SMOLLM2_MODEL_ID, smollm2_path
 from tests.node.processes import process_gone, wait_until
 
 MODEL = SMOLLM2_MODEL_ID

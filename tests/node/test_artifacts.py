@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from grid.fleet.errors import GridError
-from grid.node.artifacts import ArtifactSpec, ArtifactStore
-from grid.node.weights import GEMMA3_270M_SHA256, smollm2_path
+from grid.node.artifacts import GEMMA3_270M_SHA256, ArtifactSpec, ArtifactStore, smollm2_path
 from tests.node.artifact_server import FakeMirror, MirrorServer
 
 pytestmark = pytest.mark.service

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from grid.node.engines import EngineState
-from grid.node.weights import (
+from grid.node.artifacts import (
     GEMMA3_270M_MODEL_ID,
     GEMMA3_270M_SHA256,
     SMOLLM2_SHA256,
     gemma3_270m_path,
 )
+from grid.node.engines import EngineState
 from tests.node.engine_fixtures import SupervisorFactory, chat
 
 pytestmark = pytest.mark.engine

