@@ -2,8 +2,9 @@
 
 `replica_level` ranks "the k-th replica of model m" exactly as the objective levels of
 `levels.py` do (smaller is more important): pinned replicas, then per priority class from the
-highest, required baseline replicas, then directly demanded replicas round by round (measured
-harm breaks a round's ties), then inferred-only replicas. `CandidateOrder` picks the best
+highest, required baseline replicas round by round (every model's k-th before any model's
+(k+1)-th), then directly demanded replicas round by round (measured harm breaks a round's
+ties), then inferred-only replicas. `CandidateOrder` picks the best
 feasible host for a model's next replica from candidates pre-sorted by static quality.
 """
 
@@ -43,6 +44,8 @@ def replica_level(
     stage = replica_stage(problem, model_id, k)
     if stage == STAGE_DIRECT:
         return (1, -priority, stage, k, -problem.harm_rank[model_id])
+    if stage == STAGE_BASELINE:
+        return (1, -priority, stage, k, 0)
     return (1, -priority, stage, 0, 0)
 
 

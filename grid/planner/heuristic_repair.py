@@ -8,7 +8,8 @@ its peers could have shared. For each missing replica, most important first, the
    a pinned one), place the missing replica there, fill what is left of the host with other
    missing replicas (most important first), and re-place the displaced replica elsewhere if
    it fits. The move is kept only when it improves the replica levels lexicographically
-   (pinned, then per class baseline, direct round by round with measured harm, inferred);
+   (pinned, then per class baseline round by round, direct round by round with measured harm,
+   inferred);
    otherwise it is undone exactly.
 
 Every kept move strictly improves levels 1-2, and the number of tried moves is bounded by
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from grid.planner.heuristic_ledger import PlacementState
 from grid.planner.heuristic_order import (
+    STAGE_BASELINE,
     STAGE_DIRECT,
     CandidateOrder,
     LevelKey,
@@ -165,7 +167,8 @@ def _improves(problem: PlacementProblem, counts_after: dict[str, int], journal: 
         for k in range(low + 1, high + 1):
             stage = replica_stage(problem, model_id, k)
             direct = stage == STAGE_DIRECT
-            entry = delta.setdefault((-priority, stage, k if direct else 0), [0, 0])
+            rounds = stage in (STAGE_BASELINE, STAGE_DIRECT)
+            entry = delta.setdefault((-priority, stage, k if rounds else 0), [0, 0])
             entry[0] += sign
             entry[1] += sign * problem.harm_rank[model_id] if direct else 0
     for key in sorted(delta):

@@ -4,7 +4,8 @@ Every engine optimizes exactly these named terms in this order and reports them;
 scores any plan with `score_placement`, so engines are compared on one scale.
 
     pinned                       max  replicas on their pinned hosts
-    p{P}:baseline                max  Σ_m min(placed_m, baseline_m)            (class P, high→low)
+    p{P}:baseline:{k}            max  #models m with placed_m ≥ k, over models with k ≤ base_m
+                                      (class P, high→low; max-min fair rounds, k = 1, 2, ...)
     p{P}:direct:{k}              max  #models m with placed_m ≥ k, for direct-demand replicas
                                       base_m < k ≤ desired_m (max-min fair rounds, k = 1, 2, ...)
     p{P}:direct:{k}:harm         max  Σ harm_rank(m)·[placed_m ≥ k] over the same models
@@ -38,6 +39,73 @@ class Level:
     name: str
     sense: Sense
     replica_level: bool  # part of levels 1–2 (pinned and priority classes)
+
+
+def baseline_rounds(problem: PlacementProblem, priority: int) -> list[int]:
+    """k = 1 .. the class's largest baseline: every model's k-th required replica is one round."""
+    top = max(
+        (problem.targets[m.model_id].baseline for m in problem.models if m.priority == priority),
+        default=0,
+    )
+    return list(range(1, top + 1))
+
+
+def baseline_members(problem: PlacementProblem, priority: int, k: int) -> list[str]:
+    """The models of the class whose k-th replica is a required baseline replica."""
+    return [
+        m.model_id
+        for m in problem.models
+        if m.priority == priority and problem.targets[m.model_id].baseline >= k
+    ]
+
+
+def replica_values(problem: PlacementProblem, counts: dict[str, int]) -> dict[str, int]:
+    """The per-class replica levels (baseline and direct rounds, inferred) for replica counts.
+
+    The one definition of levels 2's values; `score_placement` and the solver's `Scorer` add
+    the pinned level and levels 3-6.
+    """
+    values: dict[str, int] = {}
+    harm = problem.harm_rank
+    targets = problem.targets
+    for p, rounds in _class_rounds(problem):
+        for k, ids in rounds["baseline"]:
+            values[f"p{p}:baseline:{k}"] = sum(1 for m in ids if counts[m] >= k)
+        for k, ids in rounds["direct"]:
+            values[f"p{p}:direct:{k}"] = sum(1 for m in ids if counts[m] >= k)
+            values[f"p{p}:direct:{k}:harm"] = sum(harm[m] for m in ids if counts[m] >= k)
+        inferred = [m for _k, ids in rounds["inferred"] for m in ids]
+        if inferred:
+            values[f"p{p}:inferred"] = sum(
+                min(counts[m], targets[m].desired) - min(counts[m], targets[m].baseline)
+                for m in inferred
+            )
+    return values
+
+
+Rounds = dict[str, list[tuple[int, list[str]]]]
+
+
+def _class_rounds(problem: PlacementProblem) -> list[tuple[int, Rounds]]:
+    """Per class, highest first: its baseline rounds, direct rounds and inferred members."""
+    cached = problem.memo.get("class_rounds")
+    if cached is None:
+        cached = problem.memo["class_rounds"] = [
+            (
+                p,
+                {
+                    "baseline": [
+                        (k, baseline_members(problem, p, k)) for k in baseline_rounds(problem, p)
+                    ],
+                    "direct": [
+                        (k, round_members(problem, p, k)) for k in direct_rounds(problem, p)
+                    ],
+                    "inferred": [(0, inferred_members(problem, p))],
+                },
+            )
+            for p in problem.priorities
+        ]
+    return cached  # type: ignore[return-value]
 
 
 def direct_rounds(problem: PlacementProblem, priority: int) -> list[int]:
@@ -78,7 +146,8 @@ def inferred_members(problem: PlacementProblem, priority: int) -> list[str]:
 def levels(problem: PlacementProblem) -> list[Level]:
     out = [Level("pinned", "max", True)]
     for p in problem.priorities:
-        out.append(Level(f"p{p}:baseline", "max", True))
+        for k in baseline_rounds(problem, p):
+            out.append(Level(f"p{p}:baseline:{k}", "max", True))
         for k in direct_rounds(problem, p):
             out.append(Level(f"p{p}:direct:{k}", "max", True))
             out.append(Level(f"p{p}:direct:{k}:harm", "max", True))
@@ -201,23 +270,7 @@ def score_placement(problem: PlacementProblem, placed: Iterable[tuple[str, str]]
         1 for f in problem.fixed if f.host_id in problem.model_by_id[f.model_id].pinned_hosts
     )
     values["pinned"] = pinned
-    harm = problem.harm_rank
-    for p in problem.priorities:
-        members = [m for m in problem.models if m.priority == p]
-        values[f"p{p}:baseline"] = sum(
-            min(counts[m.model_id], problem.targets[m.model_id].baseline) for m in members
-        )
-        for k in direct_rounds(problem, p):
-            ids = round_members(problem, p, k)
-            values[f"p{p}:direct:{k}"] = sum(1 for m in ids if counts[m] >= k)
-            values[f"p{p}:direct:{k}:harm"] = sum(harm[m] for m in ids if counts[m] >= k)
-        inferred = inferred_members(problem, p)
-        if inferred:
-            values[f"p{p}:inferred"] = sum(
-                min(counts[m], problem.targets[m].desired)
-                - min(counts[m], problem.targets[m].baseline)
-                for m in inferred
-            )
+    values.update(replica_values(problem, counts))
     domains: dict[str, set[str]] = {}
     for f in problem.fixed:
         domains.setdefault(f.model_id, set()).add(problem.host_by_id[f.host_id].domain)

@@ -262,8 +262,10 @@ class _Program:
         harm = harm_order(self.snap)
         for p in sorted({m.priority for m in self.models.values()}, reverse=True):
             members = sorted(m for m, prof in self.models.items() if prof.priority == p)
-            base = {self.y[(m, k)]: 1.0 for m in members for k in range(1, self.baseline[m] + 1)}
-            out.append(RefLevel(f"p{p}:baseline", base))
+            # required replicas round by round: every model's k-th before any (k+1)-th
+            for k in range(1, max((self.baseline[m] for m in members), default=0) + 1):
+                base = {self.y[(m, k)]: 1.0 for m in members if self.baseline[m] >= k}
+                out.append(RefLevel(f"p{p}:baseline:{k}", base))
             direct = [m for m in members if self.evidence[m] is Evidence.DIRECT]
             rounds = sorted(
                 {k for m in direct for k in range(self.baseline[m] + 1, self.desired[m] + 1)}

@@ -76,7 +76,7 @@ def test_reference_pins_before_priority_and_baseline_before_demand() -> None:
     ref = reference_optimum(build_problem(snap))
     assert ref.values["pinned"] == 1
     assert ref.values["p100:direct:1"] == 0, "the only host vip may use is pinned"
-    assert ref.values["p50:baseline"] == 1
+    assert ref.values["p50:baseline:1"] == 1
     assert ref.values["p50:direct:1"] == 0, "the baseline took the last free host"
     assert ref.placement == {("pinned-low", "h1"), ("base", "h2")}
 

@@ -383,7 +383,7 @@ def test_repair_displaces_an_inferred_incumbent_for_a_required_replica() -> None
     problem, placed = place(snap)
     assert placed == {("base", "h1")}
     values = score_placement(problem, placed)
-    assert values["p0:baseline"] == 1
+    assert values["p0:baseline:1"] == 1
 
 
 def test_repair_trades_one_exclusive_replica_for_two_peers_in_the_same_round() -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from grid.planner.cpsat.replicas import unpinned_allowance
 from grid.planner.levels import (
+    baseline_members,
+    baseline_rounds,
     direct_rounds,
     inferred_members,
     quality_scores,
@@ -49,8 +51,9 @@ def static_bounds(
         )
     }
     for p in problem.priorities:
-        members = [m.model_id for m in problem.models if m.priority == p]
-        bounds[f"p{p}:baseline"] = sum(min(reach[m], problem.targets[m].baseline) for m in members)
+        for k in baseline_rounds(problem, p):
+            ids = baseline_members(problem, p, k)
+            bounds[f"p{p}:baseline:{k}"] = sum(1 for m in ids if reach[m] >= k)
         for k in direct_rounds(problem, p):
             ids = [m for m in round_members(problem, p, k) if reach[m] >= k]
             bounds[f"p{p}:direct:{k}"] = len(ids)

@@ -1,7 +1,7 @@
 """One linear expression per objective level of levels.py, equal to levels.score_placement.
 
     pinned                 Σ_{pinned candidates} x + fixed replicas on pinned hosts
-    p{P}:baseline          Σ_m Σ_{k ≤ baseline_m} [count_m ≥ k]
+    p{P}:baseline:{k}      Σ_{m with baseline_m ≥ k} [count_m ≥ k]
     p{P}:direct:{k}        Σ_{m in round k} [count_m ≥ k]
     p{P}:direct:{k}:harm   Σ_{m in round k} harm_rank(m)·[count_m ≥ k]
     p{P}:inferred          Σ_m Σ_{baseline_m < k ≤ desired_m} [count_m ≥ k]   (inferred models)
@@ -23,6 +23,8 @@ from ortools.sat.python import cp_model
 from grid.planner.cpsat.domains import add_domain_shortfall
 from grid.planner.cpsat.variables import Expr, PlacementVars, any_placed
 from grid.planner.levels import (
+    baseline_members,
+    baseline_rounds,
     direct_rounds,
     disruption_cost,
     inferred_members,
@@ -55,10 +57,9 @@ def level_expressions(
     for p in problem.priorities:
         if wanted is not None and (lowest is None or p < lowest):
             break
-        members = [m.model_id for m in problem.models if m.priority == p]
-        out[f"p{p}:baseline"] = _sum(
-            xs.at_least(m, k) for m in members for k in range(1, problem.targets[m].baseline + 1)
-        )
+        for k in baseline_rounds(problem, p):
+            ids = baseline_members(problem, p, k)
+            out[f"p{p}:baseline:{k}"] = _sum(xs.at_least(m, k) for m in ids)
         for k in direct_rounds(problem, p):
             ids = round_members(problem, p, k)
             out[f"p{p}:direct:{k}"] = _sum(xs.at_least(m, k) for m in ids)

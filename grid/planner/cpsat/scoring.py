@@ -9,13 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from grid.planner.levels import (
-    direct_rounds,
-    disruption_cost,
-    inferred_members,
-    quality_scores,
-    round_members,
-)
+from grid.planner.levels import disruption_cost, quality_scores, replica_values
 from grid.planner.problem import PlacementProblem
 
 Key = tuple[str, str]
@@ -34,11 +28,6 @@ class Scorer:
         self.fixed_pinned = sum(
             1 for f in problem.fixed if f.host_id in problem.model_by_id[f.model_id].pinned_hosts
         )
-        self.classes: list[tuple[int, list[str], list[tuple[int, list[str]]], list[str]]] = []
-        for p in problem.priorities:
-            members = [m.model_id for m in problem.models if m.priority == p]
-            rounds = [(k, round_members(problem, p, k)) for k in direct_rounds(problem, p)]
-            self.classes.append((p, members, rounds, inferred_members(problem, p)))
         self.incumbent_costs = {
             key: disruption_cost(problem, cand)
             for key, cand in problem.candidates.items()
@@ -59,22 +48,10 @@ class Scorer:
         counts = dict(self.fixed_counts)
         for model_id, _host in chosen:
             counts[model_id] = counts.get(model_id, 0) + 1
-        targets = problem.targets
-        harm = problem.harm_rank
         values = {
             "pinned": self.fixed_pinned + sum(1 for key in chosen if problem.candidates[key].pinned)
         }
-        for p, members, rounds, inferred in self.classes:
-            values[f"p{p}:baseline"] = sum(min(counts[m], targets[m].baseline) for m in members)
-            for k, ids in rounds:
-                reached = [m for m in ids if counts[m] >= k]
-                values[f"p{p}:direct:{k}"] = len(reached)
-                values[f"p{p}:direct:{k}:harm"] = sum(harm[m] for m in reached)
-            if inferred:
-                values[f"p{p}:inferred"] = sum(
-                    min(counts[m], targets[m].desired) - min(counts[m], targets[m].baseline)
-                    for m in inferred
-                )
+        values.update(replica_values(problem, counts))
         values["domain_shortfall"] = self._domain_shortfall(chosen, counts)
         values["disruption"] = self.total_disruption - sum(
             cost for key, cost in self.incumbent_costs.items() if key in chosen
