@@ -50,6 +50,7 @@ class ModelView:
     mean_service_s: float
     activity: Activity
     current: bool  # arrivals in the unfinished bucket or the last complete one
+    arrivals: int = 0  # requests completed in the window (complete buckets and the current one)
 
     def has_demand(self, config: DemandConfig) -> bool:
         return (
@@ -114,4 +115,5 @@ def read_model(series: Series, window: Window, config: DemandConfig) -> ModelVie
         mean_service_s=_finite(total_service / total_arrivals) if total_arrivals else 0.0,
         activity=Activity(mask=mask, rpm=tuple(r.rpm for r in rates)),
         current=series.arrivals(window.current) > 0 or series.arrivals(window.current - 1) > 0,
+        arrivals=total_arrivals,
     )
