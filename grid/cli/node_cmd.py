@@ -25,7 +25,7 @@ import typer
 from grid.api.client import AllocatorClient
 from grid.api.settings import default_state_dir, load_settings
 from grid.fleet.errors import GridError
-from grid.node.agent_config import (
+from grid.node.agent.config import (
     CatalogEntry,
     NodeConfig,
     config_path,
@@ -33,9 +33,9 @@ from grid.node.agent_config import (
     parse_config,
     save_config,
 )
-from grid.node.agent_process import pid_record, running_agent, start_agent, stop_agent
-from grid.node.agent_state import clear_override, read_override, write_override
-from grid.node.agent_status import read_status
+from grid.node.agent.process import pid_record, running_agent, start_agent, stop_agent
+from grid.node.agent.state import clear_override, read_override, write_override
+from grid.node.agent.status import read_status
 from grid.node.protection import LocalOverride, OverrideKind
 
 NODE_DIR_ENV = "GRID_NODE_DIR"

@@ -36,9 +36,9 @@ from grid.api.settings import (
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
 from grid.lab.logical_fleet_settings import FleetSettings
-from grid.node.agent_config import CatalogEntry, NodeConfig, save_config
-from grid.node.agent_process import AgentProcess, running_agent, start_agent, stop_agent
-from grid.node.agent_status import read_status
+from grid.node.agent.config import CatalogEntry, NodeConfig, save_config
+from grid.node.agent.process import AgentProcess, running_agent, start_agent, stop_agent
+from grid.node.agent.status import read_status
 from grid.node.engines.proc import identity_mismatch, is_alive, read_identity
 from grid.node.engines.state import EngineStateStore
 

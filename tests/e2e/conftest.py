@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from grid.fleet.errors import GridError
-from grid.node.agent_config import CatalogEntry
+from grid.node.agent.config import CatalogEntry
 from grid.node.artifacts import (
     GEMMA3_270M_MODEL_ID,
     GEMMA3_270M_SHA256,

@@ -20,9 +20,9 @@ import httpx
 
 from grid.fleet.errors import GridError
 from grid.lab.logical_fleet import recorded_children
-from grid.node.agent_config import CatalogEntry, NodeConfig, save_config
-from grid.node.agent_process import pid_record, start_agent, stop_agent
-from grid.node.agent_status import read_status
+from grid.node.agent.config import CatalogEntry, NodeConfig, save_config
+from grid.node.agent.process import pid_record, start_agent, stop_agent
+from grid.node.agent.status import read_status
 from grid.node.engines.proc import is_alive, read_argv
 from grid.node.engines.state import atomic_write_text
 from tests.service.harness import ControllerProcess, mint

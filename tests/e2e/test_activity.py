@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from grid.node.agent_config import CatalogEntry
-from grid.node.agent_telemetry import write_knobs
+from grid.node.agent.config import CatalogEntry
+from grid.node.agent.telemetry import write_knobs
 from grid.node.engines.proc import is_alive
 from tests.e2e.conftest import NodeFactory
 from tests.e2e.fleet_helpers import chat, completion_text, host_row, wait_for

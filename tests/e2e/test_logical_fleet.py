@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from grid.cli import test_cmd
 from grid.cli.main import GuardedGroup
 from grid.lab.logical_fleet import CONTROLLER_TUNING, LogicalFleet
-from grid.node.agent_config import CatalogEntry
-from grid.node.agent_process import pid_record
+from grid.node.agent.config import CatalogEntry
+from grid.node.agent.process import pid_record
 from grid.node.engines.proc import is_alive
 from tests.e2e.fleet_helpers import chat, completion_text
 from tests.service.harness import free_port

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grid.node.agent_config import CatalogEntry
+from grid.node.agent.config import CatalogEntry
 from grid.node.engines.proc import is_alive
 from tests.e2e.conftest import NodeFactory
 from tests.e2e.fleet_helpers import chat, completion_text, host_row, kinds, wait_for

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from grid.api.client import AllocatorClient
-from grid.node.agent_config import CatalogEntry
+from grid.node.agent.config import CatalogEntry
 from grid.node.engines.proc import is_alive
 from tests.e2e.conftest import NodeFactory
 from tests.e2e.fleet_helpers import EngineNode, chat, completion_text, dump, host_row, wait_for

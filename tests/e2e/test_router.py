@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from grid.node.agent_config import CatalogEntry
+from grid.node.agent.config import CatalogEntry
 from tests.e2e.conftest import NodeFactory
 from tests.e2e.fleet_helpers import host_row, wait_for
 from tests.service.harness import ControllerProcess

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from grid.fleet.errors import GridError
-from grid.node.agent_config import CatalogEntry, NodeConfig
-from grid.node.agent_loop import AgentDeps, NodeAgent
+from grid.node.agent.config import CatalogEntry, NodeConfig
+from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.artifacts import ArtifactStore
 from grid.node.engines import FakeEngineSupervisor
 from grid.node.protection import LocalOverride, ProtectionPolicy, Telemetry

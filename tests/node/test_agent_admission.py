@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grid.node.agent_admission import (
+from grid.node.agent.admission import (
     Authority,
     admit,
     admit_batch,
@@ -12,7 +12,7 @@ from grid.node.agent_admission import (
     remaining_ttl,
     start_check,
 )
-from grid.node.agent_state import ReceiptStatus
+from grid.node.agent.state import ReceiptStatus
 from tests.node.agent_helpers import HOST, command
 
 pytestmark = pytest.mark.unit

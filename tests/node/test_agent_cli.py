@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from grid.cli.main import GuardedGroup
 from grid.cli.node_cmd import credential_host, node_app
-from grid.node.agent_process import pid_record, stop_agent
+from grid.node.agent.process import pid_record, stop_agent
 from grid.node.engines.proc import is_alive
 from tests.service.harness import ControllerProcess, mint
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from grid.node.agent_admission import order_by_dependencies
-from grid.node.agent_loop import NodeAgent
-from grid.node.agent_state import write_override
+from grid.node.agent.admission import order_by_dependencies
+from grid.node.agent.loop import NodeAgent
+from grid.node.agent.state import write_override
 from grid.node.engines import FakeEngineSupervisor
 from grid.node.engines.probes import Activity, ActivityState
 from grid.node.protection import LocalOverride, OverrideKind

@@ -7,13 +7,13 @@ import json
 import pytest
 
 from grid.fleet.models import ResidencyState
-from grid.node.agent_report import (
+from grid.node.agent.report import (
     MemoryReading,
     engine_observations,
     external_mb,
     residency_rows,
 )
-from grid.node.agent_state import ResidencyRecord
+from grid.node.agent.state import ResidencyRecord
 from grid.node.engines.base import EngineState, EngineStatus
 from tests.node.agent_helpers import node_config
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from grid.api.client import AllocatorClient
-from grid.node.agent_loop import AgentDeps, NodeAgent
-from grid.node.agent_state import clear_override, write_override
+from grid.node.agent.loop import AgentDeps, NodeAgent
+from grid.node.agent.state import clear_override, write_override
 from grid.node.artifacts import ArtifactStore
 from grid.node.engines import FakeEngineSupervisor
 from grid.node.protection import LocalOverride, OverrideKind, ProtectionPolicy

@@ -9,7 +9,7 @@ import pytest
 
 from grid.fleet.errors import GridError
 from grid.fleet.models import ResidencyState
-from grid.node.agent_state import (
+from grid.node.agent.state import (
     MAX_ACKNOWLEDGED_RECEIPTS,
     AgentState,
     AgentStateStore,

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from grid.fleet.models import ResidencyState
-from grid.node.agent_report import child_routes, envelope
-from grid.node.agent_state import ResidencyRecord
+from grid.node.agent.report import child_routes, envelope
+from grid.node.agent.state import ResidencyRecord
 from grid.node.engines.base import EngineState, EngineStatus
 from grid.runtime.controller.registry import Registry
 from grid.runtime.controller.wire import NodeUpdate

@@ -21,9 +21,9 @@ from grid.api.settings import Settings
 from grid.cli import server_cmd
 from grid.cli.main import GuardedGroup
 from grid.fleet.errors import GridError
-from grid.node.agent_config import NodeConfig, save_config
-from grid.node.agent_process import running_agent, start_agent, stop_agent
-from grid.node.agent_status import read_status
+from grid.node.agent.config import NodeConfig, save_config
+from grid.node.agent.process import running_agent, start_agent, stop_agent
+from grid.node.agent.status import read_status
 from grid.node.engines.proc import is_alive
 from grid.node.engines.state import atomic_write_text
 from tests.e2e.fleet_helpers import wait_for

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from grid.api.fence import CommandFence
+from grid.node.agent.fence import CommandFence
 
 
 @dataclass

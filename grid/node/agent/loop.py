@@ -30,7 +30,7 @@ from typing import Any
 from grid.api.client import AllocatorClient
 from grid.fleet.errors import GridError
 from grid.fleet.models import ADMITTING_STATES, HostState, ResidencyState
-from grid.node.agent_admission import (
+from grid.node.agent.admission import (
     Authority,
     admit_batch,
     local_free_mb,
@@ -38,9 +38,9 @@ from grid.node.agent_admission import (
     remaining_ttl,
     start_check,
 )
-from grid.node.agent_commands import CommandExecutor, Outcome
-from grid.node.agent_config import NodeConfig
-from grid.node.agent_report import (
+from grid.node.agent.commands import CommandExecutor, Outcome
+from grid.node.agent.config import NodeConfig
+from grid.node.agent.report import (
     CLAIMING,
     activity_of,
     capacity_mb,
@@ -54,7 +54,7 @@ from grid.node.agent_report import (
     residency_rows,
     resources_block,
 )
-from grid.node.agent_state import (
+from grid.node.agent.state import (
     AgentState,
     AgentStateStore,
     Keeper,
@@ -65,8 +65,8 @@ from grid.node.agent_state import (
     receipt_for,
     recover_after_restart,
 )
-from grid.node.agent_status import write_status
-from grid.node.agent_telemetry import TelemetrySource
+from grid.node.agent.status import write_status
+from grid.node.agent.telemetry import TelemetrySource
 from grid.node.artifacts import ArtifactStore
 from grid.node.engines.base import EngineStatus, EngineSupervisor
 from grid.node.protection import Decision, ProtectionPolicy, evaluate

@@ -1,6 +1,6 @@
 """`python -m grid.node.agent --state-dir DIR`: the node agent process.
 
-`grid allocator node start` runs this detached (see `agent_process.py`); tests and the logical
+`grid allocator node start` runs this detached (see `process.py`); tests and the logical
 fleet run it the same way. The node credential comes from the token file named in node.json or,
 with `--token-stdin`, from one line on stdin (how the CLI hands over GRID_ALLOCATOR_NODE_TOKEN):
 never from argv or this process's environment, and it is never logged.
@@ -22,9 +22,9 @@ from types import FrameType
 
 from grid.api.client import AllocatorClient
 from grid.fleet.errors import GridError
-from grid.node.agent_config import NodeConfig, load_config
-from grid.node.agent_loop import AgentDeps, NodeAgent
-from grid.node.agent_telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
+from grid.node.agent.config import NodeConfig, load_config
+from grid.node.agent.loop import AgentDeps, NodeAgent
+from grid.node.agent.telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
 from grid.node.artifacts import ArtifactStore
 from grid.node.engines import LlamaCppConfig, LlamaCppSupervisor
 

@@ -23,8 +23,8 @@ from typing import Any
 import psutil
 
 from grid.fleet.models import ResidencyState
-from grid.node.agent_config import NodeConfig
-from grid.node.agent_state import ResidencyRecord
+from grid.node.agent.config import NodeConfig
+from grid.node.agent.state import ResidencyRecord
 from grid.node.engines.base import EngineState, EngineStatus
 
 MIB = 1024 * 1024

@@ -27,8 +27,8 @@ from typing import Any, Protocol
 
 from grid.fleet.errors import GridError
 from grid.fleet.models import ResidencyState
-from grid.node.agent_config import NodeConfig
-from grid.node.agent_state import AgentState, ReceiptStatus, ResidencyRecord, VerifiedArtifact
+from grid.node.agent.config import NodeConfig
+from grid.node.agent.state import AgentState, ReceiptStatus, ResidencyRecord, VerifiedArtifact
 from grid.node.artifacts import ArtifactSpec, ArtifactStore, sha256_file
 from grid.node.engines.base import EngineState, EngineSupervisor
 

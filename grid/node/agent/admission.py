@@ -5,8 +5,8 @@ At receipt (`admit`), in this order:
 1. a command without an action id, a known kind or a model id cannot be acknowledged properly
    and is dropped (`malformed_command`, no receipt when there is no action id);
 2. a command for another host fails (`wrong_host`);
-3. the authority fence (`grid.api.fence.CommandFence`): not executable, a lower term, a second
-   controller in the same term fail; an authority TTL that is already spent (the server's TTL
+3. the authority fence (`fence.CommandFence`): not executable, a lower term, a second controller
+   in the same term fail; an authority TTL that is already spent (the server's TTL
    less the whole request duration, on the node's monotonic clock) is cancelled;
 4. an older plan generation of the same epoch is cancelled (`stale_plan_generation`); a new epoch
    behind a fenced term starts a new order.
@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from grid.api.fence import CommandFence
 from grid.fleet.errors import GridError
-from grid.node.agent_state import ReceiptStatus
+from grid.node.agent.fence import CommandFence
+from grid.node.agent.state import ReceiptStatus
 from grid.runtime.controller.generation import PlanGeneration
 
 KINDS = frozenset({"load", "warm", "drain", "unload"})

@@ -26,7 +26,7 @@ from typing import Any
 import grid
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
-from grid.node.agent_status import read_status
+from grid.node.agent.status import read_status
 from grid.node.engines.proc import is_alive, read_argv, read_birth_marker
 
 PID_NAME = "agent.pid"

@@ -19,7 +19,7 @@ from grid.node.engines.base import EngineStatus
 from grid.node.protection import Decision
 
 if TYPE_CHECKING:
-    from grid.node.agent_loop import NodeAgent
+    from grid.node.agent.loop import NodeAgent
 
 STATUS_NAME = "status.json"
 

@@ -1,5 +1,5 @@
 """The node-side authority fence for controller commands (pure; the node agent persists the
-fence's term and controller id in its own state, `grid.node.agent_admission.Authority`).
+fence's term and controller id in its own state, `grid.node.agent.admission.Authority`).
 
 A managed node remembers the highest controller term it has accepted and the one controller
 identity allowed in that term. It refuses a command from a lower term (even after a restart,

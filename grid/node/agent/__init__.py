@@ -1,0 +1,67 @@
+"""The node agent: heartbeats, command admission, one side effect at a time, durable state.
+
+The face of this package (what the CLI, the lab and the tests use):
+    config.py     `node.json`: the agent's configuration and model catalog
+    process.py    the detached daemon: start, find, stop (`python -m grid.node.agent`)
+    main.py       the daemon's entry point: wiring the supervisor, store, telemetry and client
+    loop.py       `NodeAgent`: the heartbeat loop and the worker
+    fence.py      the controller-authority fence (pure)
+    admission.py  what a heartbeat's commands may do, at receipt and at start (pure)
+    commands.py   the side effects of LOAD, WARM, DRAIN and UNLOAD
+    state.py      `agent.json` and `override.json`: what survives a restart
+    report.py     what the node tells the controller (the heartbeat body)
+    status.py     `status.json`: what the running agent last saw and did
+    telemetry.py  where the protection loop's samples come from (host or logical node)
+"""
+
+from __future__ import annotations
+
+from grid.node.agent.config import CatalogEntry, NodeConfig, load_config, save_config
+from grid.node.agent.fence import CommandFence, FenceVerdict
+from grid.node.agent.loop import AgentDeps, HeartbeatResult, NodeAgent
+from grid.node.agent.process import (
+    AGENT_MODULE,
+    AgentProcess,
+    pid_record,
+    running_agent,
+    start_agent,
+    stop_agent,
+)
+from grid.node.agent.state import (
+    AgentState,
+    ReceiptStatus,
+    ResidencyRecord,
+    clear_override,
+    read_override,
+    write_override,
+)
+from grid.node.agent.status import read_status
+from grid.node.agent.telemetry import HostTelemetry, LogicalTelemetry, write_knobs
+
+__all__ = [
+    "AGENT_MODULE",
+    "AgentDeps",
+    "AgentProcess",
+    "AgentState",
+    "CatalogEntry",
+    "CommandFence",
+    "FenceVerdict",
+    "HeartbeatResult",
+    "HostTelemetry",
+    "LogicalTelemetry",
+    "NodeAgent",
+    "NodeConfig",
+    "ReceiptStatus",
+    "ResidencyRecord",
+    "clear_override",
+    "load_config",
+    "pid_record",
+    "read_override",
+    "read_status",
+    "running_agent",
+    "save_config",
+    "start_agent",
+    "stop_agent",
+    "write_knobs",
+    "write_override",
+]
