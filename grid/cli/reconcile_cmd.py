@@ -1,7 +1,8 @@
 """`grid reconcile`: plan one snapshot, then stage the safe actions that would converge it.
 
 Reads a fleet snapshot (with an optional `history` list of action records and retirement
-tombstones), plans it deterministically, and prints the actions, the deferrals (each with its
+tombstones), plans it deterministically (or, with `--plan PLAN.json`, takes a stored `grid plan
+--json` document as the target, stale or not), and prints the actions, the deferrals (each with its
 code, sentence and retry time) and any withdrawals. It never touches a fleet: even in automatic
 mode it only marks actions executable. With --json, stdout carries exactly one JSON document:
 {"mode", "now", "actions", "deferred", "withdrawn", "in_flight", "blocked_models", "plan"}.
@@ -25,10 +26,49 @@ from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot, Plan
 from grid.fleet.snapshot import load_snapshot
 
+MAX_PLAN_BYTES = 64 * 1024 * 1024
+
 
 def _load(path: Path) -> FleetSnapshot:
     # A hand-written snapshot without `now` is taken as observed at the current time.
     return load_snapshot(path, now=time.time())
+
+
+PLAN_FIX = "pass the JSON document that `grid plan --json` printed"
+
+
+def load_plan(path: Path, snapshot: Path) -> Plan:
+    """A stored `grid plan --json` document; anything else is a refusal with a fix."""
+    from pydantic import ValidationError
+
+    def refusal(code: str, why: str, fix: str = PLAN_FIX, where: str = "") -> GridError:
+        redo = f"grid plan {snapshot} --json > {path}"
+        return GridError(code, f"the plan file {path} {why}", fix, where, redo)
+
+    try:
+        size = path.stat().st_size
+        if size > MAX_PLAN_BYTES:
+            raise refusal("plan_too_large", f"is {size} bytes, above {MAX_PLAN_BYTES}")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise refusal("plan_not_found", "does not exist", "write a plan first") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise refusal("plan_unreadable", f"cannot be read as text ({type(err).__name__})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        why = f"is not JSON (line {err.lineno}, column {err.colno}: {err.msg})"
+        raise refusal("plan_not_json", why) from None
+    if not isinstance(doc, dict) or "schema_version" not in doc:
+        raise refusal("plan_invalid", "is not a plan document (no schema_version)")
+    try:
+        return Plan.model_validate(doc)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        why = f"does not follow the plan schema: {first['msg']}"
+        fix = "pass an unedited `grid plan --json` document"
+        raise refusal("plan_invalid", why, fix, where) from None
 
 
 def reconcile(
@@ -43,8 +83,16 @@ def reconcile(
     time_limit: Annotated[
         float, typer.Option("--time-limit", help="Solver budget in seconds.")
     ] = 5.0,
+    plan_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--plan",
+            help="Reconcile against this stored `grid plan --json` document (possibly stale) "
+            "instead of planning the snapshot now.",
+        ),
+    ] = None,
 ) -> None:
-    """Plan a snapshot and show the staged actions that would converge the fleet to it."""
+    """Plan a snapshot (or take --plan) and show the staged actions that would converge it."""
     from grid.planner.plan import make_plan
     from grid.runtime.reconcile import reconcile as reconcile_fleet
     from grid.runtime.reconcile import result_document
@@ -54,7 +102,10 @@ def reconcile(
         chosen = parse_mode(mode)
         snap = _load(snapshot)
         records, tombstones = parse_history(snap.history)
-        plan = make_plan(snap, engine=engine, time_limit_s=time_limit, deterministic=True)
+        if plan_file is not None:
+            plan = load_plan(plan_file, snapshot)
+        else:
+            plan = make_plan(snap, engine=engine, time_limit_s=time_limit, deterministic=True)
         result = reconcile_fleet(plan, snap, records, mode=chosen, tombstones=tombstones)
     except GridError as err:
         raise typer.Exit(report_grid_error(err)) from None

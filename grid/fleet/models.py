@@ -132,6 +132,11 @@ class Host(_Strict):
     actuator_capabilities: list[str] = Field(
         default_factory=lambda: ["load", "warm", "drain", "unload"]
     )
+    # Models with a live child-engine route on this host (the node envelope's `routes`).
+    # None: the snapshot carries no route inventory (a hand-written fleet), so READY rows stand
+    # as reported; a list: a managed READY row without its route is inventory, not replacement
+    # proof (invariant 4).
+    routes: list[str] | None = None
     residencies: list[Residency] = Field(default_factory=list)
 
     @property

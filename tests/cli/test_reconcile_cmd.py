@@ -179,3 +179,57 @@ def test_repack_moves_the_incumbent_before_freeing_the_gpu_host(engine: str) -> 
     assert deferred[("warm", "gpu-1", "vision")] == "repack_staged"
     [move] = doc["plan"]["preemptions"]
     assert move["relocated_to"] == "spare"
+
+
+PLANS = EXAMPLES / "plans"
+
+
+def test_stale_plan_preemption_never_drains_a_manual_hosts_residency() -> None:
+    # Regression (issue 8, defect 1): the stored plan was made while desk-1 was still managed
+    # and names its residency as a preemption victim; desk-1 is manual now. Cleanup refused the
+    # same residency, preemption drained it.
+    doc = run_json(
+        "manual-host-preemption.json",
+        "--mode",
+        "automatic",
+        "--plan",
+        str(PLANS / "manual-host-preemption.plan.json"),
+    )
+    assert doc["plan"]["preemptions"][0]["host_id"] == "desk-1"  # the stored plan, not a new one
+    assert not any(host == "desk-1" for _kind, host, _model in moves(doc))
+    assert codes(doc)[("drain", "desk-1", "batch")] == "host_manual"
+
+
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [
+        (None, "plan_not_found"),
+        ("{not json", "plan_not_json"),
+        ("[1, 2]", "plan_invalid"),
+        ('{"schema_version": 1, "assignments": [{"model_id": "m"}]}', "plan_invalid"),
+        (
+            '{"schema_version": 7, "solver": {"engine": "x", "status": "y", "wall_ms": 0}}',
+            "plan_invalid",
+        ),
+    ],
+)
+def test_bad_plan_file_is_a_clear_refusal(tmp_path: Path, content: str | None, code: str) -> None:
+    path = tmp_path / "plan.json"
+    if content is not None:
+        path.write_text(content)
+    snapshot = EXAMPLES / "uncached-load-warm.json"
+    result = runner.invoke(app, [str(snapshot), "--json", "--plan", str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert f"[{code}]" in result.stderr
+    assert "To fix:" in result.stderr
+    assert f"Next: grid plan {snapshot} --json > {path}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_stored_plan_round_trips_through_the_cli(tmp_path: Path) -> None:
+    fresh = run_json("replacement-warming.json")
+    stored = tmp_path / "plan.json"
+    stored.write_text(json.dumps(fresh["plan"]))
+    replayed = run_json("replacement-warming.json", "--plan", str(stored))
+    assert moves(replayed) == moves(fresh) and codes(replayed) == codes(fresh)

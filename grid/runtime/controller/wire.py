@@ -178,6 +178,7 @@ def build_host(
         last_heartbeat=now,
         ownership=Ownership.MANUAL if manual else Ownership.MANAGED,
         actuator_capabilities=list(envelope.actuator_capabilities),
+        routes=sorted({r.model_id for r in envelope.routes}),
         residencies=residencies,
     )
     return host, problems
@@ -188,6 +189,7 @@ def safety_signature(host: Host) -> tuple[object, ...]:
     return (
         host.state.value,
         host.failure_domain,
+        tuple(sorted(host.routes or ())),  # a route corroborates a READY row (invariant 4)
         tuple(
             sorted(
                 (r.model_id, r.state.value, r.owner.value, r.artifact_sha256 or "")

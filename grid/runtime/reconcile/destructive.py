@@ -1,42 +1,51 @@
 """Destructive work: drain and unload obsolete or retired managed residencies, safely.
 
-Order of the checks for one residency: ownership (managed, not pinned, not on a manual host),
-reachability, a destructive block left by an earlier withdrawal, a lifecycle still running on
-it, then for a serving replica minimum residency, scale-down cooldown and last-replica
-protection, and for an UNLOAD drain-before-unload. A retired model (tombstone, no profile)
-converges to zero: its copies drain without availability checks, even on hosts that return
-long after the profile was removed.
+Every drain or unload here passes the one gate list of `gates.py` (the same list preemption
+uses): first its standing gates (ownership, pins, manual host, reachability, a destructive block
+left by an earlier withdrawal, a lifecycle still running on it), then, unless the same action is
+already open, its timing gates (minimum residency, scale-down cooldown, last-replica and
+make-before-break protection, managed baseline and failure-domain floors, drain before unload,
+backoff). The old copy of an incumbent the plan relocates (a repack) is the `repack` path of the
+same list. A retired model (tombstone, no profile) converges to zero: its copies drain without
+availability checks, even on hosts that return long after the profile was removed.
 
-Before any of that, `revalidate_open_batches` re-checks the drains already issued: if fresh
-evidence makes one unsafe, every open destructive record of that model is withdrawn and further
-destructive work for it waits (see `safety.destructive_postcondition`).
+Before any of that, `revalidate_open_batches` re-checks the drains already issued against the
+list's availability floors: if fresh evidence makes one unsafe, every open destructive record of
+that model is withdrawn and further destructive work for it waits (see
+`safety.destructive_postcondition`).
 """
 
 from __future__ import annotations
 
 from grid.fleet.actions import DESTRUCTIVE_KINDS, ActionKind, ActionRecord, Urgency
 from grid.fleet.models import LIVE_STATES, Preemption, Residency, ResidencyState
+from grid.runtime.reconcile.gates import (
+    Candidate,
+    GateContext,
+    Path,
+    Stage,
+    first_blocker,
+    floor_blocker,
+)
 from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.proposals import Proposal, TickState
 from grid.runtime.reconcile.safety import (
     Blocker,
     awaiting_heartbeat,
-    backoff_blocker,
     defer_blocked,
     destructive_postcondition,
-    removal_blocker,
-    residency_age_blocker,
-    unload_blocker,
 )
 from grid.runtime.reconcile.view import FleetView, Key
 
 
-def serving(view: FleetView, model_id: str, host_id: str) -> bool:
-    """READY on an admitting host: it carries traffic (whatever its artifact revision)."""
+def ready_here(view: FleetView, model_id: str, host_id: str) -> bool:
+    """A READY process on the host (whatever its admission): draining it ends a replica."""
     res = view.residency(model_id, host_id)
-    return (
-        res is not None and res.state is ResidencyState.READY and view.admitting.get(host_id, False)
-    )
+    return res is not None and res.state is ResidencyState.READY
+
+
+def cleanup_path(view: FleetView, model_id: str, host_id: str) -> Path:
+    return Path.REPACK if (model_id, host_id) in view.relocating else Path.CLEANUP
 
 
 def block_dangling(view: FleetView, history: HistoryIndex, tick: TickState) -> None:
@@ -46,9 +55,21 @@ def block_dangling(view: FleetView, history: HistoryIndex, tick: TickState) -> N
             tick.blocked_models.add(record.model_id)
 
 
+def note_open_drains(view: FleetView, history: HistoryIndex, tick: TickState) -> None:
+    """Open drains of READY replicas take them out of service: every path's floors see them."""
+    for record in history.open_records():
+        if (
+            record.kind is ActionKind.DRAIN
+            and not tick.is_withdrawn(record)
+            and ready_here(view, record.model_id, record.host_id)
+        ):
+            tick.note_removal(record.model_id, record.host_id)
+
+
 def revalidate_open_batches(
     view: FleetView, history: HistoryIndex, tick: TickState, victims: dict[Key, Preemption]
 ) -> None:
+    ctx = GateContext(view, history, tick.blocked_models)
     batches: dict[str, list[ActionRecord]] = {}
     for record in history.open_records():
         if record.kind in DESTRUCTIVE_KINDS:
@@ -56,14 +77,24 @@ def revalidate_open_batches(
     for model_id, records in sorted(batches.items()):
         if model_id in view.retired:
             continue
-        removing = {
-            r.host_id
+        drains = [
+            r
             for r in records
             if r.kind is ActionKind.DRAIN
-            and serving(view, model_id, r.host_id)
+            and ready_here(view, model_id, r.host_id)
             and (model_id, r.host_id) not in victims  # a staged preemption is exempt
-        }
-        blocker = removal_blocker(view, model_id, removing) if removing else None
+        ]
+        removing = frozenset(r.host_id for r in drains)
+        blocker: Blocker | None = None
+        for r in sorted(drains, key=lambda r: r.host_id):
+            res = view.residency(model_id, r.host_id)
+            if res is None:
+                continue
+            path = cleanup_path(view, model_id, r.host_id)
+            candidate = Candidate(ActionKind.DRAIN, model_id, r.host_id, res, path, removing)
+            blocker = floor_blocker(ctx, candidate)
+            if blocker is not None:
+                break
         if blocker is None:
             blocker = _unload_of_serving(view, records)
         if blocker is None:
@@ -96,20 +127,13 @@ def _unload_of_serving(view: FleetView, records: list[ActionRecord]) -> Blocker 
 def propose_cleanup(
     view: FleetView, history: HistoryIndex, tick: TickState, victims: dict[Key, Preemption]
 ) -> None:
-    removing: dict[str, set[str]] = {}
-    for record in history.open_records():
-        if (
-            record.kind is ActionKind.DRAIN
-            and not tick.is_withdrawn(record)
-            and serving(view, record.model_id, record.host_id)
-        ):
-            removing.setdefault(record.model_id, set()).add(record.host_id)
+    ctx = GateContext(view, history, tick.blocked_models)
     work: list[tuple[tuple[int, int, int, str, str], str, Residency]] = []
     for host in view.snap.hosts:
         for res in host.residencies:
             key = (res.model_id, host.host_id)
             if res.state not in LIVE_STATES or key in victims or not res.is_managed:
-                continue
+                continue  # Grid cleans up only what it owns (the gates refuse the rest anyway)
             retired = res.model_id in view.retired
             if not retired and key in view.desired and view.reusable_incumbent(*key):
                 continue
@@ -122,63 +146,44 @@ def propose_cleanup(
             )
             work.append((order, host.host_id, res))
     for _order, host_id, res in sorted(work, key=lambda item: item[0]):
-        _cleanup_one(view, history, tick, host_id, res, removing)
+        _cleanup_one(ctx, tick, host_id, res)
 
 
-def _cleanup_one(
-    view: FleetView,
-    history: HistoryIndex,
-    tick: TickState,
-    host_id: str,
-    res: Residency,
-    removing: dict[str, set[str]],
-) -> None:
+def _cleanup_one(ctx: GateContext, tick: TickState, host_id: str, res: Residency) -> None:
+    view, history = ctx.view, ctx.history
     model_id = res.model_id
     prof = view.profiles.get(model_id)
     retired = model_id in view.retired
     kind = ActionKind.DRAIN if res.state is ResidencyState.READY else ActionKind.UNLOAD
-    if prof is None and not retired:
-        tick.defer(kind, host_id, model_id, "unknown_model")
-        return
-    if view.is_pinned(model_id, host_id):
-        tick.defer(kind, host_id, model_id, "pinned_residency")
-        return
-    if view.host_manual(host_id):
-        tick.defer(kind, host_id, model_id, "host_manual")
-        return
-    if not view.reachable.get(host_id, False):
-        tick.defer(kind, host_id, model_id, "host_unreachable")
-        return
-    if model_id in tick.blocked_models:
-        tick.defer(kind, host_id, model_id, "destructive_blocked")
-        return
-    if history.running_constructive(model_id, host_id):
-        tick.defer(kind, host_id, model_id, "constructive_in_flight")
-        return
+    desired = len(view.desired_hosts.get(model_id, []))
+    scale_down = desired < len(view.counted_hosts(model_id)) and view.quiet(model_id)
+    candidate = Candidate(
+        kind,
+        model_id,
+        host_id,
+        res,
+        cleanup_path(view, model_id, host_id),
+        tick.removing_of(model_id),
+        scale_down=scale_down,
+    )
     key = (kind, host_id, model_id)
+    blocker = first_blocker(ctx, candidate, Stage.STANDING)
+    if blocker is not None:
+        defer_blocked(tick, key, blocker)
+        return
     if tick.keep_open(history.open_record(key)) is not None:
         return
     if awaiting_heartbeat(view, history, key):
         return
-    blocker: Blocker | None
-    if kind is ActionKind.DRAIN:
-        blocker = None
-        if not retired and serving(view, model_id, host_id):
-            desired = len(view.desired_hosts.get(model_id, []))
-            scale_down = desired < len(view.counted_hosts(model_id)) and view.quiet(model_id)
-            blocker = residency_age_blocker(view, model_id, host_id, res, scale_down=scale_down)
-            if blocker is None:
-                blocker = removal_blocker(view, model_id, removing.get(model_id, set()) | {host_id})
-    else:
-        blocker = unload_blocker(res)
-    if blocker is None:
-        blocker = backoff_blocker(view, history, key)
+    blocker = first_blocker(ctx, candidate, Stage.TIMING)
     if blocker is not None:
         defer_blocked(tick, key, blocker)
         return
     if kind is ActionKind.DRAIN:
-        removing.setdefault(model_id, set()).add(host_id)
+        tick.note_removal(model_id, host_id)
     why = "the model was retired" if retired else "no longer in the plan"
+    if candidate.path is Path.REPACK:
+        why = "the plan relocates it and its new replica is ready"
     tick.proposals.append(
         Proposal(
             kind=kind,

@@ -8,7 +8,10 @@ the beneficiary stays unsatisfied until a later heartbeat proves the memory free
 - the victim drains, inheriting the beneficiary's priority and service class, and unloads once it
   reports no requests in flight;
 - already-drained and idle victims are released before busy ones (`busy_rank`).
-Pinned, manual and external victims are never actuated, whatever the plan says.
+Every victim passes the one gate list of `gates.py` (the `preemption` path): pinned, manual-host
+and external victims are never actuated and the managed baseline and failure-domain floors hold,
+whatever a stale plan says; only the wait for a READY replacement is left out (the planner's
+explicit exception to make-before-break: the victim drains first).
 """
 
 from __future__ import annotations
@@ -17,15 +20,10 @@ from grid.fleet.actions import ActionKind
 from grid.fleet.models import LIVE_STATES, Preemption, ResidencyState
 from grid.planner.eligibility import pair_refusals
 from grid.runtime.reconcile.constructive import artifact_key, replica_urgency, startup_s
+from grid.runtime.reconcile.gates import Candidate, GateContext, Path, Stage, first_blocker
 from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.proposals import Proposal, TickState
-from grid.runtime.reconcile.safety import (
-    awaiting_heartbeat,
-    backoff_blocker,
-    defer_blocked,
-    residency_age_blocker,
-    unload_blocker,
-)
+from grid.runtime.reconcile.safety import awaiting_heartbeat, backoff_blocker, defer_blocked
 from grid.runtime.reconcile.view import FleetView, Key
 
 
@@ -54,6 +52,7 @@ def _priority(view: FleetView, p: Preemption) -> int:
 def propose_preemptions(
     view: FleetView, history: HistoryIndex, tick: TickState, victims: dict[Key, Preemption]
 ) -> None:
+    ctx = GateContext(view, history, tick.blocked_models)
     beneficiaries_noted: set[Key] = set()
     for p in view.plan.preemptions:
         ben_key = (p.beneficiary_model_id, p.host_id)
@@ -85,44 +84,35 @@ def propose_preemptions(
         if res is None or res.state not in LIVE_STATES:
             continue  # already released: a later plan assigns the beneficiary
         kind = ActionKind.DRAIN if res.state is ResidencyState.READY else ActionKind.UNLOAD
-        if not res.is_managed or view.is_pinned(victim_id, host_id):
+        candidate = Candidate(
+            kind, victim_id, host_id, res, Path.PREEMPTION, tick.removing_of(victim_id)
+        )
+        key = (kind, host_id, victim_id)
+        blocker = first_blocker(ctx, candidate, Stage.STANDING)
+        if blocker is not None:
             tick.defer(
                 kind,
                 host_id,
                 victim_id,
-                "pinned_residency" if res.is_managed else "not_managed",
+                blocker.code,
                 detail=f"named as a preemption victim for {beneficiary.model_id}",
             )
-            continue
-        if not view.reachable.get(host_id, False):
-            tick.defer(kind, host_id, victim_id, "host_unreachable")
-            continue
-        if victim_id in tick.blocked_models:
-            tick.defer(kind, host_id, victim_id, "destructive_blocked")
-            continue
-        if history.running_constructive(victim_id, host_id):
-            tick.defer(kind, host_id, victim_id, "constructive_in_flight")
             continue
         ben_round = len(view.counted_hosts(beneficiary.model_id)) + 1
         urgency = replica_urgency(view, beneficiary.model_id, host_id, ben_round)
         cached = view.exact_cached(beneficiary.model_id, host_id)
         prefetch, prefetch_record = _prefetch(view, history, tick, p, cached)
-        key = (kind, host_id, victim_id)
         if tick.keep_open(history.open_record(key)) is not None:
             continue
         if awaiting_heartbeat(view, history, key):
             continue
-        if kind is ActionKind.DRAIN:
-            blocker = residency_age_blocker(view, victim_id, host_id, res, scale_down=False)
-            busy_rank = 1 if res.active_requests == 0 else 2
-        else:
-            blocker = unload_blocker(res)
-            busy_rank = 0
-        if blocker is None:
-            blocker = backoff_blocker(view, history, key)
+        blocker = first_blocker(ctx, candidate, Stage.TIMING)
         if blocker is not None:
             defer_blocked(tick, key, blocker)
             continue
+        busy_rank = 0 if kind is ActionKind.UNLOAD else (1 if res.active_requests == 0 else 2)
+        if kind is ActionKind.DRAIN:
+            tick.note_removal(victim_id, host_id)
         tick.proposals.append(
             Proposal(
                 kind=kind,

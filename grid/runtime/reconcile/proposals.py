@@ -70,6 +70,9 @@ class TickState:
     in_flight: dict[str, ActionRecord] = field(default_factory=dict)  # still wanted, by id
     withdrawn: dict[str, Withdrawal] = field(default_factory=dict)
     blocked_models: set[str] = field(default_factory=set)
+    # Hosts per model whose replica is taken out of service this tick (open or proposed drains):
+    # every destructive path checks its floors against the same set.
+    removing: dict[str, set[str]] = field(default_factory=dict)
 
     def defer(
         self,
@@ -111,6 +114,12 @@ class TickState:
             message=withdrawal_text(code),
             delivered=record.was_delivered,
         )
+
+    def removing_of(self, model_id: str) -> frozenset[str]:
+        return frozenset(self.removing.get(model_id, ()))
+
+    def note_removal(self, model_id: str, host_id: str) -> None:
+        self.removing.setdefault(model_id, set()).add(host_id)
 
     def keep(self, record: ActionRecord) -> None:
         """An open record whose work is still wanted: its equivalent is not proposed again."""

@@ -1,9 +1,11 @@
-"""Safety rules for destructive work, shared by cleanup, batch re-validation and retries (pure).
+"""Safety rules for destructive work; `gates.py` orders them into the one gate list (pure).
 
 - Last-replica protection: removing a set of replicas of a model is safe only when every desired
-  replacement the plan names is counted READY (admitting host, exact artifact), the managed
-  baseline is not left to external or unauthenticated replicas, and the failure-domain floor
-  holds during the change.
+  replacement the plan names is counted READY (admitting host, live child route, exact
+  artifact), the managed baseline is not left to external or unauthenticated replicas, and the
+  failure-domain floor holds during the change.
+- Make before break: the last ready replica of a required model on a host that stopped
+  admitting work drains only once a replacement elsewhere is counted READY.
 - Drain before unload: UNLOAD only once the residency no longer serves (draining, or a lifecycle
   that never became ready) and reports zero requests in flight; unknown activity fails safe.
 - Minimum residency and scale-down cooldown, with future timestamps clamped to age zero.
@@ -36,23 +38,55 @@ class Blocker:
     retry_at: float | None = None
 
 
-def removal_blocker(view: FleetView, model_id: str, removing: set[str]) -> Blocker | None:
-    """Why taking the replicas on `removing` out of service is unsafe now (None: it is safe)."""
-    prof = view.profiles.get(model_id)
-    if prof is None:
+def replacement_blocker(view: FleetView, model_id: str, removing: set[str]) -> Blocker | None:
+    """Every replica the plan keeps outside `removing` must be counted READY first."""
+    if model_id not in view.profiles:
         return None  # a retired model converges to zero
     for host_id in view.desired_hosts.get(model_id, []):
-        if host_id in removing:
+        if host_id in removing or view.counted_ready(model_id, host_id):
             continue
-        if not view.counted_ready(model_id, host_id):
-            res = view.residency(model_id, host_id)
-            state = res.state.value if res is not None else "absent"
-            why = (
-                "paused or ineligible host"
-                if res is not None and (res.state is ResidencyState.READY)
-                else state
-            )
-            return Blocker("replacement_not_ready", f"replacement on {host_id}: {why}")
+        res = view.residency(model_id, host_id)
+        if res is None:
+            why = "absent"
+        elif res.state is ResidencyState.READY and not view.admitting.get(host_id, False):
+            why = "paused or ineligible host"
+        elif res.state is ResidencyState.READY and not view.route_corroborated(model_id, host_id):
+            why = "ready row without a live child route"
+        elif res.state is ResidencyState.READY:
+            why = "another artifact revision"
+        else:
+            why = res.state.value
+        return Blocker("replacement_not_ready", f"replacement on {host_id}: {why}")
+    return None
+
+
+def evacuation_blocker(
+    view: FleetView, model_id: str, host_id: str, removing: set[str]
+) -> Blocker | None:
+    """Make before break for a READY replica on a host that stopped admitting work.
+
+    When that replica is the last ready one of a required model (no managed replica serves
+    outside `removing`), it drains only after a replacement elsewhere is counted READY.
+    """
+    prof = view.profiles.get(model_id)
+    if prof is None or prof.min_replicas <= 0:
+        return None
+    remaining = [h for h in view.managed_serving_hosts(model_id) if h not in removing]
+    if remaining:
+        return None
+    planned = [h for h in view.desired_hosts.get(model_id, []) if h != host_id]
+    blocker = replacement_blocker(view, model_id, removing)
+    if blocker is not None:
+        return blocker
+    detail = "no replacement is planned elsewhere" if not planned else "no replacement serves"
+    return Blocker("replacement_not_ready", f"{host_id} holds the last ready replica; {detail}")
+
+
+def managed_floor_blocker(view: FleetView, model_id: str, removing: set[str]) -> Blocker | None:
+    """The managed baseline is never left to external or unauthenticated replicas."""
+    prof = view.profiles.get(model_id)
+    if prof is None:
+        return None
     managed_before = set(view.managed_counted_hosts(model_id))
     managed_after = managed_before - removing
     floor = min(prof.min_replicas, len(managed_before))
@@ -61,11 +95,18 @@ def removal_blocker(view: FleetView, model_id: str, removing: set[str]) -> Block
             "managed_baseline_floor",
             f"{len(managed_after)} managed ready replica(s) would remain, baseline {floor}",
         )
+    return None
+
+
+def domain_floor_blocker(view: FleetView, model_id: str, removing: set[str]) -> Blocker | None:
+    """The change never dips below the required spread, capped by what the fleet has now and
+    by what the plan's target itself will have."""
+    prof = view.profiles.get(model_id)
+    if prof is None:
+        return None
     counted = set(view.counted_hosts(model_id))
     domains_before = {view.domain(h) for h in counted}
     domains_after = {view.domain(h) for h in counted - removing}
-    # The floor is what the change must never dip below: the required spread, capped by what
-    # the fleet has now and by what the plan's target itself will have.
     target_domains = {view.domain(h) for h in view.desired_hosts.get(model_id, [])}
     domain_floor = min(prof.min_failure_domains, len(domains_before), len(target_domains))
     if len(domains_after) < domain_floor:
@@ -77,7 +118,7 @@ def removal_blocker(view: FleetView, model_id: str, removing: set[str]) -> Block
 
 
 def residency_age_blocker(
-    view: FleetView, model_id: str, host_id: str, res: Residency, *, scale_down: bool
+    view: FleetView, model_id: str, res: Residency, *, scale_down: bool
 ) -> Blocker | None:
     """Minimum residency, then (for a scale-down in a quiet spell) the cooldown since last use."""
     prof = view.profiles.get(model_id)

@@ -1,8 +1,9 @@
 """What the reconciler knows about the fleet in one tick: snapshot, plan and targets, indexed once.
 
 "Counted" replicas are the only ones that may serve as replacement or floor evidence: READY, on
-a host that admits work (lifecycle, fresh heartbeat, not manual), and, for a managed residency of
-a checksum-protected model, proving that exact artifact digest.
+a host that admits work (lifecycle, fresh heartbeat, not manual), corroborated by a live child
+route when the host reports its routes (a READY row alone is inventory, invariant 4), and, for a
+managed residency of a checksum-protected model, proving that exact artifact digest.
 """
 
 from __future__ import annotations
@@ -80,6 +81,15 @@ class FleetView:
         return out
 
     @cached_property
+    def relocating(self) -> set[Key]:
+        """(model, host) of incumbents the plan relocates (a repack names where they go)."""
+        return {
+            (p.victim_model_id, p.host_id)
+            for p in self.plan.preemptions
+            if p.relocated_to is not None
+        }
+
+    @cached_property
     def retired(self) -> set[str]:
         """Tombstoned models without a profile (a recreated profile clears its tombstone)."""
         return {t.model_id for t in self.tombstones if t.model_id not in self.profiles}
@@ -123,15 +133,41 @@ class FleetView:
             return True
         return res.artifact_sha256 == prof.artifact_sha256
 
-    def counted_ready(self, model_id: str, host_id: str) -> bool:
-        """READY replica that may serve as replacement, floor and failure-domain evidence."""
+    def route_corroborated(self, model_id: str, host_id: str) -> bool:
+        """Invariant 4: a managed READY row counts only beside a live child route for the same
+        host and model. A host without route inventory (a hand-written snapshot) and external
+        or manual rows (inventory the node does not own) stand as reported."""
+        host = self.hosts.get(host_id)
+        res = self.residency(model_id, host_id)
+        if host is None or res is None:
+            return False
+        return host.routes is None or not res.is_managed or model_id in host.routes
+
+    def serving(self, model_id: str, host_id: str) -> bool:
+        """READY on an admitting host with its route: it carries traffic (any revision)."""
         res = self.residency(model_id, host_id)
         return (
             res is not None
             and res.state is ResidencyState.READY
             and self.admitting.get(host_id, False)
+            and self.route_corroborated(model_id, host_id)
+        )
+
+    def counted_ready(self, model_id: str, host_id: str) -> bool:
+        """READY replica that may serve as replacement, floor and failure-domain evidence."""
+        res = self.residency(model_id, host_id)
+        return (
+            res is not None
+            and self.serving(model_id, host_id)
             and self.exact_artifact(model_id, res)
         )
+
+    def managed_serving_hosts(self, model_id: str) -> list[str]:
+        return [
+            h
+            for h, r in self.by_model.get(model_id, [])
+            if r.is_managed and self.serving(model_id, h)
+        ]
 
     def counted_hosts(self, model_id: str) -> list[str]:
         return [h for h, _r in self.by_model.get(model_id, []) if self.counted_ready(model_id, h)]

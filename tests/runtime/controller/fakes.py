@@ -26,6 +26,7 @@ class FakeNode:
     executed: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     state: str = "accepting"
+    unrouted: set[str] = field(default_factory=set)  # READY rows whose child route is gone
 
     def __post_init__(self) -> None:
         self.node_id = self.node_id or f"node-{self.host_id}"
@@ -37,6 +38,12 @@ class FakeNode:
             "cached_models": sorted(self.cached),
             "residencies": [dict(r) for _m, r in sorted(self.residencies.items())],
             "actuator_capabilities": ["load", "warm", "drain", "unload"],
+            # Like a real node: a live child route beside each READY row (invariant 4).
+            "routes": [
+                {"model_id": m, "port": 39100 + i}
+                for i, (m, r) in enumerate(sorted(self.residencies.items()))
+                if r["state"] == "ready" and m not in self.unrouted
+            ],
         }
 
     def registration(self) -> dict[str, Any]:

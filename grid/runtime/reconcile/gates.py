@@ -1,0 +1,239 @@
+"""The destructive gates: one ordered list of named rules for every path that drains or unloads.
+
+Cleanup, staged preemption and repack (and the re-validation of drains already issued) all ask
+this list, so a rule cannot drift between paths. Like a scheduler's filter plugins, each gate is
+a small unit with a name, the deferral code it reports, the paths it applies to and a pure
+check; `first_blocker` runs them in order and the first refusal wins (its code is the deferral).
+
+Two stages: `standing` gates (authority: ownership, manual host, pins, reachability, an earlier
+withdrawal, a lifecycle still running) are checked before an open record of the same action is
+kept; `timing` gates (age, availability floors, activity, backoff) decide whether new work may
+start now. A retired model (tombstone, no profile) converges to zero: the age and floor gates
+let it go, ownership and activity never do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from enum import StrEnum
+
+from grid.fleet.actions import ActionKind
+from grid.fleet.models import Residency, ResidencyState
+from grid.runtime.reconcile.history import HistoryIndex
+from grid.runtime.reconcile.safety import (
+    Blocker,
+    backoff_blocker,
+    domain_floor_blocker,
+    evacuation_blocker,
+    managed_floor_blocker,
+    replacement_blocker,
+    residency_age_blocker,
+    unload_blocker,
+)
+from grid.runtime.reconcile.view import FleetView
+
+
+class Path(StrEnum):
+    CLEANUP = "cleanup"  # an obsolete or retired managed residency
+    PREEMPTION = "preemption"  # a victim the plan names to free memory for a beneficiary
+    REPACK = "repack"  # the old copy of an incumbent the plan relocates
+
+
+class Stage(StrEnum):
+    STANDING = "standing"
+    TIMING = "timing"
+
+
+ALL_PATHS = frozenset(Path)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One drain or unload some path would like to propose."""
+
+    kind: ActionKind
+    model_id: str
+    host_id: str
+    res: Residency
+    path: Path
+    removing: frozenset[str] = frozenset()  # hosts whose drain of this model is already open
+    scale_down: bool = False  # a cleanup that lowers the replica count in a quiet spell
+
+
+@dataclass(frozen=True)
+class GateContext:
+    view: FleetView
+    history: HistoryIndex
+    blocked_models: AbstractSet[str]  # the tick's live set: models whose destructive work waits
+
+    def retired(self, model_id: str) -> bool:
+        return model_id in self.view.retired
+
+    def serving_drain(self, c: Candidate) -> bool:
+        """A drain of a READY replica on a host that admits work: it takes service away."""
+        return c.kind is ActionKind.DRAIN and self.view.serving(c.model_id, c.host_id)
+
+    def ready_drain(self, c: Candidate) -> bool:
+        return c.kind is ActionKind.DRAIN and c.res.state is ResidencyState.READY
+
+
+Check = Callable[[GateContext, Candidate], Blocker | None]
+
+
+@dataclass(frozen=True)
+class Gate:
+    name: str
+    code: str  # the deferral code this gate reports (floors may name a more specific one)
+    stage: Stage
+    check: Check
+    paths: frozenset[Path] = ALL_PATHS
+
+    def applies(self, c: Candidate) -> bool:
+        return c.path in self.paths
+
+
+def _refuse(code: str, detail: str = "") -> Blocker:
+    return Blocker(code, detail)
+
+
+def _managed(ctx: GateContext, c: Candidate) -> Blocker | None:
+    return None if c.res.is_managed else _refuse("not_managed", f"owner {c.res.owner.value}")
+
+
+def _known(ctx: GateContext, c: Candidate) -> Blocker | None:
+    known = c.model_id in ctx.view.profiles or ctx.retired(c.model_id)
+    return None if known else _refuse("unknown_model")
+
+
+def _pinned(ctx: GateContext, c: Candidate) -> Blocker | None:
+    return _refuse("pinned_residency") if ctx.view.is_pinned(c.model_id, c.host_id) else None
+
+
+def _manual_host(ctx: GateContext, c: Candidate) -> Blocker | None:
+    return _refuse("host_manual") if ctx.view.host_manual(c.host_id) else None
+
+
+def _reachable(ctx: GateContext, c: Candidate) -> Blocker | None:
+    return None if ctx.view.reachable.get(c.host_id, False) else _refuse("host_unreachable")
+
+
+def _not_blocked(ctx: GateContext, c: Candidate) -> Blocker | None:
+    return _refuse("destructive_blocked") if c.model_id in ctx.blocked_models else None
+
+
+def _lifecycle_idle(ctx: GateContext, c: Candidate) -> Blocker | None:
+    running = ctx.history.running_constructive(c.model_id, c.host_id)
+    return _refuse("constructive_in_flight") if running else None
+
+
+def _minimum_residency(ctx: GateContext, c: Candidate) -> Blocker | None:
+    if ctx.retired(c.model_id) or not ctx.serving_drain(c):
+        return None
+    return residency_age_blocker(ctx.view, c.model_id, c.res, scale_down=False)
+
+
+def _cooldown(ctx: GateContext, c: Candidate) -> Blocker | None:
+    if ctx.retired(c.model_id) or not c.scale_down or not ctx.serving_drain(c):
+        return None
+    return residency_age_blocker(ctx.view, c.model_id, c.res, scale_down=True)
+
+
+def _removing(c: Candidate) -> set[str]:
+    return set(c.removing) | {c.host_id}
+
+
+def _replacements(ctx: GateContext, c: Candidate) -> Blocker | None:
+    if ctx.retired(c.model_id) or not ctx.serving_drain(c):
+        return None
+    return replacement_blocker(ctx.view, c.model_id, _removing(c))
+
+
+def _evacuation(ctx: GateContext, c: Candidate) -> Blocker | None:
+    if ctx.retired(c.model_id) or not ctx.ready_drain(c) or ctx.serving_drain(c):
+        return None
+    return evacuation_blocker(ctx.view, c.model_id, c.host_id, _removing(c))
+
+
+def _managed_floor(ctx: GateContext, c: Candidate) -> Blocker | None:
+    if ctx.retired(c.model_id) or not ctx.serving_drain(c):
+        return None
+    return managed_floor_blocker(ctx.view, c.model_id, _removing(c))
+
+
+def _domain_floor(ctx: GateContext, c: Candidate) -> Blocker | None:
+    if ctx.retired(c.model_id) or not ctx.serving_drain(c):
+        return None
+    return domain_floor_blocker(ctx.view, c.model_id, _removing(c))
+
+
+def _drained_and_idle(ctx: GateContext, c: Candidate) -> Blocker | None:
+    return unload_blocker(c.res) if c.kind is ActionKind.UNLOAD else None
+
+
+def _backoff(ctx: GateContext, c: Candidate) -> Blocker | None:
+    return backoff_blocker(ctx.view, ctx.history, (c.kind, c.host_id, c.model_id))
+
+
+PLANNED_REMOVALS = frozenset({Path.CLEANUP, Path.REPACK})
+
+GATES: tuple[Gate, ...] = (
+    Gate("managed_residency", "not_managed", Stage.STANDING, _managed),
+    Gate("known_model", "unknown_model", Stage.STANDING, _known),
+    Gate("pinned_host", "pinned_residency", Stage.STANDING, _pinned),
+    Gate("manual_host", "host_manual", Stage.STANDING, _manual_host),
+    Gate("reachable_host", "host_unreachable", Stage.STANDING, _reachable),
+    Gate("no_dangling_destructive", "destructive_blocked", Stage.STANDING, _not_blocked),
+    Gate("lifecycle_finished", "constructive_in_flight", Stage.STANDING, _lifecycle_idle),
+    Gate("minimum_residency", "minimum_residency", Stage.TIMING, _minimum_residency),
+    Gate("scale_down_cooldown", "scale_down_cooldown", Stage.TIMING, _cooldown),
+    # Last replica: the plan's replacements are READY first (a preemption has none: it is the
+    # planner's explicit exception, released before its beneficiary is placed).
+    Gate(
+        "replacements_ready",
+        "replacement_not_ready",
+        Stage.TIMING,
+        _replacements,
+        paths=PLANNED_REMOVALS,
+    ),
+    Gate("evacuation_make_before_break", "replacement_not_ready", Stage.TIMING, _evacuation),
+    Gate("managed_baseline_floor", "managed_baseline_floor", Stage.TIMING, _managed_floor),
+    Gate("failure_domain_floor", "failure_domain_floor", Stage.TIMING, _domain_floor),
+    Gate("drained_and_idle", "requests_in_flight", Stage.TIMING, _drained_and_idle),
+    Gate("failure_backoff", "backoff", Stage.TIMING, _backoff),
+)
+
+# The availability floors, re-checked for drains already issued (batch re-validation).
+FLOOR_GATES = frozenset(
+    {
+        "replacements_ready",
+        "evacuation_make_before_break",
+        "managed_baseline_floor",
+        "failure_domain_floor",
+    }
+)
+
+
+def first_blocker(
+    ctx: GateContext,
+    candidate: Candidate,
+    stage: Stage,
+    *,
+    only: frozenset[str] | None = None,
+) -> Blocker | None:
+    """The first gate of `stage` that refuses the candidate (None: every gate lets it pass)."""
+    for gate in GATES:
+        if gate.stage is not stage or not gate.applies(candidate):
+            continue
+        if only is not None and gate.name not in only:
+            continue
+        blocker = gate.check(ctx, candidate)
+        if blocker is not None:
+            return blocker
+    return None
+
+
+def floor_blocker(ctx: GateContext, candidate: Candidate) -> Blocker | None:
+    """The availability floors alone (for a drain that was already issued)."""
+    return first_blocker(ctx, candidate, Stage.TIMING, only=FLOOR_GATES)
