@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 
 from grid import __version__
 from grid.cli import allocator_cmd, lab_cmd, node_cmd, plan_cmd, reconcile_cmd, server_cmd, test_cmd
+from grid.cli.capacity_cmd import capacity_app
 from grid.cli.errors import report_grid_error, report_unexpected
 from grid.fleet.errors import GridError
 
@@ -76,6 +77,7 @@ allocator_cmd.allocator_app.add_typer(node_cmd.node_app, name="node")
 app.add_typer(allocator_cmd.allocator_app, name="allocator")
 app.add_typer(test_cmd.test_app, name="test")
 app.add_typer(lab_cmd.lab_app, name="lab")
+app.add_typer(capacity_app, name="capacity")
 
 
 def main() -> None:

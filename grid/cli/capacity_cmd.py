@@ -1,0 +1,151 @@
+"""`grid capacity SNAPSHOT --add TEMPLATE.json … [--max N] [--drill] [--json]`.
+
+Reads a snapshot and host templates, and answers how many hosts of each template must be added
+so that every desired replica is placed (grid/lab/capacity.py); `--drill` adds the N−1 drill
+(grid/lab/whatif_drill.py). Every answer, INFEASIBLE included, exits 0; bad input is a
+`GridError` (exit 2, printed by the guarded group in main.py). Nothing touches a fleet.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from grid.fleet.errors import GridError, SnapshotError
+from grid.fleet.models import FleetSnapshot, Host
+from grid.fleet.snapshot import load_snapshot
+from grid.lab.capacity_templates import DEFAULT_MAX, check_demand, check_max, load_templates
+from grid.planner.problem import allocatable_mb
+
+if TYPE_CHECKING:
+    from grid.lab.capacity import CapacityAnswer
+    from grid.lab.whatif_drill import Drill
+
+capacity_app = typer.Typer(
+    name="capacity",
+    help="What-if capacity: how many hosts of a template to add, and the N−1 drill.",
+    no_args_is_help=True,
+    # A group stops parsing options at its first argument; this one has no sub-commands, so
+    # `grid capacity SNAPSHOT --add T.json` must read the options after SNAPSHOT too.
+    context_settings={"allow_interspersed_args": True},
+)
+
+
+def _load(path: Path) -> FleetSnapshot:
+    try:
+        return load_snapshot(path, now=time.time())
+    except SnapshotError as err:
+        if not err.next_command and err.code not in {"file_not_found", "file_unreadable"}:
+            err.next_command = f"grid validate {path}"
+        raise
+
+
+def _answer_view(answer: CapacityAnswer, templates: list[Host]) -> list[object]:
+    style = {"OPTIMAL": "bold green", "FEASIBLE": "yellow"}.get(answer.status, "bold red")
+    head = Text.assemble(
+        ("Capacity: ", "bold"),
+        (answer.status, style),
+        f" · placed {answer.placed_before} → {answer.placed_after} of {answer.desired} "
+        "desired replicas",
+    )
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("Template")
+    table.add_column("Add", justify="right")
+    table.add_column("Allocatable MB each", justify="right")
+    table.add_column("Added memory MB", justify="right")
+    for t in templates:
+        n = answer.added.get(t.host_id, 0)
+        table.add_row(t.host_id, str(n), str(allocatable_mb(t)), str(n * allocatable_mb(t)))
+    parts: list[object] = [head, table]
+    if answer.binding:
+        title = "Why not" if answer.status == "INFEASIBLE" else "What held replicas back"
+        parts.append(Text(title, style="bold"))
+        for b in answer.binding:
+            who = f"{b.get('model_id')}: " if b.get("model_id") else ""
+            parts.append(Text(f"  {b['constraint']}  {who}{b.get('detail', '')}"))
+    return parts
+
+
+def _drill_view(result: Drill) -> list[object]:
+    table = Table(box=box.SIMPLE_HEAD, title="N−1 drill: if this host failed")
+    for column in ("Host", "Replicas", "Unmet", "Unmet models", "Last replica", "Lost"):
+        table.add_column(column, justify="right" if column in {"Replicas", "Unmet"} else "left")
+    for row in result.table():
+        table.add_row(*(str(v) for v in row.values()))
+    return [table]
+
+
+@capacity_app.callback(invoke_without_command=True)
+def capacity_cmd(
+    snapshot: Annotated[Path, typer.Argument(help="Fleet snapshot file (JSON, or TOML).")],
+    add: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--add",
+            help="Host template file (one host object, JSON or TOML); repeat for several.",
+        ),
+    ] = None,
+    max_hosts: Annotated[
+        int,
+        typer.Option("--max", help="The most hosts of each template to consider adding."),
+    ] = DEFAULT_MAX,
+    with_drill: Annotated[
+        bool,
+        typer.Option("--drill", help="Also run the N−1 drill on the snapshot's fleet."),
+    ] = False,
+    time_limit: Annotated[
+        float,
+        typer.Option("--time-limit", help="Solver budget in seconds per plan and count solve."),
+    ] = 5.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
+    ] = False,
+) -> None:
+    """Fewest hosts per template that place every desired replica (verified by planning)."""
+    templates_paths = list(add or [])
+    check_max(max_hosts)
+    if not templates_paths and not with_drill:
+        raise GridError(
+            "no_template",
+            "grid capacity needs a host template to add (--add) or --drill",
+            fix="pass --add TEMPLATE.json; a GPU server ships in models/templates/",
+            next_command=f"grid capacity {snapshot} --add models/templates/gpu-server.json",
+        )
+    snap = _load(snapshot)
+    templates = load_templates(templates_paths)
+    # Imported here so `grid --help` does not pay for the planner and OR-Tools.
+    from grid.lab import whatif
+    from grid.lab.capacity import capacity
+    from grid.lab.whatif_drill import drill
+
+    before = whatif.plan(snap, time_limit_s=time_limit)
+    check_demand(snap, before, str(snapshot))
+    document: dict[str, object] = {}
+    parts: list[object] = []
+    if templates:
+        answer = capacity(
+            snap, templates, max_per_template=max_hosts, time_limit_s=time_limit, before=before
+        )
+        document = answer.to_dict()
+        parts += _answer_view(answer, templates)
+    if with_drill:
+        result = drill(snap, before, time_limit_s=time_limit)
+        if templates:
+            document["drill"] = result.to_dict()
+        else:
+            document = result.to_dict()
+        parts += _drill_view(result)
+    if as_json:
+        typer.echo(json.dumps(document, indent=2, allow_nan=False))
+        return
+    console = Console(highlight=False)
+    for part in parts:
+        console.print(part)
