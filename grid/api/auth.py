@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from grid.fleet.errors import GridError
 
 NODE_TOKEN_PREFIX = "gan1"
-OPERATOR_HEADER = "X-Grid-Allocator-Token"
-NODE_HEADER = "X-Grid-Allocator-Node-Token"
 MAX_CREDENTIAL_CHARS = 4096
 DEFAULT_NODE_TTL_S = 30 * 86_400.0
 MAX_NODE_TTL_S = 366 * 86_400.0

@@ -7,7 +7,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from grid.api.auth import NODE_HEADER, OPERATOR_HEADER, Credentials, NodeIdentity
+from grid.api.auth import Credentials, NodeIdentity
+from grid.fleet.wire import NODE_HEADER, OPERATOR_HEADER
 from grid.runtime.controller.service import ControllerService
 
 # FastAPI security schemes: they read the headers for the checks below and also document the

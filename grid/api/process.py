@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grid.api.client import AllocatorClient
 from grid.api.settings import CONFIG_NAME, Settings, load_or_create_settings, load_settings
 from grid.fleet.errors import GridError
 from grid.node.engines.proc import read_argv
 from grid.runtime.controller.lease import process_marker
+from grid.wire import AllocatorClient
 
 PID_NAME = "server.pid"
 LOG_NAME = "server.log"

@@ -18,9 +18,9 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from grid.api.client import AllocatorClient
 from grid.api.settings import default_state_dir, load_settings
 from grid.fleet.errors import GridError
+from grid.wire import AllocatorClient
 
 TOKEN_ENV = "GRID_ALLOCATOR_CONTROL_TOKEN"
 

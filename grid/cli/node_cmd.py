@@ -22,7 +22,6 @@ from typing import Annotated, Any
 
 import typer
 
-from grid.api.client import AllocatorClient
 from grid.api.settings import default_state_dir, load_settings
 from grid.fleet.errors import GridError
 from grid.node.agent.config import (
@@ -37,6 +36,7 @@ from grid.node.agent.process import pid_record, running_agent, start_agent, stop
 from grid.node.agent.state import clear_override, read_override, write_override
 from grid.node.agent.status import read_status
 from grid.node.protection import LocalOverride, OverrideKind
+from grid.wire import AllocatorClient
 
 NODE_DIR_ENV = "GRID_NODE_DIR"
 TOKEN_ENV = "GRID_ALLOCATOR_NODE_TOKEN"

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from grid.api.client import AllocatorClient
 from grid.api.process import start_server, stop_server
 from grid.api.settings import (
     CONFIG_NAME,
@@ -41,6 +40,7 @@ from grid.node.agent.process import AgentProcess, running_agent, start_agent, st
 from grid.node.agent.status import read_status
 from grid.node.engines.proc import identity_mismatch, is_alive, read_identity
 from grid.node.engines.state import EngineStateStore
+from grid.wire import AllocatorClient
 
 RUN_DIR_ENV = "GRID_TEST_DIR"
 FLEET_NAME = "fleet.json"

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from grid.api.client import AllocatorClient
 from grid.node.agent.config import CatalogEntry
 from grid.node.engines.proc import is_alive
+from grid.wire import AllocatorClient
 from tests.e2e.conftest import NodeFactory
 from tests.e2e.fleet_helpers import EngineNode, chat, completion_text, dump, host_row, wait_for
 from tests.service.harness import ControllerProcess

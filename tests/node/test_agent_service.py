@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from grid.api.client import AllocatorClient
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.agent.state import clear_override, write_override
 from grid.node.artifacts import ArtifactStore
 from grid.node.engines import FakeEngineSupervisor
 from grid.node.protection import LocalOverride, OverrideKind, ProtectionPolicy
+from grid.wire import AllocatorClient
 from tests.node.agent_helpers import FakeTelemetry, node_config
 from tests.service.harness import ControllerProcess, mint
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from grid.api.client import AllocatorClient
+from grid.wire import AllocatorClient
 from tests.router.fake_engine import FakeEngine
 from tests.service.harness import ControllerProcess, mint
 

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grid.api.client import AllocatorClient
 from grid.api.settings import Settings, load_or_create_settings, write_settings
 from grid.fleet.errors import GridError
+from grid.wire import AllocatorClient
 from tests.runtime.controller.fakes import FakeNode
 
 REPO = Path(__file__).resolve().parents[2]

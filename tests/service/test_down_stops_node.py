@@ -15,7 +15,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from grid.api.client import AllocatorClient
 from grid.api.process import start_server, stop_server
 from grid.api.settings import Settings
 from grid.cli import server_cmd
@@ -26,6 +25,7 @@ from grid.node.agent.process import running_agent, start_agent, stop_agent
 from grid.node.agent.status import read_status
 from grid.node.engines.proc import is_alive
 from grid.node.engines.state import atomic_write_text
+from grid.wire import AllocatorClient
 from tests.e2e.fleet_helpers import wait_for
 from tests.service.harness import free_port
 

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from grid.api.client import AllocatorClient
 from grid.fleet.errors import GridError
+from grid.wire import AllocatorClient
 from tests.runtime.controller.fakes import FakeNode
 from tests.service.harness import ControllerProcess, mint
 

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grid.api.client import AllocatorClient
 from grid.fleet.errors import GridError
 from grid.fleet.models import ADMITTING_STATES, HostState, ResidencyState
 from grid.node.agent.admission import (
@@ -71,6 +70,7 @@ from grid.node.artifacts import ArtifactStore
 from grid.node.engines.base import EngineStatus, EngineSupervisor
 from grid.node.protection import Decision, ProtectionPolicy, evaluate
 from grid.node.protection.conditions import most_restrictive
+from grid.wire import AllocatorClient
 
 log = logging.getLogger("grid.node")
 

@@ -20,13 +20,13 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from grid.api.client import AllocatorClient
 from grid.fleet.errors import GridError
 from grid.node.agent.config import NodeConfig, load_config
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.agent.telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
 from grid.node.artifacts import ArtifactStore
 from grid.node.engines import LlamaCppConfig, LlamaCppSupervisor
+from grid.wire import AllocatorClient
 
 log = logging.getLogger("grid.node")
 ENGINES_DIR = "engines"

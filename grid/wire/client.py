@@ -1,4 +1,4 @@
-"""The httpx client of the allocator API, used by the CLI and by node agents.
+"""The httpx client of the allocator API, shared by the CLI and the node agent.
 
 Refusals come back as GridError with the server's code, sentence and fix. Credentials are sent
 only in headers and never over plain HTTP to a non-loopback address. Nothing here prints or logs
@@ -13,8 +13,8 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from grid.api.auth import NODE_HEADER, OPERATOR_HEADER
 from grid.fleet.errors import GridError
+from grid.fleet.wire import NODE_HEADER, OPERATOR_HEADER
 
 DEFAULT_TIMEOUT_S = 60.0
 
