@@ -11,8 +11,13 @@ Who may be moved: live, managed, reusable incumbents that the plan keeps on the 
 there, on a host whose actuator can drain and unload. An incumbent of equal or higher priority
 is moved only when the host is the demanded model's sole compatible host (the spec's hard
 override); minimum residency is not checked here, because the reconciler delays the drain
-until it has elapsed. The destination must take the incumbent now, without evicting anything:
-`fits_after(..., victims=∅)` on the destination's view, which also counts earlier staged work.
+until it has elapsed. The destination must take the incumbent now, without evicting anything,
+under the same hard rules as placement: the placement fit rule (`cpsat.ledger.host_blockers`:
+both memory ledgers, model slots, colocation ceilings and exclusions, disk) against the plan's
+placements there, whether the mover's replica there is new or an incumbent the plan had
+dropped; and, for a new replica or a host with staged beneficiaries, `fits_after(...,
+victims=∅)` on the destination's view, which also counts every live process and earlier
+staged work.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grid.fleet.models import ModelProfile, ResidencyState
+from grid.planner.cpsat.ledger import host_blockers, host_load
 from grid.planner.eligibility import pair_refusals
 from grid.planner.levels import quality_scores
 from grid.planner.preemption_host import (
@@ -111,18 +117,23 @@ def _destinations(
         view = views.get(dest.host_id)
         if dest.host_id == source.host.host_id or view is None or mover_id in view.plan:
             continue
-        if dest.is_new:
-            if view.occupied_by(mover_id):
-                continue
-            moving = Staged(mover_id, dest.memory_mb, dest.disk_mb, dest.cached)
-            if fits_after(problem, view, moving, frozenset()):
-                out.append((dest, False))
-        elif _keeps_incumbent(view, dest):
-            out.append((dest, False))  # a replacement already loading or warming there
+        if dest.is_new and view.occupied_by(mover_id):
+            continue
+        if takes_move(problem, view, dest):
+            # new: a normal LOAD/WARM there; incumbent: a replacement already loading,
+            # warming or serving there that the plan had not kept
+            out.append((dest, False))
     return out
 
 
-def _keeps_incumbent(view: HostView, cand: Candidate) -> bool:
-    """Keeping a live incumbent costs no new memory or slot: only the footprint must fit."""
-    footprint = sum(c.memory_mb for c in view.plan.values()) + sum(s.memory_mb for s in view.staged)
-    return footprint + cand.memory_mb <= view.budget.footprint_budget_mb
+def takes_move(problem: PlacementProblem, view: HostView, dest: Candidate) -> bool:
+    """Can the plan add `dest` on its host now, beside the plan's placements there?"""
+    load = host_load(problem, dest.host_id, view.plan.values())
+    if host_blockers(problem, load, dest):
+        return False
+    if not dest.is_new and not view.staged:
+        return True  # an incumbent: no live process or fetch is added
+    # A new process, or beneficiaries staged here, must also fit the host's future (every
+    # live process counted; conservative for an incumbent, whose memory is then counted twice).
+    moving = Staged(dest.model_id, dest.memory_mb, dest.disk_mb, dest.cached)
+    return fits_after(problem, view, moving, frozenset())
