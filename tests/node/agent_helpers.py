@@ -13,8 +13,8 @@ from grid.fleet.errors import GridError
 from grid.node.agent.config import CatalogEntry, NodeConfig
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.artifacts import ArtifactStore
-from grid.node.engines import FakeEngineSupervisor
 from grid.node.protection import LocalOverride, ProtectionPolicy, Telemetry
+from tests.support.fake_engine import FakeEngineSupervisor
 
 HOST = "host-a"
 EPOCH = "e1"

@@ -12,7 +12,6 @@ import pytest
 from grid.node.agent.admission import order_by_dependencies
 from grid.node.agent.loop import NodeAgent
 from grid.node.agent.state import write_override
-from grid.node.engines import FakeEngineSupervisor
 from grid.node.engines.probes import Activity, ActivityState
 from grid.node.protection import LocalOverride, OverrideKind
 from tests.node.agent_helpers import (
@@ -24,6 +23,7 @@ from tests.node.agent_helpers import (
     make_agent,
     node_config,
 )
+from tests.support.fake_engine import FakeEngineSupervisor
 
 pytestmark = pytest.mark.unit
 

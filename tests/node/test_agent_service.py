@@ -12,11 +12,11 @@ import pytest
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.agent.state import clear_override, write_override
 from grid.node.artifacts import ArtifactStore
-from grid.node.engines import FakeEngineSupervisor
 from grid.node.protection import LocalOverride, OverrideKind, ProtectionPolicy
 from grid.wire import AllocatorClient
 from tests.node.agent_helpers import FakeTelemetry, node_config
 from tests.service.harness import ControllerProcess, mint
+from tests.support.fake_engine import FakeEngineSupervisor
 
 pytestmark = pytest.mark.service
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from grid.fleet.errors import GridError
-from grid.node.engines import Activity, ActivityState, EngineState, FakeEngineSupervisor
+from grid.node.engines import Activity, ActivityState, EngineState
+from tests.support.fake_engine import FakeEngineSupervisor
 
 pytestmark = pytest.mark.unit
 

@@ -1,11 +1,13 @@
-"""Engine supervisors: the real llama.cpp one and a fake with knobs for callers' tests."""
+"""Engine supervisors: the real llama.cpp one and the protocol its callers depend on.
+
+(The fake supervisor for callers' unit tests lives in tests/support/fake_engine.py.)
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from grid.node.engines.base import EngineState, EngineStatus, EngineSupervisor, StopResult
-from grid.node.engines.fake import FakeEngineSupervisor
 from grid.node.engines.llamacpp import LlamaCppConfig, LlamaCppSupervisor
 from grid.node.engines.probes import Activity, ActivityState
 
@@ -15,12 +17,10 @@ __all__ = [
     "EngineState",
     "EngineStatus",
     "EngineSupervisor",
-    "FakeEngineSupervisor",
     "LlamaCppConfig",
     "LlamaCppSupervisor",
     "StopResult",
 ]
 
-if TYPE_CHECKING:  # both supervisors satisfy the protocol callers depend on
+if TYPE_CHECKING:  # the real supervisor satisfies the protocol callers depend on
     _REAL: type[EngineSupervisor] = LlamaCppSupervisor
-    _FAKE: type[EngineSupervisor] = FakeEngineSupervisor

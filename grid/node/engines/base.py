@@ -1,7 +1,7 @@
 """What callers (the node agent, the logical fleet) see of an engine supervisor.
 
-`LlamaCppSupervisor` is the real one; `FakeEngineSupervisor` has the same surface with knobs,
-for pure tests of callers. Error codes raised by both (GridError):
+`LlamaCppSupervisor` is the real one; the fake in tests/support/fake_engine.py has the same
+surface with knobs, for pure tests of callers. Error codes raised by both (GridError):
 
 - engine_unproven_process   a live process holds the record but its identity cannot be proved:
                             no signal is sent and no second child is started;

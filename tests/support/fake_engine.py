@@ -1,4 +1,5 @@
-"""FakeEngineSupervisor: the supervisor surface without processes, for pure tests of callers.
+"""FakeEngineSupervisor: a fake of the engine supervisor, without processes, for unit tests of
+the decision code that calls it (the node agent loop); the real one is `LlamaCppSupervisor`.
 
 It follows the same rules as the real one (stop refuses busy or unknown activity unless forced,
 an unproven engine is never stopped nor started twice, a crash shows as FAILED until a new warm)
@@ -7,18 +8,20 @@ and exposes knobs to steer it:
 - `set_ready(model_id, ready)`: whether the next warm becomes READY (False: engine_not_ready);
 - `crash(model_id)`: the child dies; the next poll reports FAILED;
 - `set_activity(model_id, activity)`: what the slots probe answers;
-- `set_unproven(model_id)`: a live process that cannot be proved holds the record.
+- `set_unproven(model_id)`: a live process that cannot be proved holds the record;
+- `restarted()`: a second supervisor over the same `FakeMachine` (children survive, adopted).
 
 `calls` records every side effect in order, e.g. ("warm", "m1") or ("signal", "m1", "SIGTERM").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grid.fleet.errors import GridError
-from grid.node.engines.base import EngineState, EngineStatus, StopResult
+from grid.node.engines.base import EngineState, EngineStatus, EngineSupervisor, StopResult
 from grid.node.engines.probes import Activity, ActivityState
 
 
@@ -34,16 +37,36 @@ class _FakeEngine:
     reason: str = ""
 
 
+@dataclass
+class FakeMachine:
+    """What outlives one supervisor: the child processes and their durable records. A second
+    supervisor over the same machine is a restarted agent: it adopts the proven children."""
+
+    next_port: int = 39100
+    next_pid: int = 10_000
+    engines: dict[str, _FakeEngine] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+
+
 class FakeEngineSupervisor:
-    def __init__(self, *, first_port: int = 39100, engine_key: str = "fake-engine-key") -> None:
+    def __init__(
+        self,
+        *,
+        first_port: int = 39100,
+        engine_key: str = "fake-engine-key",
+        machine: FakeMachine | None = None,
+    ) -> None:
         self._engine_key = engine_key
-        self._next_port = first_port
-        self._next_pid = 10_000
-        self._engines: dict[str, _FakeEngine] = {}
-        self._failures: dict[str, str] = {}
+        self.machine = machine or FakeMachine(next_port=first_port)
+        self._engines = self.machine.engines
+        self._failures = self.machine.failures
         self._ready: dict[str, bool] = {}
         self._activity: dict[str, Activity] = {}
         self.calls: list[tuple[str, ...]] = []
+
+    def restarted(self) -> FakeEngineSupervisor:
+        """A new supervisor over the same machine and durable key (an agent restart)."""
+        return FakeEngineSupervisor(engine_key=self._engine_key, machine=self.machine)
 
     # ------------------------------------------------------------------ knobs
 
@@ -82,11 +105,12 @@ class FakeEngineSupervisor:
                 message=f"PID {engine.pid} of {model_id} cannot be proved; left untouched.",
             )
         if engine is None:
+            machine = self.machine
             engine = _FakeEngine(
-                model_id, model_path, self._next_pid, self._next_port, EngineState.STARTING
+                model_id, model_path, machine.next_pid, machine.next_port, EngineState.STARTING
             )
-            self._next_pid += 1
-            self._next_port += 1
+            machine.next_pid += 1
+            machine.next_port += 1
             self._engines[model_id] = engine
             self._failures.pop(model_id, None)
         if not self._ready.get(model_id, True):
@@ -164,3 +188,7 @@ class FakeEngineSupervisor:
             reason=engine.reason,
             base_url=f"http://127.0.0.1:{engine.port}",
         )
+
+
+if TYPE_CHECKING:  # the fake satisfies the protocol the node agent depends on
+    _FAKE: type[EngineSupervisor] = FakeEngineSupervisor

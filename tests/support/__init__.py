@@ -1,0 +1,1 @@
+"""Shared test doubles and builders (never part of the product)."""
