@@ -27,7 +27,7 @@ def _refuse(code: str, message: str, fix: str, path: Path, field: str = "") -> G
         message,
         fix=fix,
         path=f"{path}:{field}" if field else str(path),
-        next_command="grid capacity --help",
+        next_command="cat models/templates/gpu-server.json  # a valid template",
     )
 
 
@@ -76,7 +76,8 @@ def load_template(path: str | Path) -> Host:
         raise _refuse(
             "invalid_template",
             f"the template is not a valid host: {err.message}",
-            err.fix.replace("the snapshot", "the template") or "correct the template",
+            err.fix.replace("hosts[0].", "").replace("the snapshot", "the template")
+            or "correct the template",
             p,
             field,
         ) from None
