@@ -1,13 +1,17 @@
-"""Artifact store against a local mirror serving the real SmolLM2 GGUF.
+"""Artifact store against a local mirror serving a generated GGUF-shaped file.
 
-Every expected digest is computed here with hashlib from the source bytes, independently of
-the store's own hashing; cut points and ceilings are derived from the real file's size.
+The store moves and hashes bytes without reading them, so a small generated file (a few MiB of
+seeded random bytes, not a multiple of any block size) exercises it as well as the 98 MB
+weights would, and needs no installed weight package. Every expected digest is computed here with
+hashlib from the source bytes, independently of the store's own hashing; cut points and
+ceilings are derived from the file's size.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import random
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from grid.fleet.errors import GridError
-from grid.node.artifacts import GEMMA3_270M_SHA256, ArtifactSpec, ArtifactStore, smollm2_path
+from grid.node.artifacts import ArtifactSpec, ArtifactStore
 from tests.node.artifact_server import FakeMirror, MirrorServer
 
 pytestmark = pytest.mark.service
@@ -25,10 +29,16 @@ URL_PATH = "/HuggingFaceTB/SmolLM2-135M-Instruct-GGUF/resolve/main/SmolLM2-135M-
 MODEL_ID = "smollm2-135m"
 
 
+GENERATED_BYTES = 6 * 1024 * 1024 + 123  # spans several transfer blocks, ends mid-block
+OTHER_REVISION_SHA256 = hashlib.sha256(b"another revision of the weights").hexdigest()
+
+
 @pytest.fixture(scope="module")
-def real_gguf() -> tuple[Path, str, int]:
-    path = smollm2_path()
-    data = path.read_bytes()
+def real_gguf(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, int]:
+    """A generated file standing in for a GGUF: (path, SHA-256, size)."""
+    path = tmp_path_factory.mktemp("weights") / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    data = b"GGUF" + random.Random(20261201).randbytes(GENERATED_BYTES - 4)
+    path.write_bytes(data)
     return path, hashlib.sha256(data).hexdigest(), len(data)
 
 
@@ -71,7 +81,7 @@ def test_cut_connection_resumes_with_range_within_one_call(
 ) -> None:
     fake, base_url = mirror
     _, sha, size = real_gguf
-    cut = 10 * 1024 * 1024 + 17
+    cut = 2 * 1024 * 1024 + 17
     fake.knobs.cut_after_bytes, fake.knobs.cuts_remaining = cut, 1
     result = _store(tmp_path, base_url, max_attempts=3).ensure(_spec(sha, size))
     assert result.artifact_fetched is True
@@ -123,7 +133,7 @@ def test_stream_without_length_is_cut_at_the_ceiling(
     fake, base_url = mirror
     _, sha, _ = real_gguf
     fake.knobs.omit_length = True
-    ceiling = 5 * 1024 * 1024
+    ceiling = 2 * 1024 * 1024
     store = _store(tmp_path, base_url)
     with pytest.raises(GridError) as failure:
         store.ensure(_spec(sha, ceiling))
@@ -137,8 +147,8 @@ def test_wrong_digest_is_rejected_and_the_prior_cache_is_untouched(
     _, base_url = mirror
     _, real_sha, size = real_gguf
     store = _store(tmp_path, base_url)
-    # The profile declares another digest (gemma's) for this source: the served bytes can't match.
-    spec = _spec(GEMMA3_270M_SHA256, size)
+    # The profile declares another digest for this source: the served bytes can't match.
+    spec = _spec(OTHER_REVISION_SHA256, size)
     published = store.published_path(spec)
     published.parent.mkdir(parents=True)
     published.write_bytes(b"prior cached version")
@@ -149,7 +159,7 @@ def test_wrong_digest_is_rejected_and_the_prior_cache_is_untouched(
     assert failure.value.code == "artifact_digest_mismatch"
     assert failure.value.details["observed_sha256"] == real_sha
     assert (published.stat().st_ino, published.read_bytes()) == before
-    assert not store.staging_path(GEMMA3_270M_SHA256).exists()
+    assert not store.staging_path(OTHER_REVISION_SHA256).exists()
 
 
 def test_file_source_copies_verifies_and_reports_fetched_once(
