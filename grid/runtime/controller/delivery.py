@@ -2,13 +2,20 @@
 
 It runs after the delivery marker is durable, against a fresh registry snapshot: every desired
 replacement of the model (the plan's other replicas) must still be READY on an admitting host
-whose route lease (the node's `ttl_seconds` from its last heartbeat) has strictly more than the
-margin left, and the target host must still be reachable. A model that fails holds its whole
-destructive batch; availability commands never wait for this.
+whose control lease (the node's `ttl_seconds` from its last heartbeat) has strictly more than the
+margin left, and, for a Grid-owned replica, a live child route for that host and model must
+corroborate the READY row (invariant 4: the row alone is inventory) with strictly more than the
+margin left on the route's own lease. The target host must still be reachable. A model that
+fails holds its whole destructive batch; availability commands never wait for this.
+
+A route's lease is the one given in `route_leases` for (host, model); without an entry, a route
+the host's current envelope lists (`Host.routes`) holds the lease of the heartbeat that carried
+it, which is the host's control lease.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from grid.fleet.actions import DESTRUCTIVE_KINDS
@@ -37,6 +44,7 @@ def _replacement_problem(
     host_id: str,
     hosts: dict[str, Host],
     leases: dict[str, RouteLease],
+    route_leases: Mapping[tuple[str, str], RouteLease],
     now: float,
     margin_s: float,
 ) -> str:
@@ -52,6 +60,19 @@ def _replacement_problem(
     left = lease.remaining(now) if lease is not None else float("-inf")
     if not left > margin_s:
         return f"the replacement route on {host_id} has {max(left, 0.0):.1f} s of lease left"
+    if not res.is_managed:
+        return ""  # inventory Grid does not own has no Grid child route to prove
+    route = route_leases.get((host_id, model_id))
+    if route is None and model_id in (host.routes or ()):
+        route = lease
+    if route is None:
+        return f"the replacement on {host_id} has no live child route (a READY row is not proof)"
+    route_left = route.remaining(now)
+    if not route_left > margin_s:
+        return (
+            f"the replacement's child route on {host_id} has {max(route_left, 0.0):.1f} s "
+            "of lease left"
+        )
     return ""
 
 
@@ -65,8 +86,10 @@ def revalidate_destructive(
     now: float,
     stale_s: float,
     margin_s: float,
+    route_leases: Mapping[tuple[str, str], RouteLease] | None = None,
 ) -> list[Hold]:
     """The destructive batches that must not be sent now (empty: send everything)."""
+    routes = route_leases if route_leases is not None else {}
     by_model: dict[str, list[Command]] = {}
     for command in commands:
         if command.action.kind in DESTRUCTIVE_KINDS:
@@ -89,7 +112,9 @@ def revalidate_destructive(
             for replacement in planned:
                 if replacement == target:
                     continue
-                reason = _replacement_problem(model_id, replacement, hosts, leases, now, margin_s)
+                reason = _replacement_problem(
+                    model_id, replacement, hosts, leases, routes, now, margin_s
+                )
                 if reason:
                     break
             if reason:
