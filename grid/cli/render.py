@@ -14,6 +14,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from grid.cli.render_portfolio import render_portfolio
 from grid.fleet.models import LIVE_STATES, FleetSnapshot, Host, HostState, Plan
 from grid.planner.eligibility import host_refusals
 from grid.planner.problem import allocatable_mb
@@ -218,6 +219,7 @@ def render_plan(snap: FleetSnapshot, plan: Plan) -> RenderableType:
         _preemptions(plan),
         Text(""),
         _solver(plan),
+        render_portfolio(plan),
     )
 
 

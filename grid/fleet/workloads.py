@@ -123,6 +123,8 @@ class PortfolioPolicy(_Strict):
     max_transition_penalty: float = Field(default=10.0, ge=0)
     max_candidates_per_workload: int = Field(default=4, ge=1)
     max_portfolios: int = Field(default=64, ge=1)
+    spare_slot_reserve: int = Field(default=2, ge=0)  # slots kept: one unseen workload, one failure
+    time_limit_s: float = Field(default=2.0, gt=0)  # CP-SAT budget; coordinate search after it
 
 
 # ----------------------------------------------------------------------------- plan output
@@ -168,11 +170,17 @@ class CandidateRow(BaseModel):
     exploration_bonus: float
 
 
+class PortfolioLevel(BaseModel):
+    level: str  # covered, pressure, spare_slots, missing, utility, transition, quality
+    sense: str  # max or min
+    value: int
+
+
 class PortfolioSolver(BaseModel):
     engine: str  # cp-sat or coordinate-search
     status: str
     wall_ms: float
-    objective: list[dict[str, float | str]] = Field(default_factory=list)
+    objective: list[PortfolioLevel] = Field(default_factory=list)
     message: str = ""
 
 

@@ -11,6 +11,7 @@ from grid.fleet.models import Assignment, LevelValue, Plan, ResidencyState, Solv
 from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.explain import explain_unsatisfied
 from grid.planner.levels import levels, score_placement
+from grid.planner.portfolio.attach import attach_portfolio
 from grid.planner.preemption import stage_changes
 from grid.planner.problem import PlacementProblem
 
@@ -82,7 +83,7 @@ def assemble_plan(
         # A bound never claims less than the plan achieves (max) or more (min).
         bound = max(bound, value) if level.sense == "max" else min(bound, value)
         objective.append(LevelValue(level=level.name, value=value, bound=bound))
-    return Plan(
+    plan = Plan(
         assignments=sorted(assignments, key=lambda a: (a.host_id, a.model_id)),
         desired_replicas={m.model_id: problem.targets[m.model_id].desired for m in problem.models},
         unsatisfied=explain_unsatisfied(problem, final, preemptions),
@@ -95,3 +96,5 @@ def assemble_plan(
             message=message,
         ),
     )
+    # Workload portfolio (issue 9): fixed on top of this plan, absent without workloads.
+    return attach_portfolio(problem.snapshot, plan, engine=engine)

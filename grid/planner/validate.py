@@ -7,7 +7,7 @@ Use `violations()` for a list and `check()` to raise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from grid.fleet.models import (
     LIVE_STATES,
@@ -41,6 +41,8 @@ def violations(
     snap: FleetSnapshot, plan: Plan, targets: dict[str, Target] | None = None
 ) -> list[Violation]:
     targets = targets if targets is not None else compute_targets(snap)
+    if plan.portfolio is not None:
+        targets = _with_portfolio(snap, plan, targets)
     out: list[Violation] = []
     hosts = {h.host_id: h for h in snap.hosts}
     profiles = {m.model_id: m for m in snap.models}
@@ -125,6 +127,22 @@ def violations(
         out += _host_violations(snap, hosts[host_id], placed, profiles)
 
     out += _unsatisfied_violations(snap, plan, targets, totals)
+    return out
+
+
+def _with_portfolio(
+    snap: FleetSnapshot, plan: Plan, targets: dict[str, Target]
+) -> dict[str, Target]:
+    """Selected portfolio models may hold the plan's desired count, within their replica bounds."""
+    out = dict(targets)
+    selected = set(plan.portfolio.selected_models) if plan.portfolio is not None else set()
+    for prof in snap.models:
+        if prof.model_id not in selected or prof.model_id not in out:
+            continue
+        ceiling = max(prof.max_replicas, len(set(prof.pinned_hosts)))
+        wanted = min(ceiling, plan.desired_replicas.get(prof.model_id, 0))
+        if wanted > out[prof.model_id].desired:
+            out[prof.model_id] = replace(out[prof.model_id], desired=wanted)
     return out
 
 

@@ -1,0 +1,123 @@
+"""The hook: a finished base plan gains the portfolio's replicas and its `portfolio` report.
+
+Order (pure but for wall-time reporting): the base plan is solved as today (baseline, pinned,
+direct, inferred replicas); `build_context` fixes it; the coordinate search runs (fallback and
+hint); with the cpsat engine the joint CP-SAT model decides within policy.portfolio.time_limit_s
+unless it is lexicographically worse than the search (then the search's portfolio is kept and
+`portfolio.solver.message` says so). The plan then gains the portfolio's placements (reason
+names the workloads), desired replicas (base + desired workload replicas) and one
+`portfolio_undersupplied` entry per model with missing workload replicas.
+"""
+
+from __future__ import annotations
+
+import time
+
+from grid.fleet.models import Assignment, FleetSnapshot, Plan, Unsatisfied
+from grid.fleet.workloads import PortfolioLevel, PortfolioReport, PortfolioSolver
+from grid.planner.portfolio.context import Key, PortfolioContext, build_context
+from grid.planner.portfolio.report import admission_rows, candidate_rows
+from grid.planner.portfolio.score import LEVELS, compare, evaluate
+from grid.planner.portfolio.search import coordinate_search, explorers
+from grid.planner.portfolio.solve import solve_portfolio
+
+
+def _assignments(
+    ctx: PortfolioContext, extra: set[Key], mapping: dict[str, str]
+) -> list[Assignment]:
+    from grid.planner.assemble import assignments_of  # assemble imports this module
+
+    out = []
+    built = {(a.model_id, a.host_id): a for a in assignments_of(ctx.problem, extra)}
+    for key in sorted(extra):
+        a = built[key]
+        words = sorted(w for w, m in mapping.items() if m == key[0])
+        label = ", ".join(words) if words else "portfolio"
+        a.reasons = [f"workload {label} (portfolio)", *a.reasons]
+        out.append(a)
+    return out
+
+
+def decide(
+    ctx: PortfolioContext, *, engine: str, deterministic: bool = True
+) -> tuple[dict[str, str], set[Key], dict[str, str], PortfolioSolver]:
+    started = time.perf_counter()
+    search = coordinate_search(ctx)
+    mapping, placement, exploit = search.mapping, search.placement, search.exploit_mapping
+    solver = PortfolioSolver(
+        engine="coordinate-search",
+        status="HEURISTIC" if engine == "heuristic" else "COORDINATE_SEARCH_FALLBACK",
+        wall_ms=0.0,
+        message=f"{search.evaluated} portfolio(s) planned by the greedy ledger"
+        + (" (portfolio budget reached)" if search.exhausted else ""),
+    )
+    if engine != "heuristic":
+        remaining = max(0.05, ctx.policy.time_limit_s - (time.perf_counter() - started))
+        result = solve_portfolio(
+            ctx,
+            hint_mapping=mapping,
+            hint_placement=placement,
+            time_limit_s=remaining,
+            deterministic=deterministic,
+        )
+        if result is None:
+            solver.message = "CP-SAT found no portfolio within the time limit; " + solver.message
+        elif compare(evaluate(ctx, result.mapping, result.placement), search.values) < 0:
+            solver.message = "kept the coordinate search: CP-SAT stopped on the time limit worse"
+        else:
+            mapping, placement, exploit = result.mapping, result.placement, result.exploit_mapping
+            solver = PortfolioSolver(engine="cp-sat", status=result.status, wall_ms=0.0)
+    values = evaluate(ctx, mapping, placement)
+    solver.objective = [PortfolioLevel(level=n, sense=s, value=values[n]) for n, s in LEVELS]
+    solver.wall_ms = round((time.perf_counter() - started) * 1000, 1)
+    return mapping, placement, exploit, solver
+
+
+def attach_portfolio(snap: FleetSnapshot, plan: Plan, *, engine: str) -> Plan:
+    if not snap.workloads:
+        return plan
+    ctx = build_context(snap, plan)
+    mapping, placement, exploit, solver = decide(ctx, engine=engine)
+    extra = placement - set(ctx.base_keys)
+    desired = dict(plan.desired_replicas)
+    unsatisfied = list(plan.unsatisfied)
+    counts: dict[str, int] = {}
+    for m, _h in extra:
+        counts[m] = counts.get(m, 0) + 1
+    for m in sorted(set(mapping.values())):
+        asked = sum(ctx.pairs[(w, mm)].need for w, mm in mapping.items() if mm == m)
+        want = min(asked, ctx.room.get(m, 0))
+        desired[m] = ctx.base_desired.get(m, 0) + want
+        short = want - counts.get(m, 0)
+        if short > 0:
+            unsatisfied.append(
+                Unsatisfied(
+                    model_id=m,
+                    code="portfolio_undersupplied",
+                    missing_replicas=short,
+                    message=f"{short} workload replica(s) of {m} do not fit the fleet now",
+                    would_fit_if="more free memory or model slots on a compatible host",
+                )
+            )
+    assignments = sorted(
+        [*plan.assignments, *_assignments(ctx, extra, mapping)],
+        key=lambda a: (a.host_id, a.model_id),
+    )
+    explore = sorted(explorers(exploit, mapping))
+    out = plan.model_copy(
+        update={
+            "assignments": assignments,
+            "desired_replicas": desired,
+            "unsatisfied": unsatisfied,
+        }
+    )
+    final = out
+    out.portfolio = PortfolioReport(
+        mapping=dict(sorted(mapping.items())),
+        selected_models=sorted(set(mapping.values())),
+        exploration_model=explore[0] if explore else None,
+        admission=admission_rows(ctx, final, mapping),
+        candidates=candidate_rows(ctx),
+        solver=solver,
+    )
+    return out

@@ -1,0 +1,287 @@
+"""The portfolio problem of one tick, shared by both engines (pure).
+
+Sets
+    W   active workloads (snapshot `workloads`), W_a ⊆ W admitted by the evidence gates
+    M_w models whose workload_scores name w; C ⊆ {(w, m)} the currently feasible pairs
+    B   the base plan's placements (baseline, pinned, direct, inferred: solved first, as today)
+    K   candidate keys (m, h) of the augmented placement problem: every model of some M_w is
+        desired up to base + Σ_w req(w, m), so its pairs pass the same static filters
+Fixed first
+    every key of B is a constant (x = 1); hosts where the base plan stages a preemption or a
+    repack are left out entirely (their placements stay as the base plan has them), so the
+    portfolio never evicts or moves a baseline, pinned or directly demanded replica.
+Feasibility
+    (w, m) is feasible when m already has a base replica or some key of m fits alongside B
+    (Ledger: both memory ledgers, slots, colocation, disk, the same rules as placement).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+from grid.fleet.models import FleetSnapshot, Plan, ResidencyState
+from grid.fleet.workloads import PortfolioPolicy, WorkloadForecast
+from grid.planner.cpsat.ledger import Ledger
+from grid.planner.levels import quality_scores, startup_seconds
+from grid.planner.portfolio.evidence import Evidence, bonus_of, evidence_of, outcome_table
+from grid.planner.portfolio.gates import (
+    Gate,
+    GateResult,
+    gate_of,
+    has_direct_demand,
+    in_media_band,
+    ordinary_gate,
+    replicas_needed,
+    weak_evidence,
+)
+from grid.planner.portfolio.spare import spare_capacity_proof
+from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.targets import Target, compute_targets
+
+Key = tuple[str, str]
+TENTHS = 10  # utilities enter CP-SAT in tenths of a point
+
+
+@dataclass(frozen=True)
+class PairInfo:
+    """One (workload, model) candidate: feasibility, cost and value."""
+
+    workload: str
+    model_id: str
+    score: float
+    feasible: bool
+    rejection: str | None  # "code: sentence" when infeasible
+    blocked_by_residency: bool
+    keys: tuple[Key, ...]  # keys of the model that fit alongside the base plan
+    best_host: str | None
+    startup_s: float | None
+    transition_penalty: float
+    evidence: Evidence
+    bonus: float
+    exploit_utility: float  # without the optimism bonus
+    need: int  # req(w, m): replicas this workload asks of the model
+    weak: bool
+
+    @property
+    def utility(self) -> float:
+        return self.exploit_utility + self.bonus
+
+    def utility_tenths(self, *, with_bonus: bool) -> int:
+        value = self.utility if with_bonus else self.exploit_utility
+        return round(value * TENTHS)
+
+
+@dataclass
+class PortfolioContext:
+    snapshot: FleetSnapshot
+    policy: PortfolioPolicy
+    base_plan: Plan
+    problem: PlacementProblem  # augmented targets
+    base_keys: frozenset[Key]  # base placements that are candidate keys (fixed at 1)
+    outside_hosts: frozenset[str]  # hosts with staged preemptions/repacks: left as planned
+    base_counts: dict[str, int]  # replicas of each model in the base plan (fixed included)
+    base_desired: dict[str, int]
+    gates: dict[str, GateResult]
+    pairs: dict[tuple[str, str], PairInfo]  # every (w, m) with a score, feasible or not
+    room: dict[str, int]  # workload replicas each model may receive
+    spare_reserve: int
+    memo: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def admitted(self) -> list[str]:
+        return sorted(w for w, g in self.gates.items() if g.admitted)
+
+    def feasible_pairs(self, workload: str) -> list[PairInfo]:
+        return [p for (w, _m), p in sorted(self.pairs.items()) if w == workload and p.feasible]
+
+    @property
+    def candidate_models(self) -> list[str]:
+        return sorted(
+            {
+                p.model_id
+                for p in self.pairs.values()
+                if p.feasible and self.gates[p.workload].admitted
+            }
+        )
+
+    def variable_keys(self) -> list[Key]:
+        """Keys that are CP-SAT variables: base keys (fixed) and the candidate models' keys."""
+        models = set(self.candidate_models)
+        return sorted(
+            k
+            for k in self.problem.candidates
+            if k[1] not in self.outside_hosts and (k in self.base_keys or k[0] in models)
+        )
+
+    def outside_keys(self) -> list[Key]:
+        return sorted(k for k in self.base_keys if k[1] in self.outside_hosts)
+
+    def forecast(self, workload: str) -> WorkloadForecast:
+        return self.snapshot.workloads[workload]
+
+
+def _base_keys(plan: Plan, problem: PlacementProblem) -> tuple[frozenset[Key], frozenset[str]]:
+    touched = {p.host_id for p in plan.preemptions} | {
+        p.relocated_to for p in plan.preemptions if p.relocated_to
+    }
+    keys = frozenset(
+        (a.model_id, a.host_id)
+        for a in plan.assignments
+        if (a.model_id, a.host_id) in problem.candidates
+    )
+    return keys, frozenset(touched)
+
+
+def _rejection(problem: PlacementProblem, ledger: Ledger, model_id: str) -> tuple[str, bool]:
+    """Why no key of the model fits now, and whether residency (not capacity) blocks it."""
+    keys = problem.candidates_of_model(model_id)
+    if not keys:
+        codes: Counter[str] = Counter(
+            code for (m, _h), why in problem.refusals.items() if m == model_id for code in why
+        )
+        if not codes:
+            return "no_eligible_host: the fleet has no admitting host", False
+        top = ", ".join(
+            f"{c} on {n} host(s)" for c, n in sorted(codes.items(), key=lambda i: (-i[1], i[0]))[:3]
+        )
+        residency = set(codes) <= {"residency_not_reusable", "colocation_excluded"}
+        return f"no_eligible_host: {top}", residency
+    families: Counter[str] = Counter(b.family for cand in keys for b in ledger.host_blockers(cand))
+    top = ", ".join(
+        f"{f} on {n} host(s)" for f, n in sorted(families.items(), key=lambda i: (-i[1], i[0]))[:3]
+    )
+    return f"no_headroom: {top}", False
+
+
+def _augmented_targets(
+    snap: FleetSnapshot, base: dict[str, Target], models: set[str]
+) -> dict[str, Target]:
+    out = dict(base)
+    for m in snap.models:
+        if m.model_id in models:
+            ceiling = max(m.max_replicas, len(set(m.pinned_hosts)))
+            out[m.model_id] = replace(
+                base[m.model_id], desired=max(base[m.model_id].desired, ceiling)
+            )
+    return out
+
+
+def build_context(snap: FleetSnapshot, base_plan: Plan) -> PortfolioContext:
+    policy = snap.policy.portfolio
+    base_targets = compute_targets(snap)
+    scored = {
+        m.model_id for m in snap.models if any(w in snap.workloads for w in m.workload_scores)
+    }
+    problem = build_problem(snap, _augmented_targets(snap, base_targets, scored))
+    base_keys, outside = _base_keys(base_plan, problem)
+    fixed_keys = [k for k in base_keys if k[1] not in outside]
+    ledger = Ledger(problem, fixed_keys)
+    counts: Counter[str] = Counter(a.model_id for a in base_plan.assignments)
+    quality = quality_scores(problem)
+    outcomes = outcome_table(snap)
+    headroom = snap.policy.demand_headroom_fraction
+    ready_models = {
+        r.model_id for h in snap.hosts for r in h.residencies if r.state is ResidencyState.READY
+    }
+    pairs: dict[tuple[str, str], PairInfo] = {}
+    for m in sorted(snap.models, key=lambda p: p.model_id):
+        for word, score in sorted(m.workload_scores.items()):
+            forecast = snap.workloads.get(word)
+            if forecast is None:
+                continue
+            fits = [
+                c
+                for c in problem.candidates_of_model(m.model_id)
+                if c.host_id not in outside
+                and ((c.model_id, c.host_id) in base_keys or not ledger.host_blockers(c))
+            ]
+            keys = tuple(sorted((c.model_id, c.host_id) for c in fits))
+            feasible = bool(keys) or counts[m.model_id] > 0
+            rejection, residency = (
+                (None, False) if feasible else _rejection(problem, ledger, m.model_id)
+            )
+            startups = [
+                0.0 if k in base_keys else startup_seconds(problem, problem.candidates[k])
+                for k in keys
+            ]
+            startup = min(startups) if startups else (0.0 if feasible else None)
+            best = max(keys, key=lambda k: (k in base_keys, quality[k], k[1]))[1] if keys else None
+            penalty = 0.0
+            if m.model_id not in ready_models and counts[m.model_id] == 0:
+                penalty = min(policy.max_transition_penalty, (startup or 0.0) / 4.0)
+            ev = evidence_of(outcomes.get((m.model_id, word)), policy)
+            suit = (1.0 - ev.quality_confidence) * score + ev.quality_confidence * (
+                ev.quality or 0.0
+            )
+            exploit = (
+                100.0 * suit - 20.0 * ev.service_confidence * (1.0 - ev.success_rate) - penalty
+            )
+            weak = weak_evidence(
+                forecast,
+                policy,
+                direct_demand=has_direct_demand(snap, m.model_id),
+                fresh_success=ev.fresh_success,
+            )
+            pairs[(word, m.model_id)] = PairInfo(
+                workload=word,
+                model_id=m.model_id,
+                score=score,
+                feasible=feasible,
+                rejection=rejection,
+                blocked_by_residency=residency,
+                keys=keys,
+                best_host=best,
+                startup_s=startup,
+                transition_penalty=round(penalty, 3),
+                evidence=ev,
+                bonus=bonus_of(ev, policy) if feasible else 0.0,
+                exploit_utility=round(exploit, 3),
+                need=replicas_needed(m, forecast, policy, headroom, weak=weak),
+                weak=weak,
+            )
+    gates: dict[str, GateResult] = {}
+    for word, forecast in sorted(snap.workloads.items()):
+        proof = False
+        if not ordinary_gate(forecast, policy) and in_media_band(word, forecast, policy):
+            proof = any(
+                spare_capacity_proof(problem, ledger, p.keys, policy)
+                for (w, _m), p in pairs.items()
+                if w == word and p.feasible
+            )
+        gates[word] = gate_of(word, forecast, policy, proof)
+    # A media canary is one replica whatever the concurrency asks.
+    for key, p in list(pairs.items()):
+        if gates[p.workload].gate is Gate.MEDIA_CANARY:
+            pairs[key] = replace(p, need=min(p.need, policy.canary_max_replicas), weak=True)
+    final = dict(base_targets)
+    room: dict[str, int] = {}
+    for m in snap.models:
+        asked = sum(
+            p.need
+            for (w, mid), p in pairs.items()
+            if mid == m.model_id and p.feasible and gates[w].admitted
+        )
+        base_desired = base_targets[m.model_id].desired
+        ceiling = max(m.max_replicas, len(set(m.pinned_hosts)))
+        desired = max(base_desired, min(ceiling, base_desired + asked))
+        room[m.model_id] = desired - base_desired
+        if room[m.model_id]:
+            final[m.model_id] = replace(
+                base_targets[m.model_id], desired=desired, reason="portfolio"
+            )
+    problem.targets = final
+    return PortfolioContext(
+        snapshot=snap,
+        policy=policy,
+        base_plan=base_plan,
+        problem=problem,
+        base_keys=base_keys,
+        outside_hosts=outside,
+        base_counts=dict(counts),
+        base_desired={m: t.desired for m, t in base_targets.items()},
+        gates=gates,
+        pairs=pairs,
+        room=room,
+        spare_reserve=policy.spare_slot_reserve,
+    )

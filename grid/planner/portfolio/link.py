@@ -1,0 +1,53 @@
+"""Assignments linked to the placement's replica variables x[m, h] (PlacementVars).
+
+    a[w, m] ⇒ count_m ≥ 1                         (a covered workload has a replica of m)
+    wr_m  = Σ_{k ∈ keys(m) ∖ B} x_k                (workload replicas beyond the base plan)
+    N_m   = Σ_w req(w, m) · a[w, m]
+    D_m   = min(N_m, room_m)                       (desired workload replicas)
+    wr_m ≤ D_m                                     (no replica without a workload asking for it)
+    miss_m = D_m − wr_m ≥ 0
+Base keys are fixed: x_k = 1 for k ∈ B, so the base plan's replicas stay where they are.
+"""
+
+from __future__ import annotations
+
+from ortools.sat.python import cp_model
+
+from grid.planner.cpsat.variables import PlacementVars
+from grid.planner.portfolio.assign import AssignVars
+from grid.planner.portfolio.context import PortfolioContext
+
+
+def fix_base(model: cp_model.CpModel, xs: PlacementVars, ctx: PortfolioContext) -> None:
+    for key in sorted(ctx.base_keys):
+        if key in xs.x:
+            model.add(xs.x[key] == 1)
+
+
+def add_links(
+    model: cp_model.CpModel, xs: PlacementVars, ctx: PortfolioContext, av: AssignVars
+) -> dict[str, cp_model.IntVar]:
+    """Constraints above; returns miss_m per candidate model."""
+    missing: dict[str, cp_model.IntVar] = {}
+    for m in sorted(set(xs.models()) | set(av.selected)):
+        free = [k for k in xs.keys_of_model(m) if k not in ctx.base_keys]
+        wr = xs.total(free)
+        room = ctx.room.get(m, 0)
+        lits = [(v, ctx.pairs[(w, mm)].need) for (w, mm), v in sorted(av.a.items()) if mm == m]
+        for lit, _need in lits:
+            model.add(xs.replica_count(m) >= 1).only_enforce_if(lit)
+        if not lits or room == 0:
+            if free:
+                model.add(wr == 0)
+            continue
+        asked = cp_model.LinearExpr.weighted_sum([v for v, _n in lits], [n for _v, n in lits])
+        ceiling = sum(n for _v, n in lits)
+        demand = model.new_int_var(0, min(room, ceiling), f"D[{m}]")
+        asked_var = model.new_int_var(0, ceiling, f"N[{m}]")
+        model.add(asked_var == asked)
+        model.add_min_equality(demand, [asked_var, room])
+        model.add(wr <= demand)
+        miss = model.new_int_var(0, min(room, ceiling), f"miss[{m}]")
+        model.add(miss == demand - wr)
+        missing[m] = miss
+    return missing

@@ -1,0 +1,198 @@
+"""Bounded coordinate search over complete workload → model maps (the fallback and the hint).
+
+Options per admitted workload: its best feasible candidates by utility, at most
+`max_candidates_per_workload`, the last seat kept for the broadest cross-workload candidate
+(the model scoring the most admitted workloads), plus "deferred" (no model). Each portfolio is
+planned by the greedy ledger (`place`): the base plan stays, then the selected models' first
+replicas (heaviest workload pressure first), then their further replicas round by round, each on
+the best-quality key that still fits (incumbents first). Start: every workload on its best
+option; then passes over the workloads, each trying every option and keeping a strict
+lexicographic improvement, until a pass changes nothing or `max_portfolios` distinct maps were
+planned. Two searches share one cache: exploitation-only utility first (its result E), then with
+the optimism bonus, restricted to maps where at most `max_exploration_models` models take a
+workload that E gives another model. Deterministic: sorted iteration only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grid.planner.cpsat.ledger import Ledger
+from grid.planner.levels import quality_scores
+from grid.planner.portfolio.context import Key, PortfolioContext
+from grid.planner.portfolio.score import evaluate, pressure_of, signed
+
+Mapping_ = tuple[tuple[str, str], ...]  # sorted (workload, model) pairs
+
+
+@dataclass
+class SearchResult:
+    mapping: dict[str, str]
+    placement: set[Key]
+    values: dict[str, int]
+    exploit_mapping: dict[str, str]
+    evaluated: int
+    exhausted: bool  # stopped on the portfolio budget
+
+
+def explorers(exploit: dict[str, str], mapping: dict[str, str]) -> set[str]:
+    """Models that take a workload the exploitation-only map gives another model (or none)."""
+    return {m for w, m in mapping.items() if exploit.get(w) != m}
+
+
+def options(ctx: PortfolioContext, workload: str, *, with_bonus: bool) -> list[str]:
+    pairs = ctx.feasible_pairs(workload)
+    ranked = sorted(pairs, key=lambda p: (-p.utility_tenths(with_bonus=with_bonus), p.model_id))
+    limit = ctx.policy.max_candidates_per_workload
+    chosen = [p.model_id for p in ranked[:limit]]
+    admitted = set(ctx.admitted)
+    breadth = {
+        p.model_id: sum(
+            1 for (w, m), q in ctx.pairs.items() if m == p.model_id and q.feasible and w in admitted
+        )
+        for p in pairs
+    }
+    if pairs:
+        broadest = max(
+            pairs,
+            key=lambda p: (
+                breadth[p.model_id],
+                p.utility_tenths(with_bonus=with_bonus),
+                p.model_id,
+            ),
+        ).model_id
+        if broadest not in chosen:
+            chosen = (
+                [*chosen[: limit - 1], broadest] if len(chosen) >= limit else [*chosen, broadest]
+            )
+    return chosen
+
+
+def place(ctx: PortfolioContext, mapping: dict[str, str]) -> set[Key]:
+    """The greedy ledger's placement of one portfolio (base plan kept)."""
+    problem = ctx.problem
+    fixed = [k for k in ctx.base_keys if k[1] not in ctx.outside_hosts]
+    ledger = Ledger(problem, fixed)
+    quality = quality_scores(problem)
+    weight: dict[str, int] = {}
+    asked: dict[str, int] = {}
+    for w, m in mapping.items():
+        weight[m] = weight.get(m, 0) + pressure_of(ctx, w)
+        asked[m] = asked.get(m, 0) + ctx.pairs[(w, m)].need
+    order = sorted(weight, key=lambda m: (-weight[m], m))
+    want = {m: min(asked[m], ctx.room.get(m, 0)) for m in order}
+    keys_of: dict[str, list[Key]] = {}
+    for m in order:
+        keys = [
+            (c.model_id, c.host_id)
+            for c in problem.candidates_of_model(m)
+            if (c.model_id, c.host_id) not in ctx.base_keys and c.host_id not in ctx.outside_hosts
+        ]
+        keys.sort(key=lambda k: (problem.candidates[k].incumbent is None, -quality[k], k[1]))
+        keys_of[m] = keys
+    added = {m: 0 for m in order}
+    # First replica of each selected model without one, then further replicas round by round.
+    for m in order:
+        if ctx.base_counts.get(m, 0) > 0 or want[m] == 0:
+            continue
+        for k in keys_of[m]:
+            if not ledger.blockers(k):
+                ledger.add(k)
+                added[m] += 1
+                break
+    progress = True
+    while progress:
+        progress = False
+        for m in order:
+            if added[m] >= want[m]:
+                continue
+            for k in keys_of[m]:
+                if k not in ledger.placed and not ledger.blockers(k):
+                    ledger.add(k)
+                    added[m] += 1
+                    progress = True
+                    break
+    return set(ledger.placed) | set(ctx.outside_keys())
+
+
+class _Search:
+    def __init__(self, ctx: PortfolioContext) -> None:
+        self.ctx = ctx
+        self.cache: dict[Mapping_, set[Key]] = {}
+        self.budget = ctx.policy.max_portfolios
+
+    def planned(self, mapping: dict[str, str]) -> set[Key] | None:
+        key = tuple(sorted(mapping.items()))
+        if key not in self.cache:
+            if len(self.cache) >= self.budget:
+                return None
+            self.cache[key] = place(self.ctx, mapping)
+        return self.cache[key]
+
+    def run(
+        self, start: dict[str, str], *, with_bonus: bool, exploit: dict[str, str] | None
+    ) -> tuple[dict[str, str], dict[str, int], bool]:
+        ctx = self.ctx
+        opts = {w: options(ctx, w, with_bonus=with_bonus) for w in ctx.admitted}
+
+        def allowed(mapping: dict[str, str]) -> bool:
+            if exploit is None:
+                return True
+            return len(explorers(exploit, mapping)) <= ctx.policy.max_exploration_models
+
+        best = {w: m for w, m in start.items() if allowed({w: m}) or exploit is None}
+        if not allowed(best):
+            best = dict(exploit or {})
+        placement = self.planned(best)
+        if placement is None:
+            placement = set(ctx.base_keys)
+        best_values = evaluate(ctx, best, placement, with_bonus=with_bonus)
+        exhausted = False
+        changed = True
+        while changed and not exhausted:
+            changed = False
+            for w in ctx.admitted:
+                for option in [*opts[w], None]:
+                    trial = {k: v for k, v in best.items() if k != w}
+                    if option is not None:
+                        trial[w] = option
+                    if trial == best or not allowed(trial):
+                        continue
+                    planned = self.planned(trial)
+                    if planned is None:
+                        exhausted = True
+                        break
+                    values = evaluate(ctx, trial, planned, with_bonus=with_bonus)
+                    if signed(values) > signed(best_values):
+                        best, best_values, changed = trial, values, True
+                if exhausted:
+                    break
+        return best, best_values, exhausted
+
+
+def coordinate_search(ctx: PortfolioContext) -> SearchResult:
+    search = _Search(ctx)
+    first = {w: opts[0] for w in ctx.admitted if (opts := options(ctx, w, with_bonus=False))}
+    exploit, _values, exhausted_a = search.run(first, with_bonus=False, exploit=None)
+    bonus_start = {w: opts[0] for w in ctx.admitted if (opts := options(ctx, w, with_bonus=True))}
+    mapping, values, exhausted_b = search.run(bonus_start, with_bonus=True, exploit=exploit)
+    placement = search.planned(mapping)
+    if placement is None:  # budget spent: fall back to the exploitation-only portfolio
+        mapping = exploit
+        placement = search.cache[tuple(sorted(exploit.items()))]
+        values = evaluate(ctx, mapping, placement)
+    covered = {w: m for w, m in mapping.items() if _has_replica(ctx, m, placement)}
+    return SearchResult(
+        mapping=covered,
+        placement=placement,
+        values=values,
+        exploit_mapping=exploit,
+        evaluated=len(search.cache),
+        exhausted=exhausted_a or exhausted_b,
+    )
+
+
+def _has_replica(ctx: PortfolioContext, model_id: str, placement: set[Key]) -> bool:
+    if any(f.model_id == model_id for f in ctx.problem.fixed):
+        return True
+    return any(m == model_id for m, _h in placement | set(ctx.base_keys))

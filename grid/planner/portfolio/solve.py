@@ -1,0 +1,124 @@
+"""Lexicographic CP-SAT solve of the portfolio model joint with placement.
+
+Model     PlacementVars x over ctx.variable_keys() with every hard constraint family of
+          grid/planner/cpsat (build.add_hard_constraints: memory ledgers, slots, colocation,
+          disk, replica bounds of the augmented targets); base keys fixed at 1 (link.fix_base);
+          assignment literals (assign.py) linked to the replica variables (link.py).
+Stages    covered, pressure, spare_slots, missing, utility_exploit → E, then the exploration
+          budget against E (exploration.py), utility, transition, quality; each stage's
+          optimum is fixed (≥ for max, ≤ for min) before the next, except utility_exploit,
+          which only defines E. Hinted with the coordinate search's portfolio, then with each
+          stage's solution. One worker, fixed seed: deterministic when no stage stops on time.
+Status    OPTIMAL when every stage was proven; FEASIBLE when the budget cut a stage short;
+          None when no stage produced a solution (the caller keeps the coordinate search).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from grid.planner.cpsat.build import add_hard_constraints
+from grid.planner.cpsat.variables import Expr, PlacementVars
+from grid.planner.portfolio.assign import AssignVars
+from grid.planner.portfolio.context import Key, PortfolioContext
+from grid.planner.portfolio.exploration import add_exploration_budget
+from grid.planner.portfolio.link import add_links, fix_base
+from grid.planner.portfolio.objective import level_expressions
+
+SEED = 20240611
+STAGES: tuple[tuple[str, str], ...] = (
+    ("covered", "max"),
+    ("pressure", "max"),
+    ("spare_slots", "max"),
+    ("missing", "min"),
+    ("utility_exploit", "max"),
+    ("utility", "max"),
+    ("transition", "min"),
+    ("quality", "max"),
+)
+
+
+@dataclass
+class CpsatResult:
+    mapping: dict[str, str]
+    placement: set[Key]
+    exploit_mapping: dict[str, str]
+    status: str
+    stage_status: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _solver(limit_s: float, deterministic: bool) -> cp_model.CpSolver:
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.001, limit_s)
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = SEED
+    if deterministic:
+        solver.parameters.max_deterministic_time = max(0.001, limit_s)
+    return solver
+
+
+def solve_portfolio(
+    ctx: PortfolioContext,
+    *,
+    hint_mapping: dict[str, str],
+    hint_placement: set[Key],
+    time_limit_s: float,
+    deterministic: bool = True,
+) -> CpsatResult | None:
+    deadline = time.perf_counter() + time_limit_s
+    model = cp_model.CpModel()
+    xs = PlacementVars(model, ctx.problem, keys=ctx.variable_keys(), outside=ctx.outside_keys())
+    add_hard_constraints(model, xs, ctx.problem)
+    fix_base(model, xs, ctx)
+    av = AssignVars(model, ctx)
+    missing = add_links(model, xs, ctx, av)
+    exprs = level_expressions(model, xs, ctx, av, missing)
+    mapping, placement = dict(hint_mapping), set(hint_placement)
+    exploit: dict[str, str] = dict(hint_mapping)
+    statuses: list[tuple[str, str]] = []
+    proven = True
+    solved_any = False
+    for name, sense in STAGES:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0.001:
+            statuses.append((name, "SKIPPED"))
+            proven = False
+            continue
+        expr: Expr = exprs[name] if sense == "max" else -exprs[name]
+        model.maximize(expr)
+        xs.hint(placement)
+        av.hint(model, mapping)
+        solver = _solver(remaining, deterministic)
+        status = solver.solve(model)
+        label = solver.status_name(status)
+        statuses.append((name, label))
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            if status == cp_model.UNKNOWN:
+                proven = False
+                continue
+            return None  # INFEASIBLE / MODEL_INVALID: the fixed base and the model disagree
+        solved_any = True
+        if status != cp_model.OPTIMAL:
+            proven = False
+        found_map = av.mapping(solver)
+        found_place = xs.placement(solver) | set(ctx.outside_keys())
+        achieved = round(solver.objective_value)
+        if name == "utility_exploit":
+            exploit = found_map
+            mapping, placement = found_map, found_place
+            add_exploration_budget(model, ctx, av, exploit)
+            continue
+        model.add(expr >= achieved)
+        mapping, placement = found_map, found_place
+    if not solved_any:
+        return None
+    return CpsatResult(
+        mapping=mapping,
+        placement=placement,
+        exploit_mapping=exploit,
+        status="OPTIMAL" if proven else "FEASIBLE",
+        stage_status=statuses,
+    )
