@@ -3,12 +3,16 @@
 Loading re-applies the configured model set and the retention bounds, so a state file written
 with a longer retention, or naming models that were removed since, cannot grow the tracker.
 A state with a different bucket length is refused: its buckets cannot be re-cut exactly.
+
+It works on the tracker's data, not on the tracker: `tracker.py` imports this module, never the
+other way round (`TrackerData` is what crosses).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -17,9 +21,6 @@ from grid.fleet.errors import GridError
 from .buckets import Bucket, Series
 from .config import DemandConfig
 from .histogram import LATENCY_BINS
-
-if TYPE_CHECKING:
-    from .tracker import DemandTracker
 
 STATE_VERSION = 1
 
@@ -51,9 +52,20 @@ class TrackerState(_Strict):
     series: dict[str, list[BucketState]]
 
 
-def dump_state(tracker: DemandTracker) -> dict[str, object]:
+@dataclass(frozen=True)
+class TrackerData:
+    """The tracker's persistent facts (the tracker re-applies its bounds when it restores)."""
+
+    configured: frozenset[str]
+    retiring: frozenset[str]
+    watermark: int | None
+    ignored: Mapping[str, int]
+    series: Mapping[str, Series]
+
+
+def dump_state(data: TrackerData, bucket_s: float) -> dict[str, object]:
     series: dict[str, object] = {}
-    for model_id, s in tracker._series_items():
+    for model_id, s in sorted(data.series.items()):
         series[model_id] = [
             {
                 "index": index,
@@ -71,11 +83,11 @@ def dump_state(tracker: DemandTracker) -> dict[str, object]:
         ]
     return {
         "version": STATE_VERSION,
-        "bucket_s": tracker.config.bucket_s,
-        "watermark": tracker.watermark,
-        "configured": sorted(tracker.configured),
-        "retiring": sorted(tracker.retiring),
-        "ignored": tracker.ignored,
+        "bucket_s": bucket_s,
+        "watermark": data.watermark,
+        "configured": sorted(data.configured),
+        "retiring": sorted(data.retiring),
+        "ignored": dict(data.ignored),
         "series": series,
     }
 
@@ -107,9 +119,7 @@ def _bucket(state: BucketState) -> Bucket:
     )
 
 
-def load_state(state: Mapping[str, object], config: DemandConfig) -> DemandTracker:
-    from .tracker import DemandTracker
-
+def load_state(state: Mapping[str, object], config: DemandConfig) -> TrackerData:
     try:
         parsed = TrackerState.model_validate(dict(state))
     except ValidationError as exc:
@@ -122,10 +132,13 @@ def load_state(state: Mapping[str, object], config: DemandConfig) -> DemandTrack
             f"demand state uses {parsed.bucket_s} s buckets, the tracker {config.bucket_s} s",
             fix="keep the bucket length, or discard the demand state",
         )
-    tracker = DemandTracker(parsed.configured, retiring=parsed.retiring, config=config)
-    series = {
-        model_id: Series(buckets={b.index: _bucket(b) for b in buckets})
-        for model_id, buckets in parsed.series.items()
-    }
-    tracker._restore(series, parsed.watermark, parsed.ignored)
-    return tracker
+    return TrackerData(
+        configured=frozenset(parsed.configured),
+        retiring=frozenset(parsed.retiring),
+        watermark=parsed.watermark,
+        ignored=parsed.ignored,
+        series={
+            model_id: Series(buckets={b.index: _bucket(b) for b in buckets})
+            for model_id, buckets in parsed.series.items()
+        },
+    )

@@ -18,6 +18,7 @@ from .buckets import Series, bucket_index
 from .config import DemandConfig
 from .correlation import Inference, Relation
 from .observation import Observation
+from .state import TrackerData, dump_state, load_state
 from .view import ModelView, Window, read_model
 
 IGNORE_REASONS = ("unknown_model", "retiring_model", "stale", "future")
@@ -223,31 +224,28 @@ class DemandTracker:
     # ------------------------------------------------------------------------- persistence
 
     def to_state(self) -> dict[str, object]:
-        from .state import dump_state
-
-        return dump_state(self)
+        data = TrackerData(
+            configured=self._configured,
+            retiring=self._retiring,
+            watermark=self._watermark,
+            ignored=self.ignored,
+            series=self._series,
+        )
+        return dump_state(data, self.config.bucket_s)
 
     @classmethod
     def from_state(
         cls, state: Mapping[str, object], config: DemandConfig | None = None
     ) -> DemandTracker:
-        from .state import load_state
-
-        return load_state(state, config or DemandConfig())
-
-    def _restore(
-        self, series: dict[str, Series], watermark: int | None, ignored: Mapping[str, int]
-    ) -> None:
-        """Used by `state.load_state` only; re-applies the configured set and the bounds."""
-        self._series = {m: s for m, s in series.items() if self._tracks(m) and s.buckets}
-        self._watermark = None
-        if watermark is not None:
-            self._advance(watermark)
+        """Restore from `to_state`; re-applies the configured set and the retention bounds."""
+        data = load_state(state, config or DemandConfig())
+        tracker = cls(data.configured, retiring=data.retiring, config=config)
+        tracker._series = {m: s for m, s in data.series.items() if tracker._tracks(m) and s.buckets}
+        if data.watermark is not None:
+            tracker._advance(data.watermark)
         for reason in IGNORE_REASONS:
-            self._ignored[reason] = int(ignored.get(reason, 0))
-
-    def _series_items(self) -> list[tuple[str, Series]]:
-        return sorted(self._series.items())
+            tracker._ignored[reason] = int(data.ignored.get(reason, 0))
+        return tracker
 
 
 def _direct(model_id: str, view: ModelView) -> ModelForecast:

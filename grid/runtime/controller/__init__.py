@@ -1,1 +1,44 @@
-"""The stateful controller: durable state, lease, generations, timings, the control loop."""
+"""The stateful controller: durable state, lease, generations, timings, the control loop.
+
+The face other packages use: `Controller` (and its `ControllerConfig`), the `ControllerService`
+that owns its clock and thread, the stores and lease file it is built with, the wire model of a
+node update, and the status document. The state object and collaborators are exported for
+readers and tests; other packages act through `Controller`.
+"""
+
+from grid.fleet.generation import PlanGeneration
+from grid.runtime.controller.authority import Grace, LeaseKeeper
+from grid.runtime.controller.config import ControllerConfig
+from grid.runtime.controller.core import Controller
+from grid.runtime.controller.lease import LeaseFile
+from grid.runtime.controller.live_state import ControllerState, restore_state
+from grid.runtime.controller.outbox import Outbox
+from grid.runtime.controller.reports import Delivery, NodeReply, TickReport
+from grid.runtime.controller.service import ControllerService
+from grid.runtime.controller.status import StatusView, status_document
+from grid.runtime.controller.store import MemoryStore, StateStore, Store
+from grid.runtime.controller.timings import TimingTable
+from grid.runtime.controller.wire import NodeUpdate
+
+__all__ = [
+    "Controller",
+    "ControllerConfig",
+    "ControllerService",
+    "ControllerState",
+    "Delivery",
+    "Grace",
+    "LeaseFile",
+    "LeaseKeeper",
+    "MemoryStore",
+    "NodeReply",
+    "NodeUpdate",
+    "Outbox",
+    "PlanGeneration",
+    "StateStore",
+    "StatusView",
+    "Store",
+    "TickReport",
+    "TimingTable",
+    "restore_state",
+    "status_document",
+]

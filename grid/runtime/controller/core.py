@@ -22,6 +22,11 @@ Restart. Membership is not durable; after restoring a valid state, a grace perio
 the first tick (rebased if the clock moves back) suppresses destructive work, and restored
 commands of hosts that have not re-registered are not withdrawn, so an incomplete fleet view
 cannot cause unloads.
+
+Structure. `ControllerState` (live_state.py) is the state object; the collaborators act on it
+with explicit inputs: `LeaseKeeper` and `Grace` (authority.py), `Outbox` (outbox.py, command
+delivery), `StatusView` (status.py), the planning functions (planning.py) and the `Registry`.
+This class is the face: it takes the locks, orders the steps and keeps the public API.
 """
 
 from __future__ import annotations
@@ -30,9 +35,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
-
-from pydantic import ValidationError
+from typing import Any, Generic, TypeVar, overload
 
 from grid.demand import DemandTracker, Observation
 from grid.fleet.actions import (
@@ -45,30 +48,94 @@ from grid.fleet.actions import (
     Tombstone,
 )
 from grid.fleet.errors import GridError
+from grid.fleet.generation import PlanGeneration
 from grid.fleet.models import FleetSnapshot, ModelProfile, Plan, Policy
 from grid.planner.plan import make_plan
-from grid.runtime.controller import outbox
+from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig
-from grid.runtime.controller.generation import GenerationCounter, PlanGeneration, input_digest
+from grid.runtime.controller.generation import GenerationCounter, input_digest
 from grid.runtime.controller.lease import LeaseFile
-from grid.runtime.controller.planning import describe, grace_deferral, plan_inputs
+from grid.runtime.controller.live_state import ControllerState, Warnings, restore_state
+from grid.runtime.controller.outbox import Authority, Outbox, PlanFacts
+from grid.runtime.controller.planning import (
+    Planner,
+    describe,
+    grace_deferral,
+    plan_inputs,
+    reusable_plan,
+    solve,
+)
 from grid.runtime.controller.profiles import validate_profile
 from grid.runtime.controller.registry import Registry
 from grid.runtime.controller.reports import Counters, Delivery, NodeReply, TickReport
-from grid.runtime.controller.state import ControllerDocument
+from grid.runtime.controller.status import StatusView
 from grid.runtime.controller.store import Store
 from grid.runtime.controller.timings import Phase, TimingTable
 from grid.runtime.controller.wire import NodeUpdate
 from grid.runtime.reconcile import reconcile
 from grid.runtime.reconcile.modes import parse_mode
 
-Planner = Callable[..., Plan]
-MAX_WARNINGS = 32
-REUSABLE_STATUSES = frozenset({"OPTIMAL", "HEURISTIC"})
+T = TypeVar("T")
+
+
+class _StateField(Generic[T]):
+    """A controller attribute that lives in its state object (the public API keeps the name)."""
+
+    def __init__(self, *path: str) -> None:
+        self.path = path
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _StateField[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> T: ...
+    def __get__(self, obj: object | None, owner: type) -> T | _StateField[T]:
+        if obj is None:
+            return self
+        target: Any = obj
+        for part in self.path:
+            target = getattr(target, part)
+        return target  # type: ignore[no-any-return]
+
+    def __set__(self, obj: object, value: T) -> None:
+        target: Any = obj
+        for part in self.path[:-1]:
+            target = getattr(target, part)
+        setattr(target, self.path[-1], value)
 
 
 class Controller:
+    # The public attributes, kept by name; each lives in the state object or a collaborator.
+    mode = _StateField[Mode]("state", "mode")
+    policy = _StateField[Policy]("state", "policy")
+    profiles = _StateField[dict[str, ModelProfile]]("state", "profiles")
+    tombstones = _StateField[dict[str, Tombstone]]("state", "tombstones")
+    generation = _StateField[GenerationCounter]("state", "generation")
+    max_term = _StateField[int]("state", "max_term")
+    book = _StateField[CommandBook]("state", "book")
+    timings = _StateField[TimingTable]("state", "timings")
+    model_last_used_at = _StateField[dict[str, float]]("state", "model_last_used_at")
+    tracker = _StateField[DemandTracker]("state", "tracker")
+    restored = _StateField[bool]("state", "restored")
+    warnings = _StateField[Warnings]("state", "warnings")
+    counters = _StateField[Counters]("state", "counters")
+    dirty_revision = _StateField[int]("state", "revisions", "dirty")
+    safety_revision = _StateField[int]("state", "revisions", "safety")
+    processed_revision = _StateField[int]("state", "revisions", "processed")
+    success_revision = _StateField[int]("state", "revisions", "success")
+    success_safety_revision = _StateField[int]("state", "revisions", "success_safety")
+    last_plan = _StateField[Plan | None]("state", "last", "plan")
+    last_result = _StateField[ReconcileResult | None]("state", "last", "result")
+    last_generation = _StateField[PlanGeneration | None]("state", "last", "generation")
+    last_plan_digest = _StateField[str]("state", "last", "plan_digest")
+    last_solved_at = _StateField[float]("state", "last", "solved_at")
+    last_tick = _StateField[TickReport | None]("state", "last", "report")
+    last_success_at = _StateField[float | None]("state", "last", "success_at")
+    last_deferred = _StateField[list[Deferral]]("state", "last", "deferred")
+    proposed = _StateField[list[Action]]("state", "last", "proposed")
+    grace_anchor = _StateField[float | None]("grace", "anchor")
+    delivery_safety_error = _StateField[dict[str, Any] | None]("outbox", "safety_error")
+
     def __init__(
         self,
         store: Store,
@@ -86,56 +153,21 @@ class Controller:
         self.lock = threading.RLock()
         self._tick_lock = threading.RLock()
         self.registry = Registry()
-        self.warnings: dict[str, str] = {}
-        self.counters = Counters()
-        self.dirty_revision = 1
-        self.safety_revision = 1
-        self.processed_revision = 0
-        self.success_revision = 0
-        self.success_safety_revision = 0
-        self.last_plan: Plan | None = None
-        self.last_result: ReconcileResult | None = None
-        self.last_generation: PlanGeneration | None = None
-        self.last_plan_digest = ""
-        self.last_solved_at = 0.0
-        self.last_tick: TickReport | None = None
-        self.last_success_at: float | None = None
-        self.last_deferred: list[Deferral] = []
-        self.proposed: list[Action] = []
-        self.delivery_safety_error: dict[str, Any] | None = None
-        self.grace_anchor: float | None = None
-        self._restore(now)
-
-    # ------------------------------------------------------------------------ restore, save
-    def _restore(self, now: float) -> None:
-        loaded = self.store.load()
-        if loaded.warning_code:
-            self.warn(loaded.warning_code, loaded.warning)
-        doc: ControllerDocument | None = None
-        if loaded.document is not None:
-            try:
-                doc = ControllerDocument.model_validate(loaded.document)
-            except ValidationError:
-                again = self.store.quarantine("it does not match the controller state schema")
-                self.warn(again.warning_code, again.warning)
-        self.restored = doc is not None
-        doc = doc or ControllerDocument()
-        self.mode = doc.mode
-        self.policy: Policy = doc.policy
-        self.profiles: dict[str, ModelProfile] = {p.model_id: p for p in doc.profiles}
-        self.tombstones: dict[str, Tombstone] = {
-            t.model_id: t for t in doc.tombstones if t.model_id not in self.profiles
-        }
-        self.generation = (
-            GenerationCounter.from_state(doc.generation)
-            if doc.generation
-            else GenerationCounter.fresh()
+        self.state: ControllerState = restore_state(store, self.config.demand)
+        self.keeper = LeaseKeeper(lease, self.state.warnings)
+        self.grace = Grace(restored=self.state.restored)
+        self.outbox = Outbox(
+            self.state.book, self.registry, self.state.counters, self.state.warnings, self.save
         )
-        self.max_term = doc.max_term
-        self.book = CommandBook(doc.records, doc.commands, doc.issued_seq)
-        self.timings = TimingTable.from_state(doc.timings)
-        self.model_last_used_at = dict(doc.model_last_used_at)
-        self.tracker = self._restore_tracker(doc.demand)
+        self.status_view = StatusView(
+            self.state,
+            self.registry,
+            store,
+            self.keeper,
+            self.grace,
+            self.outbox,
+            self.controller_id,
+        )
         if self.mode is Mode.AUTOMATIC:
             if not self.store.durable:
                 self.mode = Mode.RECOMMEND
@@ -147,99 +179,38 @@ class Controller:
             else:
                 self.ensure_lease(now)
 
-    def _restore_tracker(self, state: dict[str, Any]) -> DemandTracker:
-        tracker: DemandTracker | None = None
-        if state:
-            try:
-                tracker = DemandTracker.from_state(state, self.config.demand)
-            except GridError as err:
-                self.warn("demand_state_dropped", f"the demand history was dropped: {err.message}")
-        tracker = tracker or DemandTracker(config=self.config.demand)
-        tracker.configure(self.profiles, retiring=self.tombstones)
-        return tracker
-
+    # ------------------------------------------------------------------------ state, save
     def document(self, now: float) -> dict[str, Any]:
-        self.book.trim()
-        doc = ControllerDocument(
-            saved_at=now,
-            mode=self.mode,
-            policy=self.policy,
-            profiles=[self.profiles[m] for m in sorted(self.profiles)],
-            tombstones=[self.tombstones[m] for m in sorted(self.tombstones)],
-            generation=self.generation.to_state(),
-            max_term=self.max_term,
-            issued_seq=self.book.issued_seq,
-            records=self.book.history(),
-            commands=[c for _r, c in self.book.pending_commands()]
-            + [
-                self.book.commands[r.action_id]
-                for r in self.book.withdrawn_destructive()
-                if r.action_id in self.book.commands
-            ],
-            timings=self.timings.to_state(),
-            demand=self.tracker.to_state(),
-            model_last_used_at=self.model_last_used_at,
-        )
-        return doc.model_dump(mode="json")
+        return self.state.document(now)
 
     def save(self, now: float) -> None:
-        self.store.save(self.document(now))
+        self.store.save(self.state.document(now))
 
     def warn(self, code: str, message: str) -> None:
-        if not code:
-            return
-        if code not in self.warnings and len(self.warnings) >= MAX_WARNINGS:
-            return
-        self.warnings[code] = message
+        self.state.warnings.warn(code, message)
 
     def _bump(self, *, safety: bool) -> int:
-        self.dirty_revision += 1
-        if safety:
-            self.safety_revision += 1
-        return self.dirty_revision
+        return self.state.revisions.bump(safety=safety)
 
-    # ------------------------------------------------------------------------ lease
-    def ensure_lease(self, now: float) -> bool:
-        if self.lease is None:
-            self.warn("no_lease", "no lease file is configured, so automatic commands are held")
-            return False
-        held = self.lease.held
-        ttl = self.config.lease_ttl_s
-        if held is not None and held.expires_at - now > ttl * self.config.lease_renew_fraction:
-            return True
+    def _save_quietly(self, now: float, what: str) -> None:
         try:
-            decision = self.lease.acquire(now, floor_term=self.max_term)
+            self.save(now)
         except GridError as err:
-            self.warn(err.code, err.message)
+            self.warn("state_write_failed", f"a {what} could not be saved: {err.message}")
+
+    # ------------------------------------------------------------------------ authority
+    def ensure_lease(self, now: float) -> bool:
+        term = self.keeper.ensure(now, self.config, self.max_term)
+        if term is None:
             return False
-        if not decision.granted or self.lease.held is None:
-            self.warn(
-                "lease_held",
-                f"another controller holds the mutation lease: "
-                f"{decision.reason}; automatic commands are held",
-            )
-            return False
-        self.warnings.pop("lease_held", None)
-        self.max_term = max(self.max_term, self.lease.held.term)
+        self.max_term = max(self.max_term, term)
         return True
 
     def lease_ttl(self, now: float) -> float:
-        if self.lease is None or self.lease.held is None:
-            return 0.0
-        return max(0.0, self.lease.held.expires_at - now)
+        return self.keeper.ttl(now)
 
-    # ------------------------------------------------------------------------ grace
     def in_grace(self, now: float) -> bool:
-        if not self.restored:
-            return False
-        if self.grace_anchor is None:
-            return True
-        return now < self.grace_anchor + self.config.membership_grace_s
-
-    def _anchor_grace(self, now: float) -> None:
-        # The anchor starts at the first tick; a clock that moved back rebases it.
-        if self.restored and (self.grace_anchor is None or now < self.grace_anchor):
-            self.grace_anchor = now
+        return self.grace.active(now, self.config.membership_grace_s)
 
     # ------------------------------------------------------------------------ inputs
     def node_update(
@@ -278,7 +249,7 @@ class Controller:
             previous = self.profiles.get(model_id)
             tomb = self.tombstones.pop(model_id, None)
             self.profiles[model_id] = profile
-            self._after_profiles_changed()
+            self.state.configure_tracking()
             try:
                 self.save(now)
             except GridError:
@@ -300,7 +271,7 @@ class Controller:
             tomb = Tombstone(model_id=model_id, created_at=now)
             self.tombstones[model_id] = tomb
             self.model_last_used_at.pop(model_id, None)
-            self._after_profiles_changed()
+            self.state.configure_tracking()
             try:
                 self.save(now)
             except GridError:
@@ -319,13 +290,7 @@ class Controller:
             self.tombstones.pop(model_id, None)
         if tomb is not None:
             self.tombstones[model_id] = tomb
-        self._after_profiles_changed()
-
-    def _after_profiles_changed(self) -> None:
-        self.tracker.configure(self.profiles, retiring=self.tombstones)
-        self.timings.forget_other_revisions(
-            {m: p.artifact_sha256 or "" for m, p in self.profiles.items()}
-        )
+        self.state.configure_tracking()
 
     def set_mode(self, value: str | Mode, now: float) -> dict[str, Any]:
         chosen = parse_mode(value)
@@ -356,8 +321,8 @@ class Controller:
                     self.mode = previous
                     raise
                 self.warn("state_write_failed", "the mode change could not be saved")
-            if previous is Mode.AUTOMATIC and chosen is not Mode.AUTOMATIC and self.lease:
-                self.lease.release()
+            if previous is Mode.AUTOMATIC and chosen is not Mode.AUTOMATIC:
+                self.keeper.release()
             self._bump(safety=True)
             return {"mode": chosen.value, "previous": previous.value, "withdrawn": withdrawn}
 
@@ -403,33 +368,35 @@ class Controller:
         with self._tick_lock:
             started = time.perf_counter()
             with self.lock:
-                self._anchor_grace(now)
+                self.grace.start(now)
                 revision, safety = self.dirty_revision, self.safety_revision
                 snap = self.snapshot(now)
             report = TickReport(ok=False, at=now, revision=revision)
             digest = input_digest(plan_inputs(snap))
             solved_at = self.last_solved_at
-            plan = self._reusable_plan(digest, now)
+            with self.lock:
+                plan = reusable_plan(self.state.last, digest, now, self.config.resolve_interval_s)
             if plan is not None:
                 report.reused_plan = True
             else:
-                plan = self._plan(snap, report)
+                plan = solve(self.planner, snap, self.config, report)
                 solved_at = now
             with self.lock:
-                self.counters.ticks += 1
-                self.processed_revision = max(self.processed_revision, revision)
+                rev, counters = self.state.revisions, self.counters
+                counters.ticks += 1
+                rev.processed = max(rev.processed, revision)
                 if plan is not None:
                     self._commit(plan, snap, digest, now, report)
                 report.duration_ms = round((time.perf_counter() - started) * 1000, 2)
                 if report.ok:
                     self.last_solved_at = solved_at
-                    self.success_revision = max(self.success_revision, revision)
-                    self.success_safety_revision = safety
+                    rev.success = max(rev.success, revision)
+                    rev.success_safety = safety
                     self.last_success_at = now
-                    self.counters.tick_ms.append(report.duration_ms)
+                    counters.tick_ms.append(report.duration_ms)
                     self.warnings.pop("tick_failed", None)
                 else:
-                    self.counters.tick_failures += 1
+                    counters.tick_failures += 1
                     self.warn("tick_failed", f"the last tick failed: {report.error}")
                 self.last_tick = report
             return report
@@ -442,52 +409,15 @@ class Controller:
             self.tick(clock())
             return self.success_revision >= revision
 
-    def _reusable_plan(self, digest: str, now: float) -> Plan | None:
-        """The last plan, when its complete inputs (clock-derived facts included) are unchanged.
-
-        A proven-optimal or deterministic heuristic plan is kept for as long as its inputs stay
-        the same: re-solving could not improve it. A merely feasible plan (budget exhausted) is
-        kept for `resolve_interval_s`, then solved again in case more time finds a better one.
-        A heuristic fallback after a failed engine is never kept.
-        """
-        with self.lock:
-            plan = self.last_plan
-            if plan is None or digest != self.last_plan_digest:
-                return None
-            if plan.solver.status in REUSABLE_STATUSES:
-                return plan
-            fresh = abs(now - self.last_solved_at) < self.config.resolve_interval_s
-            return plan if fresh and plan.solver.status != "HEURISTIC_FALLBACK" else None
-
-    def _plan(self, snap: FleetSnapshot, report: TickReport) -> Plan | None:
-        cfg = self.config
-        try:
-            return self.planner(
-                snap,
-                engine=cfg.engine,
-                time_limit_s=cfg.plan_budget_s,
-                deterministic=cfg.deterministic,
-                soft_stage_limit_s=cfg.soft_stage_budget_s or None,
-            )
-        except Exception as first:  # the solver must never stop the loop: fall back
-            try:
-                plan = self.planner(snap, engine="heuristic", time_limit_s=cfg.plan_budget_s)
-            except Exception as second:
-                report.error = f"planning failed: {describe(first)}; heuristic: {describe(second)}"
-                return None
-            plan.solver.status = "HEURISTIC_FALLBACK"
-            plan.solver.message = f"the {cfg.engine} engine failed: {describe(first)}"
-            return plan
-
     def _commit(
         self, plan: Plan, snap: FleetSnapshot, digest: str, now: float, report: TickReport
     ) -> None:
-        mode = self.mode
+        mode, book, last = self.mode, self.book, self.state.last
         try:
             result = reconcile(
                 plan,
                 snap,
-                self.book.history(),
+                book.history(),
                 mode=mode,
                 tombstones=list(self.tombstones.values()),
                 now=now,
@@ -499,24 +429,23 @@ class Controller:
         grace = self.in_grace(now)
         registered = set(self.registry.hosts)
         for withdrawal in result.withdrawn:
-            record = self.book.records.get(withdrawal.action_id)
+            record = book.records.get(withdrawal.action_id)
             if grace and record is not None and record.host_id not in registered:
                 continue  # restored command of a host that has not re-registered yet
-            if self.book.withdraw(withdrawal.action_id, now):
+            if book.withdraw(withdrawal.action_id, now):
                 report.withdrawn.append(withdrawal.action_id)
         actions, deferred = list(result.actions), list(result.deferred)
         if grace:
             held = [a for a in actions if a.kind in DESTRUCTIVE_KINDS]
             actions = [a for a in actions if a.kind not in DESTRUCTIVE_KINDS]
-            deferred += [grace_deferral(a, self.grace_anchor, self.config) for a in held]
-        self.proposed = actions if mode is Mode.RECOMMEND else []
+            deferred += [grace_deferral(a, self.grace.anchor, self.config) for a in held]
+        last.proposed = actions if mode is Mode.RECOMMEND else []
         if mode is Mode.AUTOMATIC and self.store.durable:
             for action in actions:
-                if action.executable and self.book.issue(action, str(generation), now):
+                if action.executable and book.issue(action, str(generation), now):
                     report.issued.append(action.action_id)
-        self.last_plan, self.last_result, self.last_deferred = plan, result, deferred
-        self.last_generation = generation
-        self.last_plan_digest = digest
+        last.plan, last.result, last.deferred = plan, result, deferred
+        last.generation, last.plan_digest = generation, digest
         try:
             self.save(now)
         except GridError as err:
@@ -527,10 +456,39 @@ class Controller:
         report.generation, report.new_generation = str(generation), fresh
         report.engine, report.solver_status = plan.solver.engine, plan.solver.status
 
-    # ------------------------------------------------------------------------ delivery
+    # ------------------------------------------------------------------------ delivery, status
     def poll_commands(self, host_id: str, poll_revision: int, now: float) -> Delivery:
-        """Commands for `host_id` after a poll at `poll_revision` (see `outbox.py`)."""
-        return outbox.poll_commands(self, host_id, poll_revision, now)
+        """Commands for `host_id` after a poll at `poll_revision` (steps in `outbox.py`)."""
+        with self.lock:
+            out = Delivery(commands=[], mode=self.mode, lease_ttl_s=self.lease_ttl(now))
+            if self.mode is not Mode.AUTOMATIC or not self.store.durable:
+                return out
+            if self.success_revision < poll_revision or not self.ensure_lease(now):
+                return out
+            lease = self.keeper.held
+            if lease is None:
+                return out
+            out.lease_ttl_s = self.lease_ttl(now)
+            authority = Authority(
+                lease=lease,
+                destructive_ok=self.success_safety_revision == self.safety_revision
+                and not self.in_grace(now),
+            )
+            facts = PlanFacts(
+                plan=self.last_plan,
+                profiles=self.profiles,
+                retired=set(self.tombstones),
+                policy=self.policy,
+            )
+            out.commands, out.held = self.outbox.deliver(
+                host_id, authority, facts, self.config, now
+            )
+            return out
+
+    def status(self, now: float, *, history: int | None = None) -> dict[str, Any]:
+        """The allocator status document (`status.py`)."""
+        with self.lock:
+            return self.status_view.document(self.snapshot(now), self.config, now, history)
 
     def last_used_for(self, host_id: str) -> dict[str, float]:
         with self.lock:
@@ -539,9 +497,3 @@ class Controller:
                 return {}
             models = {r.model_id for r in entry.host.residencies}
             return {m: t for m, t in sorted(self.model_last_used_at.items()) if m in models}
-
-    def _save_quietly(self, now: float, what: str) -> None:
-        try:
-            self.save(now)
-        except GridError as err:
-            self.warn("state_write_failed", f"a {what} could not be saved: {err.message}")

@@ -1,4 +1,4 @@
-"""Plan generations: `epoch:sequence:digest`, ordered without trusting the wall clock.
+"""Minting plan generations (`PlanGeneration`, in grid/fleet/generation.py, is the vocabulary).
 
 The epoch is a random identity created with the controller state (a quarantined or lost state
 starts a new epoch); the sequence is a persisted counter that only grows; the digest hashes the
@@ -15,37 +15,11 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from grid.fleet.errors import GridError
+from grid.fleet.generation import PlanGeneration  # the vocabulary; re-exported here
 
-SEQUENCE_DIGITS = 20
 DIGEST_CHARS = 32
 
-
-@dataclass(frozen=True)
-class PlanGeneration:
-    epoch: str
-    sequence: int
-    digest: str
-
-    def __str__(self) -> str:
-        return f"{self.epoch}:{self.sequence:0{SEQUENCE_DIGITS}d}:{self.digest}"
-
-    @classmethod
-    def parse(cls, text: str) -> PlanGeneration:
-        parts = text.split(":")
-        if len(parts) != 3 or not parts[0] or not parts[1].isdigit() or not parts[2]:
-            raise GridError(
-                "invalid_plan_generation",
-                f"plan generation {text!r} is not epoch:sequence:digest",
-                fix="send the plan_generation exactly as the controller issued it",
-            )
-        return cls(epoch=parts[0], sequence=int(parts[1]), digest=parts[2])
-
-    def newer_than(self, other: PlanGeneration) -> bool | None:
-        """True/False within one epoch; None when the epochs differ (not comparable)."""
-        if self.epoch != other.epoch:
-            return None
-        return self.sequence > other.sequence
+__all__ = ["GenerationCounter", "PlanGeneration", "input_digest", "new_epoch"]
 
 
 def new_epoch() -> str:

@@ -1,6 +1,7 @@
 """Command delivery to one host (the heartbeat's `request_commands` path).
 
-Order of a delivery, all under the controller lock (the command-selection lock):
+Order of a delivery, all under the controller lock (the command-selection lock); the
+controller checks steps 1 and 2 (`Controller.poll_commands`), the `Outbox` does 3 and 4:
 1. automatic mode, durable state and a valid (renewed) mutation lease, or nothing is sent;
 2. availability commands need a successful tick at or beyond the poll's causal revision;
    drains and unloads also need that tick's safety revision to equal the current one and no
@@ -14,40 +15,76 @@ Order of a delivery, all under the controller lock (the command-selection lock):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from grid.fleet.actions import DESTRUCTIVE_KINDS, Mode
+from grid.fleet.actions import DESTRUCTIVE_KINDS
 from grid.fleet.errors import GridError
-from grid.runtime.controller.commands import Marker
+from grid.fleet.models import ModelProfile, Plan, Policy
+from grid.runtime.controller.commands import CommandBook, Marker
+from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.delivery import Hold, RouteLease, revalidate_destructive
-from grid.runtime.controller.reports import Delivery
+from grid.runtime.controller.lease import LeaseRecord
+from grid.runtime.controller.live_state import Warnings
+from grid.runtime.controller.registry import Registry
+from grid.runtime.controller.reports import Counters
 
-if TYPE_CHECKING:
-    from grid.runtime.controller.core import Controller
+
+@dataclass(frozen=True)
+class Authority:
+    """What steps 1 and 2 established for this poll: the lease, and whether drains may go."""
+
+    lease: LeaseRecord
+    destructive_ok: bool
 
 
-def poll_commands(ctl: Controller, host_id: str, poll_revision: int, now: float) -> Delivery:
-    with ctl.lock:
-        out = Delivery(commands=[], mode=ctl.mode, lease_ttl_s=ctl.lease_ttl(now))
-        if ctl.mode is not Mode.AUTOMATIC or not ctl.store.durable:
-            return out
-        if ctl.success_revision < poll_revision or not ctl.ensure_lease(now):
-            return out
-        lease = ctl.lease.held if ctl.lease is not None else None
-        if lease is None:
-            return out
-        out.lease_ttl_s = ctl.lease_ttl(now)
-        destructive_ok = ctl.success_safety_revision == ctl.safety_revision and not ctl.in_grace(
-            now
-        )
+@dataclass(frozen=True)
+class PlanFacts:
+    """The facts of the last successful tick that the destructive revalidation reads."""
+
+    plan: Plan | None
+    profiles: Mapping[str, ModelProfile]
+    retired: set[str]
+    policy: Policy
+
+
+class Outbox:
+    """Steps 3 and 4: choose, stamp, durably mark, revalidate and wire one host's commands."""
+
+    def __init__(
+        self,
+        book: CommandBook,
+        registry: Registry,
+        counters: Counters,
+        warnings: Warnings,
+        save: Callable[[float], None],
+    ) -> None:
+        self.book = book
+        self.registry = registry
+        self.counters = counters
+        self.warnings = warnings
+        self.save = save
+        self.safety_error: dict[str, Any] | None = None
+
+    def deliver(
+        self,
+        host_id: str,
+        authority: Authority,
+        facts: PlanFacts,
+        config: ControllerConfig,
+        now: float,
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """(wire commands sent, action ids held at revalidation)."""
+        book, lease = self.book, authority.lease
         candidates = [
             c
-            for c in ctl.book.deliverable(host_id, now)
-            if destructive_ok or c.action.kind not in DESTRUCTIVE_KINDS
+            for c in book.deliverable(host_id, now)
+            if authority.destructive_ok or c.action.kind not in DESTRUCTIVE_KINDS
         ]
         if not candidates:
-            return out
-        markers = ctl.book.mark_delivered(
+            return [], []
+        markers = book.mark_delivered(
             candidates,
             term=lease.term,
             controller_id=lease.controller_id,
@@ -55,61 +92,58 @@ def poll_commands(ctl: Controller, host_id: str, poll_revision: int, now: float)
             now=now,
         )
         try:
-            ctl.save(now)
+            self.save(now)
         except GridError as err:
-            ctl.book.unmark(markers)
-            ctl.warn("delivery_not_durable", f"commands were held: {err.message}")
-            return out
+            book.unmark(markers)
+            self.warnings.warn("delivery_not_durable", f"commands were held: {err.message}")
+            return [], []
+        hosts = self.registry.hosts
         holds = revalidate_destructive(
             candidates,
-            plan=ctl.last_plan,
-            hosts={h: e.host for h, e in ctl.registry.hosts.items()},
-            leases={
-                h: RouteLease(e.received_at, ctl.config.node_ttl_s)
-                for h, e in ctl.registry.hosts.items()
-            },
-            retired=set(ctl.tombstones),
+            plan=facts.plan,
+            hosts={h: e.host for h, e in hosts.items()},
+            leases={h: RouteLease(e.received_at, config.node_ttl_s) for h, e in hosts.items()},
+            retired=facts.retired,
             now=now,
-            stale_s=ctl.policy.heartbeat_stale_s,
-            margin_s=ctl.config.destructive_margin_s,
+            stale_s=facts.policy.heartbeat_stale_s,
+            margin_s=config.destructive_margin_s,
         )
         held_ids = {i for h in holds for i in h.action_ids}
         if held_ids:
-            compensate(ctl, [m for m in markers if m.action_id in held_ids], holds, now)
-            out.held = sorted(held_ids)
+            self.compensate([m for m in markers if m.action_id in held_ids], holds, now)
         sent = [c for c in candidates if c.action.action_id not in held_ids]
-        ctl.counters.delivered += len(sent)
-        out.commands = [
-            ctl.book.commands[c.action.action_id].wire(
-                created_at=ctl.book.records[c.action.action_id].created_at,
-                profile=ctl.profiles.get(c.action.model_id),
+        self.counters.delivered += len(sent)
+        wired = [
+            book.commands[c.action.action_id].wire(
+                created_at=book.records[c.action.action_id].created_at,
+                profile=facts.profiles.get(c.action.model_id),
             )
             for c in sent
         ]
-        return out
+        return wired, sorted(held_ids)
 
-
-def compensate(ctl: Controller, markers: list[Marker], holds: list[Hold], now: float) -> None:
-    """Durably remove the markers of a held destructive batch (or keep them, and say so)."""
-    kept = [(m, ctl.book.records[m.action_id], ctl.book.commands[m.action_id]) for m in markers]
-    ctl.book.unmark(markers)
-    reasons = "; ".join(f"{h.model_id}: {h.reason}" for h in holds)
-    ids = [m.action_id for m in markers]
-    try:
-        ctl.save(now)
-    except GridError as err:
-        for marker, record, command in kept:  # conservative: the marker stays
-            ctl.book.records[marker.action_id] = record
-            ctl.book.commands[marker.action_id] = command
-        ctl.delivery_safety_error = {
+    def compensate(self, markers: list[Marker], holds: list[Hold], now: float) -> None:
+        """Durably remove the markers of a held destructive batch (or keep them, and say so)."""
+        book = self.book
+        kept = [(m, book.records[m.action_id], book.commands[m.action_id]) for m in markers]
+        book.unmark(markers)
+        reasons = "; ".join(f"{h.model_id}: {h.reason}" for h in holds)
+        ids = [m.action_id for m in markers]
+        try:
+            self.save(now)
+        except GridError as err:
+            for marker, record, command in kept:  # conservative: the marker stays
+                book.records[marker.action_id] = record
+                book.commands[marker.action_id] = command
+            self.safety_error = {
+                "at": now,
+                "action_ids": ids,
+                "message": f"destructive commands were held ({reasons}) but their delivery "
+                f"markers could not be removed: {err.message}",
+            }
+            return
+        self.safety_error = {
             "at": now,
             "action_ids": ids,
-            "message": f"destructive commands were held ({reasons}) but their delivery "
-            f"markers could not be removed: {err.message}",
+            "message": f"destructive commands held at delivery: {reasons}",
         }
-        return
-    ctl.delivery_safety_error = {
-        "at": now,
-        "action_ids": ids,
-        "message": f"destructive commands held at delivery: {reasons}",
-    }

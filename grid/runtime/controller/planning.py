@@ -1,16 +1,66 @@
-"""Helpers of a tick: the plan's identity inputs, error and grace descriptions."""
+"""Planning in a tick: the plan's identity inputs, reuse of an unchanged plan, the solve with its
+heuristic fallback, and the error and grace descriptions.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from grid.fleet.actions import Action, Deferral
 from grid.fleet.errors import GridError
-from grid.fleet.models import FleetSnapshot
+from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.eligibility import host_refusals
 from grid.planner.targets import compute_targets
 from grid.runtime.controller.config import ControllerConfig
+from grid.runtime.controller.live_state import LastTick
+from grid.runtime.controller.reports import TickReport
+
+Planner = Callable[..., Plan]
+REUSABLE_STATUSES = frozenset({"OPTIMAL", "HEURISTIC"})
+
+
+def reusable_plan(
+    last: LastTick, digest: str, now: float, resolve_interval_s: float
+) -> Plan | None:
+    """The last plan, when its complete inputs (clock-derived facts included) are unchanged.
+
+    A proven-optimal or deterministic heuristic plan is kept for as long as its inputs stay
+    the same: re-solving could not improve it. A merely feasible plan (budget exhausted) is
+    kept for `resolve_interval_s`, then solved again in case more time finds a better one.
+    A heuristic fallback after a failed engine is never kept.
+    """
+    plan = last.plan
+    if plan is None or digest != last.plan_digest:
+        return None
+    if plan.solver.status in REUSABLE_STATUSES:
+        return plan
+    fresh = abs(now - last.solved_at) < resolve_interval_s
+    return plan if fresh and plan.solver.status != "HEURISTIC_FALLBACK" else None
+
+
+def solve(
+    planner: Planner, snap: FleetSnapshot, config: ControllerConfig, report: TickReport
+) -> Plan | None:
+    """Solve with the configured engine; the heuristic if it fails; None (and why) if both do."""
+    try:
+        return planner(
+            snap,
+            engine=config.engine,
+            time_limit_s=config.plan_budget_s,
+            deterministic=config.deterministic,
+            soft_stage_limit_s=config.soft_stage_budget_s or None,
+        )
+    except Exception as first:  # the solver must never stop the loop: fall back
+        try:
+            plan = planner(snap, engine="heuristic", time_limit_s=config.plan_budget_s)
+        except Exception as second:
+            report.error = f"planning failed: {describe(first)}; heuristic: {describe(second)}"
+            return None
+        plan.solver.status = "HEURISTIC_FALLBACK"
+        plan.solver.message = f"the {config.engine} engine failed: {describe(first)}"
+        return plan
 
 
 def describe(exc: BaseException) -> str:

@@ -1,18 +1,33 @@
 """The allocator status document (GET /allocator/status, `grid allocator status --json`).
 
-Presentation only: it reads the controller under its lock and decides nothing. It never holds a
-secret: the controller has none (credentials live in the HTTP layer).
+Presentation only: `StatusView` reads the controller's state and collaborators (called under
+the controller lock, with the snapshot the controller built) and decides nothing. It never
+holds a secret: the controller has none (credentials live in the HTTP layer).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from grid.fleet.models import LIVE_STATES, FleetSnapshot
 from grid.planner.eligibility import host_refusals
 from grid.planner.problem import allocatable_mb
-from grid.runtime.controller.core import Controller
+from grid.runtime.controller.authority import Grace, LeaseKeeper
+from grid.runtime.controller.config import ControllerConfig
+from grid.runtime.controller.live_state import ControllerState
+from grid.runtime.controller.outbox import Outbox
+from grid.runtime.controller.registry import Registry
+from grid.runtime.controller.store import Store
 from grid.runtime.reconcile.codes import withdrawal_text
+
+
+class HasStatus(Protocol):
+    def status(self, now: float, *, history: int | None = None) -> dict[str, Any]: ...
+
+
+def status_document(ctl: HasStatus, now: float, *, history: int | None = None) -> dict[str, Any]:
+    """The status document of a controller (`Controller.status`)."""
+    return ctl.status(now, history=history)
 
 
 def percentile(samples: list[float], q: float) -> float | None:
@@ -23,10 +38,10 @@ def percentile(samples: list[float], q: float) -> float | None:
     return ordered[index]
 
 
-def _hosts(ctl: Controller, snap: FleetSnapshot, now: float) -> list[dict[str, Any]]:
+def _hosts(registry: Registry, snap: FleetSnapshot, now: float) -> list[dict[str, Any]]:
     out = []
     for host in snap.hosts:
-        entry = ctl.registry.hosts[host.host_id]
+        entry = registry.hosts[host.host_id]
         live = [r for r in host.residencies if r.state in LIVE_STATES]
         out.append(
             {
@@ -60,9 +75,9 @@ def _hosts(ctl: Controller, snap: FleetSnapshot, now: float) -> list[dict[str, A
     return out
 
 
-def _forecasts(ctl: Controller, now: float) -> dict[str, Any]:
+def _forecasts(state: ControllerState, now: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for model_id, forecast in ctl.tracker.explain(now, ctl.profiles.values()).items():
+    for model_id, forecast in state.tracker.explain(now, state.profiles.values()).items():
         doc = forecast.entry.model_dump(mode="json")
         doc["peak_rpm"] = round(forecast.peak_rpm, 3)
         doc["active_buckets"] = forecast.active_buckets
@@ -79,10 +94,12 @@ def _forecasts(ctl: Controller, now: float) -> dict[str, Any]:
     return out
 
 
-def _pending(ctl: Controller) -> list[dict[str, Any]]:
+def _pending(state: ControllerState) -> list[dict[str, Any]]:
     rows = []
-    for record, command in ctl.book.pending_commands():
-        row = command.wire(created_at=record.created_at, profile=ctl.profiles.get(record.model_id))
+    for record, command in state.book.pending_commands():
+        row = command.wire(
+            created_at=record.created_at, profile=state.profiles.get(record.model_id)
+        )
         row["status"] = record.status.value
         row["delivered_at"] = record.delivered_at
         row["priority"] = record.priority
@@ -92,86 +109,108 @@ def _pending(ctl: Controller) -> list[dict[str, Any]]:
     return rows
 
 
-def status_document(ctl: Controller, now: float, *, history: int | None = None) -> dict[str, Any]:
-    with ctl.lock:
-        limit = ctl.config.status_history if history is None else history
-        plan = ctl.last_plan
-        result = ctl.last_result
-        lease = ctl.lease.held if ctl.lease is not None else None
-        tick_ms = list(ctl.counters.tick_ms)
+class StatusView:
+    def __init__(
+        self,
+        state: ControllerState,
+        registry: Registry,
+        store: Store,
+        keeper: LeaseKeeper,
+        grace: Grace,
+        outbox: Outbox,
+        controller_id: str,
+    ) -> None:
+        self.state = state
+        self.registry = registry
+        self.store = store
+        self.keeper = keeper
+        self.grace = grace
+        self.outbox = outbox
+        self.controller_id = controller_id
+
+    def document(
+        self, snap: FleetSnapshot, config: ControllerConfig, now: float, history: int | None
+    ) -> dict[str, Any]:
+        state, book, last, rev = self.state, self.state.book, self.state.last, self.state.revisions
+        limit = config.status_history if history is None else history
+        plan = last.plan
+        lease = self.keeper.held
+        tick_ms = list(state.counters.tick_ms)
         reconciliation: dict[str, Any] | None = None
-        if result is not None:
-            reconciliation = result.model_dump(mode="json")
-            reconciliation["deferred"] = [d.model_dump(mode="json") for d in ctl.last_deferred]
-        records = sorted(ctl.book.history(), key=lambda r: (r.created_at, r.action_id))
-        snap = ctl.snapshot(now)
-        grace_until = (
-            ctl.grace_anchor + ctl.config.membership_grace_s
-            if ctl.grace_anchor is not None
-            else None
-        )
+        if last.result is not None:
+            reconciliation = last.result.model_dump(mode="json")
+            reconciliation["deferred"] = [d.model_dump(mode="json") for d in last.deferred]
+        records = sorted(book.history(), key=lambda r: (r.created_at, r.action_id))
+        counters = state.counters
         return {
             "schema_version": 1,
             "now": now,
-            "controller_id": ctl.controller_id,
-            "mode": ctl.mode.value,
-            "durable": ctl.store.durable,
-            "state_path": ctl.store.location,
-            "warnings": [{"code": c, "message": m} for c, m in sorted(ctl.warnings.items())],
+            "controller_id": self.controller_id,
+            "mode": state.mode.value,
+            "durable": self.store.durable,
+            "state_path": self.store.location,
+            "warnings": [{"code": c, "message": m} for c, m in sorted(state.warnings.items())],
             "lease": {
                 "held": lease is not None and lease.expires_at > now,
                 "term": lease.term if lease is not None else None,
                 "expires_at": lease.expires_at if lease is not None else None,
-                "ttl_s": round(ctl.lease_ttl(now), 2),
-                "max_term": ctl.max_term,
+                "ttl_s": round(self.keeper.ttl(now), 2),
+                "max_term": state.max_term,
             },
             "revisions": {
-                "dirty": ctl.dirty_revision,
-                "processed": ctl.processed_revision,
-                "success": ctl.success_revision,
-                "safety": ctl.safety_revision,
-                "success_safety": ctl.success_safety_revision,
+                "dirty": rev.dirty,
+                "processed": rev.processed,
+                "success": rev.success,
+                "safety": rev.safety,
+                "success_safety": rev.success_safety,
             },
-            "grace": {"active": ctl.in_grace(now), "until": grace_until, "restored": ctl.restored},
-            "last_tick": None if ctl.last_tick is None else vars(ctl.last_tick).copy(),
-            "last_success_at": ctl.last_success_at,
+            "grace": {
+                "active": self.grace.active(now, config.membership_grace_s),
+                "until": self.grace.until(config.membership_grace_s),
+                "restored": state.restored,
+            },
+            "last_tick": None if last.report is None else vars(last.report).copy(),
+            "last_success_at": last.success_at,
             "tick_latency_ms": {
                 "p50": percentile(tick_ms, 0.5),
                 "p95": percentile(tick_ms, 0.95),
                 "samples": len(tick_ms),
             },
-            "hosts": _hosts(ctl, snap, now),
+            "hosts": _hosts(self.registry, snap, now),
             "snapshots": [h.model_dump(mode="json") for h in snap.hosts],
-            "profiles": [ctl.profiles[m].model_dump(mode="json") for m in sorted(ctl.profiles)],
+            "profiles": [state.profiles[m].model_dump(mode="json") for m in sorted(state.profiles)],
             "tombstones": [
-                ctl.tombstones[m].model_dump(mode="json") for m in sorted(ctl.tombstones)
+                state.tombstones[m].model_dump(mode="json") for m in sorted(state.tombstones)
             ],
-            "forecasts": _forecasts(ctl, now),
-            "demand": {"ignored": ctl.tracker.ignored, "series": ctl.tracker.footprint().series},
+            "forecasts": _forecasts(state, now),
+            "demand": {
+                "ignored": state.tracker.ignored,
+                "series": state.tracker.footprint().series,
+            },
             "plan": None if plan is None else plan.model_dump(mode="json"),
-            "plan_generation": str(ctl.last_generation) if ctl.last_generation else None,
+            "plan_generation": str(last.generation) if last.generation else None,
             "unmet": [] if plan is None else [u.model_dump(mode="json") for u in plan.unsatisfied],
             "reconciliation": reconciliation,
-            "proposed_actions": [a.model_dump(mode="json") for a in ctl.proposed],
-            "pending_commands": _pending(ctl),
-            "delivered_pending_action_ids": ctl.book.delivered_open_ids(),
+            "proposed_actions": [a.model_dump(mode="json") for a in last.proposed],
+            "pending_commands": _pending(state),
+            "delivered_pending_action_ids": book.delivered_open_ids(),
             "withdrawn_destructive": [
                 {
                     **r.model_dump(mode="json"),
                     "message": withdrawal_text("unsafe_destructive_batch"),
                 }
-                for r in ctl.book.withdrawn_destructive()
+                for r in book.withdrawn_destructive()
             ],
-            "delivery_safety_error": ctl.delivery_safety_error,
+            "delivery_safety_error": self.outbox.safety_error,
             "history": [r.model_dump(mode="json") for r in records[-limit:]] if limit else [],
-            "timings": ctl.timings.summary(now),
+            "timings": state.timings.summary(now),
             "counters": {
-                "ticks": ctl.counters.ticks,
-                "tick_failures": ctl.counters.tick_failures,
-                "commands_issued": ctl.counters.issued,
-                "commands_delivered": ctl.counters.delivered,
-                "acknowledgements": dict(sorted(ctl.counters.acks.items())),
-                "observations_accepted": ctl.counters.observations_accepted,
-                "observations_ignored": ctl.counters.observations_ignored,
+                "ticks": counters.ticks,
+                "tick_failures": counters.tick_failures,
+                "commands_issued": counters.issued,
+                "commands_delivered": counters.delivered,
+                "acknowledgements": dict(sorted(counters.acks.items())),
+                "observations_accepted": counters.observations_accepted,
+                "observations_ignored": counters.observations_ignored,
             },
         }
