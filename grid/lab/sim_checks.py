@@ -174,23 +174,41 @@ def start_violations(
                 and now - hb <= policy.heartbeat_stale_s
             )
 
-        if prof is not None and prof.min_replicas > 0 and observed_admitting(host):
-            ready = [
-                h.host_id
-                for h in hosts.values()
-                if observed_admitting(h)
-                and (r := h.residencies.get(action.model_id)) is not None
-                and r.state is ResidencyState.READY
-                and r.ownership is Ownership.MANAGED
-                and (prof.artifact_sha256 is None or r.artifact_sha256 == prof.artifact_sha256)
-            ]
-            if host.host_id in ready and len(ready) - 1 < prof.min_replicas:
-                out.append(
-                    SimViolation(
-                        now,
-                        "floor_broken",
-                        f"drain of {action.model_id} on {host.host_id} leaves {len(ready) - 1} "
-                        f"ready, floor {prof.min_replicas}",
-                    )
+        if prof is None or prof.min_replicas <= 0 or res.state is not ResidencyState.READY:
+            return out
+        # Ground truth of the spec's "ready": a managed READY child with its live route, on a
+        # host that admits work, proving the configured artifact.
+        ready = [
+            h.host_id
+            for h in hosts.values()
+            if observed_admitting(h)
+            and (r := h.residencies.get(action.model_id)) is not None
+            and r.state is ResidencyState.READY
+            and r.ownership is Ownership.MANAGED
+            and h.routed(action.model_id)
+            and (prof.artifact_sha256 is None or r.artifact_sha256 == prof.artifact_sha256)
+        ]
+        if (
+            observed_admitting(host)
+            and host.host_id in ready
+            and len(ready) - 1 < prof.min_replicas
+        ):
+            out.append(
+                SimViolation(
+                    now,
+                    "floor_broken",
+                    f"drain of {action.model_id} on {host.host_id} leaves {len(ready) - 1} "
+                    f"ready, floor {prof.min_replicas}",
                 )
+            )
+        if not observed_admitting(host) and not [h for h in ready if h != host.host_id]:
+            # Make before break: the last ready replica leaves a host that stopped admitting
+            # work only once a replacement elsewhere is ready.
+            out.append(
+                SimViolation(
+                    now,
+                    "evacuated_before_replacement",
+                    f"drain of {action.model_id} on {host.host_id} with no ready replica elsewhere",
+                )
+            )
     return out

@@ -72,6 +72,14 @@ class SimHost:
     running: Running | None = None
     last_heartbeat: float | None = None
     interrupted: list[Action] = field(default_factory=list)
+    unrouted: set[str] = field(default_factory=set)  # a knob: READY children without a route
+
+    def routed(self, model_id: str) -> bool:
+        """A live child route corroborates the READY row (what the real node reports)."""
+        res = self.residencies.get(model_id)
+        return (
+            res is not None and res.state is ResidencyState.READY and model_id not in self.unrouted
+        )
 
     @property
     def host_id(self) -> str:
@@ -99,6 +107,11 @@ class SimHost:
                 "state": self.state,
                 "last_heartbeat": self.last_heartbeat,
                 "cached_models": cached,
+                "routes": sorted(
+                    m
+                    for m, r in self.residencies.items()
+                    if r.ownership is Ownership.MANAGED and self.routed(m)
+                ),
                 "residencies": [r.to_model() for _m, r in sorted(self.residencies.items())],
             }
         )

@@ -13,8 +13,8 @@ Every safety invariant is checked on the way (`sim_checks`); violations are coll
 raised, so a failing scenario can print its whole story.
 
 Knobs (all on `FleetSimulator`): set_demand, pause_host, resume_host, set_host_state, outage,
-restore, crash, set_ready, add_external, set_requests, set_activity_unknown, fail_next,
-remove_profile, add_profile, set_poll_every. Nothing here reads a real clock.
+restore, crash, set_ready, add_external, drop_route, set_requests, set_activity_unknown,
+fail_next, remove_profile, add_profile, set_poll_every. Nothing here reads a real clock.
 """
 
 from __future__ import annotations
@@ -241,6 +241,13 @@ class FleetSimulator:
     def add_external(self, host_id: str, model_id: str, memory_mb: int) -> None:
         self.set_ready(host_id, model_id, memory_mb, managed=False)
 
+    def drop_route(self, host_id: str, model_id: str, dropped: bool = True) -> None:
+        """The READY child keeps running but its route disappears (or comes back)."""
+        if dropped:
+            self.hosts[host_id].unrouted.add(model_id)
+        else:
+            self.hosts[host_id].unrouted.discard(model_id)
+
     def set_requests(self, host_id: str, model_id: str, active: int) -> None:
         res = self.hosts[host_id].residencies.get(model_id)
         if res is not None:
@@ -427,7 +434,7 @@ class FleetSimulator:
                 for h in self.hosts.values()
                 if h.admitting
                 for r in h.residencies.values()
-                if r.model_id == model_id and r.state is ResidencyState.READY
+                if r.model_id == model_id and r.state is ResidencyState.READY and h.routed(model_id)
             ]
             if not serving_res:
                 continue

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from grid.fleet.actions import ActionKind, RecordStatus
-from grid.fleet.models import DemandEntry, FleetSnapshot, ResidencyState
+from grid.fleet.models import DemandEntry, FleetSnapshot, HostState, ResidencyState
 from grid.fleet.snapshot import parse_snapshot
 from grid.lab.simulator import Durations, FleetSimulator, SimConfig
 
@@ -315,3 +315,60 @@ def test_external_residency_is_never_touched() -> None:
     settle(sim)
     assert all(r.model_id != "ext" for r in sim.history())
     assert sim.hosts["h1"].residencies["ext"].state is ResidencyState.READY
+
+
+def _one_replica_and_a_spare() -> FleetSnapshot:
+    return fleet(
+        [
+            {
+                "host_id": "h1",
+                "capacity_mb": 8192,
+                "residencies": [
+                    {"model_id": "m", "memory_mb": 4096, "state": "ready", "loaded_at": START - 600}
+                ],
+            },
+            {"host_id": "h2", "capacity_mb": 8192},  # uncached: load, then warm
+        ],
+        [{"model_id": "m", "memory_mb": 4096, "min_replicas": 1}],
+    )
+
+
+def _first(sim: FleetSimulator, kind: ActionKind, host_id: str) -> Any:
+    return next(
+        r
+        for r in sorted(sim.history(), key=lambda r: r.created_at)
+        if r.kind is kind and r.host_id == host_id and r.model_id == "m"
+    )
+
+
+@pytest.mark.parametrize("state", [HostState.DRAINING, HostState.PAUSED])
+def test_draining_host_hands_its_last_replica_over_make_before_break(state: HostState) -> None:
+    # Regression (issue 8, defect 3): local protection drains h1, which holds the only replica.
+    sim = FleetSimulator(_one_replica_and_a_spare())
+    sim.step()
+    sim.set_host_state("h1", state)
+    settle(sim)
+    assert ready(sim, "h2", "m") and "m" not in sim.hosts["h1"].residencies
+    warm = _first(sim, ActionKind.WARM, "h2")
+    drain = _first(sim, ActionKind.DRAIN, "h1")
+    assert warm.status is RecordStatus.SUCCEEDED and warm.finished_at is not None
+    assert drain.created_at >= warm.finished_at  # proven READY before the drain was even issued
+    assert not sim.violations, sim.story()
+
+
+def test_replacement_without_a_route_keeps_the_old_replica_serving() -> None:
+    # Invariant 4 in the simulator: h2's child is READY but its route is gone.
+    sim = FleetSimulator(_one_replica_and_a_spare())
+    sim.step()
+    sim.set_host_state("h1", HostState.DRAINING)
+    for _ in range(3):
+        sim.step()
+    sim.drop_route("h2", "m")
+    for _ in range(8):
+        sim.step()
+    assert ready(sim, "h2", "m") and ready(sim, "h1", "m")
+    assert not any(r.kind is ActionKind.DRAIN for r in sim.history())
+    sim.drop_route("h2", "m", dropped=False)
+    settle(sim)
+    assert "m" not in sim.hosts["h1"].residencies
+    assert not sim.violations, sim.story()
