@@ -7,11 +7,14 @@ error codes and field paths).
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
@@ -19,6 +22,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from grid.fleet.workloads import (
     DEFAULT_WORKLOAD_VOCABULARY,
@@ -31,7 +35,38 @@ from grid.fleet.workloads import (
 
 SCHEMA_VERSION = 1
 
-MB = int  # memory and disk amounts are whole megabytes
+# Ceilings (docs/value-ceilings.md): every amount the planner multiplies or sums stays far inside
+# the solver's 64-bit coefficients. Above one, the refusal is `value_too_large` at the field.
+MAX_MB = 1024**3  # 1 PiB in MB (1024**5 bytes / 1024**2)
+MAX_PRIORITY = 1_000_000
+MAX_COUNT = 100_000  # replica counts and model slots
+
+CEILING_ERROR = "value_too_large"
+
+
+def _ceiling(limit: int, what: str) -> tuple[BeforeValidator, AfterValidator]:
+    """Refuse a number above `limit` before it is coerced (1e20 is a float) and after."""
+
+    def check(value: object) -> object:
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and value > limit
+        ):
+            raise PydanticCustomError(
+                CEILING_ERROR,
+                "{shown} is above the ceiling of {limit} ({what})",
+                {"shown": repr(value), "limit": limit, "what": what},
+            )
+        return value
+
+    return BeforeValidator(check), AfterValidator(check)
+
+
+MB = Annotated[int, *_ceiling(MAX_MB, "1 PiB in MB")]  # whole megabytes, at most 1 PiB
+Priority = Annotated[int, *_ceiling(MAX_PRIORITY, "the highest administrator priority")]
+Count = Annotated[int, *_ceiling(MAX_COUNT, "the most replicas or model slots")]
 
 
 class _Strict(BaseModel):
@@ -121,7 +156,7 @@ class Host(_Strict):
     failure_domain: str | None = None  # None: the host is its own domain
     tags: list[str] = Field(default_factory=list)
     data_tiers: list[str] = Field(default_factory=lambda: ["public", "internal"])
-    max_models: int = Field(default=0, ge=0)  # 0: unlimited
+    max_models: Count = Field(default=0, ge=0)  # 0: unlimited
     disk_free_mb: MB | None = Field(default=None, ge=0)  # None: unknown
     cached_models: list[str] = Field(default_factory=list)
     memory_bandwidth_gbps: float = Field(default=0.0, ge=0)
@@ -150,18 +185,18 @@ class ModelProfile(_Strict):
     runtime_memory_mb: dict[str, MB] = Field(default_factory=dict)
     runtimes: list[str] = Field(default_factory=lambda: ["llama.cpp"])
     backends: list[str] = Field(default_factory=list)  # empty: any backend
-    priority: int = Field(default=0, ge=0)
-    min_replicas: int = Field(default=0, ge=0)
-    max_replicas: int = Field(default=1, ge=0)
+    priority: Priority = Field(default=0, ge=0)
+    min_replicas: Count = Field(default=0, ge=0)
+    max_replicas: Count = Field(default=1, ge=0)
     pinned_hosts: list[str] = Field(default_factory=list)
     allowed_hosts: list[str] = Field(default_factory=list)  # empty: any host
     denied_hosts: list[str] = Field(default_factory=list)
     required_tags: list[str] = Field(default_factory=list)
     forbidden_tags: list[str] = Field(default_factory=list)
     data_tier: str = "internal"
-    max_colocated_models: int = Field(default=0, ge=0)  # 0: unlimited; counts the model itself
+    max_colocated_models: Count = Field(default=0, ge=0)  # 0: unlimited; counts the model itself
     colocation_excludes: list[str] = Field(default_factory=list)
-    min_failure_domains: int = Field(default=1, ge=0)
+    min_failure_domains: Count = Field(default=1, ge=0)
     artifact_size_mb: MB = Field(default=0, ge=0)
     artifact_sha256: str | None = None
     artifact_source: str | None = None
@@ -202,7 +237,7 @@ class DemandEntry(_Strict):
     error_rate: float = Field(default=0.0, ge=0, le=1)
     trend: float = 0.0
     evidence: Evidence = Evidence.DIRECT
-    desired_replicas: int | None = Field(default=None, ge=0)  # overrides the forecast
+    desired_replicas: Count | None = Field(default=None, ge=0)  # overrides the forecast
 
 
 class LearnedStartup(_Strict):

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from grid.fleet.errors import SnapshotError
 from grid.fleet.files import atomic_write_text
-from grid.fleet.models import FleetSnapshot
+from grid.fleet.models import CEILING_ERROR, FleetSnapshot
 
 _PYDANTIC_CODES = {
     "missing": "missing_field",
@@ -29,6 +29,7 @@ _PYDANTIC_CODES = {
     "greater_than": "out_of_range",
     "less_than_equal": "out_of_range",
     "less_than": "out_of_range",
+    CEILING_ERROR: CEILING_ERROR,
 }
 
 
@@ -53,12 +54,18 @@ def _from_validation_error(exc: ValidationError) -> SnapshotError:
     message = f"{first.get('msg', 'invalid value')} (got {value!r})"
     if kind == "missing":
         message = "this field is required"
+    ctx = first.get("ctx") or {}
+    if code == CEILING_ERROR:
+        message = f"{path} is {ctx.get('shown', value)}, above the ceiling of {ctx.get('limit')}"
+        message += f" ({ctx.get('what')}): the planner cannot handle larger values"
     fix = {
         "missing_field": f"add `{path}` to the snapshot",
         "unknown_field": f"remove `{path}` or check its spelling against DESIGN.md schema v1",
         "unknown_enum_value": f"use one of the documented values for `{path}`",
         "non_finite_number": f"give `{path}` a finite number",
         "negative_number": f"give `{path}` a value of zero or more",
+        CEILING_ERROR: f"give `{path}` a value of at most {ctx.get('limit')} "
+        "(memory and disk are whole megabytes)",
     }.get(code, f"correct `{path}`")
     extra = len(exc.errors()) - 1
     if extra:
@@ -169,6 +176,14 @@ def load_snapshot(path: str | Path, *, now: float | None = None) -> FleetSnapsho
         ) from None
     except OSError as exc:
         raise SnapshotError("file_unreadable", f"cannot read {p}: {exc.strerror}") from None
+    if not raw.strip():
+        raise SnapshotError(
+            "empty_snapshot",
+            f"{p} is empty: a fleet snapshot lists hosts and models",
+            fix="write schema_version, hosts and models into the file "
+            "(`grid lab generate-fleet` writes an example)",
+            next_command="grid lab generate-fleet --hosts 8 --models 4",
+        )
     try:
         if p.suffix.lower() == ".toml":
             data: Any = tomllib.loads(raw.decode("utf-8"))
@@ -180,7 +195,29 @@ def load_snapshot(path: str | Path, *, now: float | None = None) -> FleetSnapsho
             f"{p} is not valid {'TOML' if p.suffix.lower() == '.toml' else 'JSON'}: {exc}",
             fix="fix the syntax error at the position shown",
         ) from None
+    _check_document(data, p)
     return parse_snapshot(data, now=now)
+
+
+def _check_document(data: Any, path: Path) -> None:
+    """A snapshot file declares its schema and describes something: never silently v1 of
+    nothing (parse_snapshot itself accepts builders' documents without a version)."""
+    if not isinstance(data, dict):
+        return  # parse_snapshot names the problem
+    if "schema_version" not in data:
+        raise SnapshotError(
+            "missing_field",
+            f"{path} does not declare schema_version",
+            fix='add "schema_version": 1 at the top of the snapshot (this Grid reads 1)',
+            path="schema_version",
+        )
+    if not data.get("hosts") and not data.get("models"):
+        raise SnapshotError(
+            "empty_snapshot",
+            f"{path} lists no hosts and no models: there is nothing to plan",
+            fix="add the fleet's hosts and the model profiles to plan for",
+            next_command="grid lab generate-fleet --hosts 8 --models 4",
+        )
 
 
 def dump_json(doc: Any) -> str:

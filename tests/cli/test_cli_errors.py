@@ -47,11 +47,26 @@ def _unknown_demand(doc: dict[str, Any]) -> None:
     doc["demand"]["ghost"] = {"offered_concurrency": 1.0}
 
 
+def _huge_capacity(doc: dict[str, Any]) -> None:
+    doc["hosts"][0]["capacity_mb"] = 1e20  # passed validate and crashed plan (issue 8, #9)
+
+
+def _huge_model_memory(doc: dict[str, Any]) -> None:
+    doc["models"][0]["memory_mb"] = 10**20
+
+
+def _huge_disk(doc: dict[str, Any]) -> None:
+    doc["hosts"][1]["disk_free_mb"] = 2**30 + 1  # one MB above 1 PiB
+
+
 BAD_SNAPSHOTS = [
     (_unknown_field, "unknown_field", "hosts[1].colour"),
     (_negative_capacity, "negative_number", "hosts[0].capacity_mb"),
     (_duplicate_host, "duplicate_id", "hosts[1].host_id"),
     (_unknown_demand, "unknown_model", "demand.ghost"),
+    (_huge_capacity, "value_too_large", "hosts[0].capacity_mb"),
+    (_huge_model_memory, "value_too_large", "models[0].memory_mb"),
+    (_huge_disk, "value_too_large", "hosts[1].disk_free_mb"),
 ]
 
 
@@ -103,6 +118,59 @@ def test_non_json_file_is_a_syntax_error(tmp_path: Path) -> None:
     assert "Error [invalid_syntax]" in result.stderr
     assert "is not valid JSON" in result.stderr
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [
+        ("", "empty_snapshot"),
+        ("  \n", "empty_snapshot"),
+        ('{"schema_version": 1}', "empty_snapshot"),
+        ('{"hosts": [], "models": []}', "missing_field"),
+        ('{"hosts": [{"host_id": "h1", "capacity_mb": 8192}], "models": []}', "missing_field"),
+    ],
+)
+@pytest.mark.parametrize("command", ["plan", "validate"])
+def test_empty_or_unversioned_snapshot_is_refused(
+    tmp_path: Path, content: str, code: str, command: str
+) -> None:
+    file = tmp_path / "fleet.json"
+    file.write_text(content)
+    result = runner.invoke(app, [command, str(file)])
+    assert result.exit_code == 2, result.output
+    assert f"Error [{code}]" in result.stderr
+    if code == "missing_field":
+        assert "at schema_version:" in result.stderr
+    assert "To fix:" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_a_fleet_at_the_value_ceilings_plans_with_both_engines(tmp_path: Path) -> None:
+    """The ceiling is one the planner can handle: 1 PiB hosts and profiles plan and validate."""
+    ceiling = 2**30  # 1 PiB in MB
+    doc = _fleet()
+    for h in doc["hosts"]:
+        h.update(capacity_mb=ceiling, disk_free_mb=ceiling, reserved_mb=0)
+    doc["models"] = [
+        {
+            "model_id": f"m{i}",
+            "memory_mb": ceiling // 2,
+            "artifact_size_mb": ceiling // 2,
+            "min_replicas": 1,
+            "max_replicas": 2,
+            "priority": 1_000_000,
+        }
+        for i in range(3)
+    ]
+    doc["demand"] = {}
+    file = tmp_path / "fleet.json"
+    file.write_text(json.dumps(doc))
+    for engine in ("cpsat", "heuristic"):
+        result = runner.invoke(app, ["plan", str(file), "--engine", engine, "--json"])
+        assert result.exit_code == 0, result.output
+        plan = json.loads(result.stdout)
+        # 1 PiB hosts with a 5 % headroom take one half-PiB model each: 2 of 3 baselines.
+        assert len(plan["assignments"]) == 2
 
 
 def test_missing_file_names_the_next_command(tmp_path: Path) -> None:

@@ -288,7 +288,10 @@ def test_toml_snapshot_file_loads(tmp_path: Path) -> None:
 
 def test_bad_toml_value_reports_the_same_codes_as_json(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
-    path.write_text('now = 1.0\n[[hosts]]\nhost_id = "a"\ncapacity_mb = -5\n', encoding="utf-8")
+    path.write_text(
+        'schema_version = 1\nnow = 1.0\n[[hosts]]\nhost_id = "a"\ncapacity_mb = -5\n',
+        encoding="utf-8",
+    )
     with pytest.raises(SnapshotError) as info:
         load_snapshot(path)
     assert (info.value.code, info.value.path) == ("negative_number", "hosts[0].capacity_mb")
