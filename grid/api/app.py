@@ -7,7 +7,13 @@ from typing import Any
 from fastapi import FastAPI
 
 from grid import __version__
-from grid.api import routes_allocator, routes_metrics, routes_nodes, routes_openai
+from grid.api import (
+    routes_allocator,
+    routes_evaluations,
+    routes_metrics,
+    routes_nodes,
+    routes_openai,
+)
 from grid.api.auth import Credentials
 from grid.api.errors import install_error_handlers
 from grid.api.proxy_state import ProxyState
@@ -31,6 +37,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(routes_nodes.router)
     app.include_router(routes_allocator.router)
+    app.include_router(routes_evaluations.router)
     app.include_router(routes_metrics.router)
     app.include_router(routes_openai.router)
 

@@ -29,6 +29,7 @@ BODIES: dict[str, Any] = {
     "/allocator/mode": {"mode": "automatic"},
     "/allocator/observations": {"observations": [{"model_id": "m", "timestamp": 1.0}]},
     "/allocator/node-credentials": {"host_id": "h9"},
+    "/allocator/evaluations": {"model": "m", "workload": "coding", "quality": 0.5},
 }
 
 
@@ -51,7 +52,8 @@ def test_every_admin_route_refuses_without_a_valid_capability(
     controller: ControllerProcess,
 ) -> None:
     routes = admin_routes(controller)
-    assert len(routes) == 6  # models put/delete, mode, tick, observations, node-credentials
+    # models put/delete, mode, tick, observations, node-credentials, evaluations
+    assert len(routes) == 7
     with controller.admin() as admin:
         admin.put_model("m", {"memory_mb": 1024})
     before = observable_state(controller)

@@ -1,0 +1,189 @@
+"""The controller's outcome evidence: a locked `EvidenceStore` and the evaluation gate.
+
+`EvidenceKeeper` is the one place that changes the controller's evidence: labelled quality from
+`POST /allocator/evaluations` (operator capability, checked by the route) and served responses
+of classified requests. An evaluation is refused, with nothing recorded, when its model has no
+profile (`unknown_model`), its workload is not a vocabulary word (`unknown_workload`), its
+quality is not a number in [0, 1] (`invalid_quality`), or its artifact_sha256 is not the
+profile's configured revision (`artifact_mismatch`). Without an artifact_sha256 the evaluation
+is about the configured revision.
+
+Until the controller holds the keeper itself (the persistence step, see docs/workloads.md),
+`keeper_for(controller)` keeps one keeper per controller object.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from grid.demand.evidence import EvidenceStore
+from grid.demand.observation import Observation
+from grid.fleet.errors import GridError
+from grid.fleet.models import ModelProfile
+from grid.fleet.workloads import Outcome, PortfolioPolicy
+
+
+class EvaluationRequest(BaseModel):
+    """The body of POST /allocator/evaluations (types only; the keeper checks the values)."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    model: str = Field(min_length=1, max_length=256, description="A configured model ID")
+    workload: str = Field(min_length=1, max_length=64, description="A workload vocabulary word")
+    quality: float = Field(description="Labelled quality in [0, 1]")
+    artifact_sha256: str | None = Field(
+        default=None,
+        max_length=128,
+        description="The artifact revision judged; must be the profile's configured SHA-256",
+    )
+
+
+@dataclass(frozen=True)
+class RecordedEvaluation:
+    model_id: str
+    workload: str
+    artifact_sha256: str | None
+    quality: float | None  # the decay-weighted mean after this evaluation
+    quality_samples: float
+    quality_confidence: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def _refuse(code: str, message: str, fix: str, status: int, path: str) -> GridError:
+    return GridError(
+        code,
+        message,
+        fix=fix,
+        path=path,
+        next_command="grid allocator status",
+        details={"http_status": status},
+    )
+
+
+def check_evaluation(
+    body: EvaluationRequest, profiles: Mapping[str, ModelProfile], vocabulary: Sequence[str]
+) -> str | None:
+    """The configured revision the evaluation is about; GridError when it is refused."""
+    profile = profiles.get(body.model)
+    if profile is None:
+        raise _refuse(
+            "unknown_model",
+            f"model {body.model!r} has no profile, so it cannot be evaluated",
+            "evaluate a configured model (`grid allocator status` lists them)",
+            404,
+            "model",
+        )
+    if body.workload not in vocabulary:
+        raise _refuse(
+            "unknown_workload",
+            f"workload {body.workload!r} is not in the configured vocabulary",
+            f"use one of: {', '.join(vocabulary)}",
+            422,
+            "workload",
+        )
+    if not (math.isfinite(body.quality) and 0.0 <= body.quality <= 1.0):
+        raise _refuse(
+            "invalid_quality",
+            "quality must be a number from 0 (useless) to 1 (perfect)",
+            "send quality as a number in [0, 1]",
+            422,
+            "quality",
+        )
+    configured = profile.artifact_sha256.lower() if profile.artifact_sha256 else None
+    given = body.artifact_sha256.lower() if body.artifact_sha256 is not None else configured
+    if given != configured:
+        raise _refuse(
+            "artifact_mismatch",
+            f"the evaluation names another artifact revision than model {body.model!r} has "
+            f"configured ({configured or 'none'})",
+            "evaluate the configured revision: send its artifact_sha256, or leave it out",
+            409,
+            "artifact_sha256",
+        )
+    return configured
+
+
+class EvidenceKeeper:
+    """The controller's evidence store behind a lock (requests and evaluations race)."""
+
+    def __init__(self, store: EvidenceStore | None = None) -> None:
+        self._store = store or EvidenceStore()
+        self._lock = threading.Lock()
+
+    def record_evaluation(
+        self,
+        body: EvaluationRequest,
+        *,
+        profiles: Mapping[str, ModelProfile],
+        vocabulary: Sequence[str],
+        policy: PortfolioPolicy,
+        now: float,
+    ) -> RecordedEvaluation:
+        revision = check_evaluation(body, profiles, vocabulary)  # raises before anything changes
+        with self._lock:
+            self._store.record_evaluation(
+                body.model, body.workload, revision, body.quality, now=now, policy=policy
+            )
+            entry = self._store.get(body.model, body.workload, revision)
+            assert entry is not None  # just recorded
+            row = entry.outcome(now)
+            return RecordedEvaluation(
+                model_id=body.model,
+                workload=body.workload,
+                artifact_sha256=revision,
+                quality=row.quality,
+                quality_samples=row.quality_samples,
+                quality_confidence=entry.quality_confidence(now, policy),
+            )
+
+    def record_observation(
+        self, obs: Observation, artifact_sha256: str | None, now: float, policy: PortfolioPolicy
+    ) -> bool:
+        with self._lock:
+            return self._store.record_observation(obs, artifact_sha256, now, policy)
+
+    def outcomes(self, now: float, profiles: Mapping[str, ModelProfile]) -> list[Outcome]:
+        """The snapshot's `outcomes` for the configured models at their configured revisions."""
+        revisions = {m: p.artifact_sha256 for m, p in profiles.items()}
+        with self._lock:
+            return self._store.outcomes(now, revisions)
+
+    def forget(self, profiles: Mapping[str, object]) -> int:
+        with self._lock:
+            return self._store.forget(profiles)
+
+    def to_state(self) -> dict[str, object]:
+        with self._lock:
+            return self._store.to_state()
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, object] | None) -> EvidenceKeeper:
+        """GridError `invalid_evidence_state` for a bad state (the caller warns and starts
+        empty)."""
+        return cls(EvidenceStore.from_state(state) if state else None)
+
+
+_KEEPERS: weakref.WeakKeyDictionary[object, EvidenceKeeper] = weakref.WeakKeyDictionary()
+_KEEPERS_LOCK = threading.Lock()
+
+
+def keeper_for(controller: object) -> EvidenceKeeper:
+    """The controller's keeper: its own `evidence` attribute once it has one, else one kept
+    here per controller object (in memory until the persistence step)."""
+    own = getattr(controller, "evidence", None)
+    if isinstance(own, EvidenceKeeper):
+        return own
+    with _KEEPERS_LOCK:
+        keeper = _KEEPERS.get(controller)
+        if keeper is None:
+            keeper = _KEEPERS[controller] = EvidenceKeeper()
+        return keeper
