@@ -15,6 +15,7 @@ from grid.fleet.actions import (
     ActionKind,
     ActionRecord,
     ReconcileResult,
+    RecordStatus,
 )
 from grid.fleet.models import (
     ADMITTING_STATES,
@@ -27,7 +28,8 @@ from grid.fleet.models import (
 from grid.lab.sim_host import SimHost
 from grid.planner.eligibility import host_refusals, pair_refusals
 from grid.runtime.reconcile.codes import DEFERRAL_TEXT
-from grid.runtime.reconcile.history import HistoryIndex, key_of
+
+ActionKey = tuple[ActionKind, str, str]  # (kind, host_id, model_id)
 
 
 @dataclass(frozen=True)
@@ -126,21 +128,52 @@ def governor_violations(
     return out
 
 
+def earliest_retry(records: list[ActionRecord], key: ActionKey, policy: Policy) -> float | None:
+    """When the spec allows the next attempt of `key`, restated from the records alone.
+
+    Deliberately independent of the reconciler's history index: after n consecutive failures
+    (counted back from the newest terminal record to the last success) the next attempt waits
+    min(cap, base * 2**(n - 1)) seconds from the latest failure's finish. With the defaults
+    (base 15 s, cap 600 s) the schedule is 15, 30, 60, 120, 240, 480, 600, 600, ... seconds.
+    """
+    terminal = sorted(
+        (
+            r
+            for r in records
+            if (r.kind, r.host_id, r.model_id) == key
+            and r.status in (RecordStatus.FAILED, RecordStatus.SUCCEEDED)
+        ),
+        key=lambda r: (r.created_at, r.attempt),
+    )
+    failures = 0
+    for r in reversed(terminal):
+        if r.status is not RecordStatus.FAILED:
+            break
+        failures += 1
+    if failures == 0:
+        return None
+    last = terminal[-1]
+    failed_at = last.finished_at if last.finished_at is not None else last.created_at
+    delay = policy.retry_backoff_base_s
+    for _ in range(failures - 1):
+        delay = min(delay * 2, policy.retry_backoff_cap_s)
+    return failed_at + min(delay, policy.retry_backoff_cap_s)
+
+
 def retry_violations(
     now: float, snap: FleetSnapshot, before: list[ActionRecord], actions: list[Action]
 ) -> list[SimViolation]:
     """Stable ids, pending equivalents suppressed, retries only after their backoff."""
     out = []
-    index = HistoryIndex(before)
     known = {r.action_id for r in before}
-    open_keys = {key_of(r) for r in before if r.is_open}
+    open_keys = {(r.kind, r.host_id, r.model_id) for r in before if r.is_open}
     for action in actions:
         key = (action.kind, action.host_id, action.model_id)
         if action.action_id in known:
             out.append(SimViolation(now, "reused_action_id", action.action_id))
         if key in open_keys:
             out.append(SimViolation(now, "duplicate_open_action", action.action_id))
-        retry = index.retry_at(key, snap.policy)
+        retry = earliest_retry(before, key, snap.policy)
         if retry is not None and now < retry:
             out.append(SimViolation(now, "retry_before_backoff", f"{action.action_id} < {retry}"))
     return out

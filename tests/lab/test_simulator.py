@@ -6,6 +6,7 @@ the simulated hosts went through, not on the exact tick log.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -372,3 +373,54 @@ def test_replacement_without_a_route_keeps_the_old_replica_serving() -> None:
     settle(sim)
     assert "m" not in sim.hosts["h1"].residencies
     assert not sim.violations, sim.story()
+
+
+def test_backoff_oracle_follows_the_hand_computed_schedule() -> None:
+    # POLICY: base 5 s, cap 20 s -> after 1, 2, 3, 4 consecutive failures: 5, 10, 20, 20 s.
+    from grid.fleet.actions import ActionRecord
+    from grid.fleet.models import Policy
+    from grid.lab.sim_checks import earliest_retry
+
+    policy = Policy(retry_backoff_base_s=5.0, retry_backoff_cap_s=20.0)
+    key = (ActionKind.WARM, "h1", "m")
+
+    def rec(attempt: int, status: str, finished: float) -> ActionRecord:
+        return ActionRecord(
+            action_id=f"warm-{attempt}",
+            kind=ActionKind.WARM,
+            host_id="h1",
+            model_id="m",
+            status=RecordStatus(status),
+            attempt=attempt,
+            created_at=finished - 1,
+            finished_at=finished,
+        )
+
+    failures = [rec(i, "failed", 100.0 * i) for i in range(1, 5)]
+    expected = [100.0 + 5, 200.0 + 10, 300.0 + 20, 400.0 + 20]
+    assert [earliest_retry(failures[:n], key, policy) for n in range(1, 5)] == expected
+    assert earliest_retry([*failures, rec(5, "succeeded", 500.0)], key, policy) is None
+    after_success = [*failures, rec(5, "succeeded", 500.0), rec(6, "failed", 600.0)]
+    assert earliest_retry(after_success, key, policy) == 605.0  # the streak restarts
+    other_key = (ActionKind.LOAD, "h1", "m")
+    assert earliest_retry(failures, other_key, policy) is None  # per kind, host and model
+
+
+def test_repeated_warm_failures_retry_on_the_spec_schedule() -> None:
+    sim = FleetSimulator(
+        fleet(
+            [{"host_id": "h1", "capacity_mb": 16384, "cached_models": ["m"]}],
+            [{"model_id": "m", "memory_mb": 4096, "min_replicas": 1}],
+        )
+    )
+    sim.fail_next(kind=ActionKind.WARM, host_id="h1", times=4)
+    settle(sim, ticks=60)
+    warms = sorted(
+        (r for r in sim.history() if r.kind is ActionKind.WARM), key=lambda r: r.created_at
+    )
+    assert [r.status for r in warms] == [RecordStatus.FAILED] * 4 + [RecordStatus.SUCCEEDED]
+    gaps = [b.created_at - a.finished_at for a, b in pairwise(warms) if a.finished_at is not None]
+    # Base 5 s, cap 20 s; a retry is issued on the first 5 s tick at or after its time.
+    for gap, wait in zip(gaps, [5.0, 10.0, 20.0, 20.0], strict=True):
+        assert wait <= gap < wait + 5.0
+    assert not sim.violations
