@@ -1,7 +1,20 @@
-"""Demand: request observations -> bounded bucketed history -> forecasts and correlations (pure)."""
+"""Demand: request observations -> bounded bucketed history -> forecasts and correlations (pure).
 
+Also the workload side (issue 9): the request classifier, workload forecasts, outcome evidence
+and workflow learning. docs/workloads.md describes how the controller wires them.
+"""
+
+from grid.demand.classify import (
+    ClassifierConfig,
+    RequestOutcome,
+    RequestShape,
+    classify,
+    classify_request,
+    observation_from,
+)
 from grid.demand.config import DEFAULT_WORKLOADS, DemandConfig
 from grid.demand.correlation import Relation, RelationKind
+from grid.demand.evidence import EvidenceEntry, EvidenceStore
 from grid.demand.observation import (
     EndpointFamily,
     Modality,
@@ -11,19 +24,36 @@ from grid.demand.observation import (
 )
 from grid.demand.smoothing import lookahead_concurrency
 from grid.demand.tracker import DemandTracker, Footprint, ModelForecast
+from grid.demand.workflow import LearnedEdge, Step, WorkflowConfig, WorkflowLearner
+from grid.demand.workloads import WorkloadReading, WorkloadTracker, feeds_workload
 
 __all__ = [
     "DEFAULT_WORKLOADS",
+    "ClassifierConfig",
     "DemandConfig",
     "DemandTracker",
     "EndpointFamily",
+    "EvidenceEntry",
+    "EvidenceStore",
     "Footprint",
+    "LearnedEdge",
     "Modality",
     "ModelForecast",
     "Observation",
     "Outcome",
     "Relation",
     "RelationKind",
+    "RequestOutcome",
+    "RequestShape",
+    "Step",
+    "WorkflowConfig",
+    "WorkflowLearner",
+    "WorkloadReading",
+    "WorkloadTracker",
+    "classify",
+    "classify_request",
+    "feeds_workload",
     "lookahead_concurrency",
+    "observation_from",
     "parse_observation",
 ]
