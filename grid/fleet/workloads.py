@@ -109,6 +109,7 @@ class PortfolioPolicy(_Strict):
 
     min_observations: int = Field(default=3, ge=1)  # evidence gate: observations ...
     min_offered_concurrency: float = Field(default=1.5, gt=0)  # ... or device-time units
+    # Words outside the vocabulary are simply never active.
     media_workloads: list[str] = Field(default_factory=lambda: ["image", "video"])
     media_canary_min_concurrency: float = Field(default=1.0, ge=0)  # image/video early canary
     canary_max_replicas: int = Field(default=1, ge=1)  # weak evidence cap
@@ -217,9 +218,6 @@ def check_workload_words(snap: FleetSnapshot) -> None:
                 path=f"policy.workload_vocabulary[{i}]",
             )
     words = set(vocabulary)
-    for i, word in enumerate(snap.policy.portfolio.media_workloads):
-        if word not in words:
-            raise _unknown_word(word, f"policy.portfolio.media_workloads[{i}]", vocabulary)
     for i, model in enumerate(snap.models):
         for word in model.workload_scores:
             if word not in words:

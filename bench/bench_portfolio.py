@@ -1,0 +1,163 @@
+"""Portfolio benchmark: joint CP-SAT portfolio + placement vs the bounded coordinate search.
+
+    .venv/bin/python bench/bench_portfolio.py [--sizes 16x12,64x32] [--seeds 1,2,3] [--json]
+
+Fleets come from grid.lab.fleetgen (seeded); each model gets its generated workload score plus,
+seeded, one or two more words, and the nine workloads of the default vocabulary get seeded
+forecasts (some below the evidence gate, one image workload in the canary band) and outcomes.
+Per fleet it prints the base plan's wall time, then, on the same portfolio context, the
+coordinate search's and CP-SAT's wall time and status, and the lexicographic comparison of the
+two portfolios' level values (score.evaluate). Numbers depend on the machine; nothing asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
+
+from grid.fleet.snapshot import parse_snapshot
+from grid.fleet.workloads import DEFAULT_WORKLOAD_VOCABULARY
+from grid.lab.fleetgen import fleet_document
+from grid.planner.plan import make_plan
+from grid.planner.portfolio import build_context, compare, coordinate_search, evaluate
+from grid.planner.portfolio.solve import solve_portfolio
+
+WORDS = {1: "cpsat better", 0: "equal", -1: "cpsat WORSE"}
+
+
+def workload_document(hosts: int, models: int, seed: int) -> dict[str, Any]:
+    doc = fleet_document(hosts, models, seed)
+    rng = random.Random(seed * 7919 + 1)
+    vocabulary = list(DEFAULT_WORKLOAD_VOCABULARY)
+    for m in doc["models"]:
+        for word in rng.sample(vocabulary, rng.choice([1, 1, 2])):
+            m["workload_scores"].setdefault(word, round(rng.uniform(0.2, 0.9), 2))
+    workloads: dict[str, Any] = {}
+    for i, word in enumerate(vocabulary):
+        observations = rng.choice([0, 1, 2, 3, 5, 12, 40])
+        offered = round(rng.uniform(0.1, 3.0) * max(1.0, hosts / 32), 2)
+        if word == "image":
+            observations, offered = 2, 1.2  # the media canary band
+        workloads[word] = {
+            "offered_concurrency": offered,
+            "observations": observations,
+            "rpm": round(observations / 5, 2),
+            "queue_depth": rng.choice([0, 0, 0, 1]) if i % 3 else 0,
+            "modality": "image" if word == "image" else "video" if word == "video" else "text",
+        }
+    doc["workloads"] = workloads
+    outcomes = []
+    for m in doc["models"]:
+        for word in sorted(m["workload_scores"]):
+            if rng.random() < 0.3:
+                requests = rng.choice([2, 8, 25])
+                outcomes.append(
+                    {
+                        "model_id": m["model_id"],
+                        "workload": word,
+                        "artifact_sha256": m.get("artifact_sha256"),
+                        "requests": requests,
+                        "successes": requests - rng.choice([0, 0, 1]),
+                        "mean_latency_ms": 900,
+                        "age_s": rng.choice([30, 4000, 400000]),
+                        "quality": round(rng.uniform(0.4, 1.0), 2),
+                        "quality_samples": rng.choice([0, 3, 8]),
+                        "quality_age_s": 60,
+                    }
+                )
+    doc["outcomes"] = outcomes
+    return doc
+
+
+def run_one(hosts: int, models: int, seed: int, time_limit: float) -> dict[str, Any]:
+    snap = parse_snapshot(workload_document(hosts, models, seed))
+    base_snap = snap.model_copy(update={"workloads": {}})
+    started = time.perf_counter()
+    base = make_plan(base_snap, time_limit_s=5.0, deterministic=True)
+    base_ms = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    ctx = build_context(snap, base)
+    context_ms = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    search = coordinate_search(ctx)
+    search_ms = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    result = solve_portfolio(
+        ctx,
+        hint_mapping=search.mapping,
+        hint_placement=search.placement,
+        time_limit_s=time_limit,
+        deterministic=True,
+    )
+    cpsat_ms = (time.perf_counter() - started) * 1000
+    search_values = evaluate(ctx, search.mapping, search.placement)
+    if result is None:
+        status, comparison, cp_values = "NONE", "n/a", {}
+    else:
+        cp_values = evaluate(ctx, result.mapping, result.placement)
+        status, comparison = result.status, WORDS[compare(cp_values, search_values)]
+    return {
+        "hosts": hosts,
+        "models": models,
+        "workloads": len(snap.workloads),
+        "seed": seed,
+        "admitted": len(ctx.admitted),
+        "variables": len(ctx.variable_keys()),
+        "base_ms": round(base_ms, 1),
+        "context_ms": round(context_ms, 1),
+        "search_ms": round(search_ms, 1),
+        "search_portfolios": search.evaluated,
+        "cpsat_ms": round(cpsat_ms, 1),
+        "cpsat_status": status,
+        "comparison": comparison,
+        "search_levels": search_values,
+        "cpsat_levels": cp_values,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="16x12,64x32", help="HOSTSxMODELS, comma separated")
+    parser.add_argument("--seeds", default="1,2,3", help="fleet seeds, comma separated")
+    parser.add_argument("--time-limit", type=float, default=5.0, help="CP-SAT budget (s)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    args = parser.parse_args()
+    rows = []
+    for size in args.sizes.split(","):
+        hosts, models = (int(x) for x in size.split("x"))
+        for seed in (int(s) for s in args.seeds.split(",")):
+            rows.append(run_one(hosts, models, seed, args.time_limit))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    head = (
+        f"{'fleet':>12} {'seed':>4} {'adm':>3} {'vars':>5} {'base ms':>8} {'ctx ms':>7} "
+        f"{'search ms':>9} {'n':>3} {'cpsat ms':>9} {'status':>8}  comparison"
+    )
+    print(head)
+    for r in rows:
+        fleet = f"{r['hosts']}x{r['models']}x{r['workloads']}"
+        print(
+            f"{fleet:>12} {r['seed']:>4} {r['admitted']:>3} {r['variables']:>5} "
+            f"{r['base_ms']:>8} {r['context_ms']:>7} {r['search_ms']:>9} "
+            f"{r['search_portfolios']:>3} {r['cpsat_ms']:>9} {r['cpsat_status']:>8}  "
+            f"{r['comparison']}"
+        )
+        diff = [k for k in r["search_levels"] if r["search_levels"][k] != r["cpsat_levels"].get(k)]
+        if diff:
+            parts = [
+                f"{k}: search {r['search_levels'][k]} cpsat {r['cpsat_levels'].get(k)}"
+                for k in diff
+            ]
+            print(" " * 14 + "; ".join(parts))
+
+
+if __name__ == "__main__":
+    main()
