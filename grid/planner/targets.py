@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from grid.demand.smoothing import lookahead_concurrency
 from grid.fleet.models import (
@@ -23,6 +24,7 @@ from grid.fleet.models import (
     DemandEntry,
     Evidence,
     FleetSnapshot,
+    Host,
     ModelProfile,
     ResidencyState,
 )
@@ -42,23 +44,79 @@ class Target:
     reason: str
 
 
-def next_replica_startup_s(model: ModelProfile, snap: FleetSnapshot) -> float:
-    """The fastest eligible, cache-aware path to the model's next replica (each host's own
-    learned timings); the configured load-plus-warm path when no host can take it."""
-    best: float | None = None
-    for host in snap.hosts:
-        held = [r for r in host.residencies if r.model_id == model.model_id]
-        if any(r.state in LIVE_STATES for r in held) or host_refusals(host, snap):
-            continue  # one replica per host; a host that takes no new work
-        cached = model.model_id in host.cached_models or bool(held)  # held: a CACHED copy
-        if pair_refusals(model, host, cached=cached):
-            continue
-        path = snap.startup_s(model, host.host_id, cached=cached)
-        best = path if best is None else min(best, path)
-    return model.load_estimate_s + model.warm_estimate_s if best is None else best
+class HostIndex:
+    """Per snapshot, built on first use: the hosts that take new work, and per model the hosts
+    where it is live or cached (admitting ones)."""
+
+    def __init__(self, snap: FleetSnapshot) -> None:
+        self.snap = snap
+
+    @cached_property
+    def admitting(self) -> dict[str, Host]:
+        return {h.host_id: h for h in self.snap.hosts if not host_refusals(h, self.snap)}
+
+    @cached_property
+    def live(self) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for host in self.snap.hosts:
+            for res in host.residencies:
+                if res.state in LIVE_STATES:
+                    out.setdefault(res.model_id, set()).add(host.host_id)
+        return out
+
+    @cached_property
+    def cached(self) -> dict[str, list[Host]]:
+        out: dict[str, list[Host]] = {}
+        for host in self.admitting.values():
+            on_disk = set(host.cached_models)
+            on_disk.update(r.model_id for r in host.residencies if r.state is ResidencyState.CACHED)
+            for model_id in sorted(on_disk):
+                out.setdefault(model_id, []).append(host)
+        return out
 
 
-def _projected_load(model: ModelProfile, demand: DemandEntry, snap: FleetSnapshot) -> float:
+def next_replica_startup_s(
+    model: ModelProfile, snap: FleetSnapshot, index: HostIndex | None = None
+) -> float:
+    """The fastest eligible, cache-aware path to the model's next replica: over the hosts that
+    take new work, hold no live copy and pass the pair filters, each by its own learned timings
+    (`FleetSnapshot.startup_s`); the configured load-plus-warm path when no host can take it.
+
+    Only hosts with learned timings can differ from the configured paths, so the rest are
+    visited only until one eligible cached and one eligible uncached host are found.
+    """
+    index = index or HostIndex(snap)
+    model_id = model.model_id
+    live = index.live.get(model_id, set())
+    learned = snap.learned_startup.get(model_id, {})
+    cached_hosts = index.cached.get(model_id, [])
+    cached_ids = {h.host_id for h in cached_hosts}
+    prior = model.load_estimate_s + model.warm_estimate_s
+    paths: list[float] = []
+
+    def eligible(host: Host, cached: bool) -> bool:
+        return host.host_id not in live and not pair_refusals(model, host, cached=cached)
+
+    for host_id in sorted(learned):
+        host = index.admitting.get(host_id)
+        cached = host_id in cached_ids
+        if host is not None and eligible(host, cached):
+            paths.append(snap.startup_s(model, host_id, cached=cached))
+    for host in cached_hosts:
+        if host.host_id not in learned and eligible(host, True):
+            paths.append(model.warm_estimate_s)
+            break
+    if not paths or min(paths) > prior:
+        for host_id, host in index.admitting.items():
+            if host_id not in learned and host_id not in cached_ids and eligible(host, False):
+                paths.append(prior)
+                break
+    return min(paths) if paths else prior
+
+
+def _projected_load(
+    model: ModelProfile, demand: DemandEntry, snap: FleetSnapshot, index: HostIndex | None
+) -> float:
     load = demand.offered_concurrency * (1.0 + snap.policy.demand_headroom_fraction)
     load += demand.queue_depth
     if demand.trend <= 0 or load <= 0:
@@ -66,7 +124,7 @@ def _projected_load(model: ModelProfile, demand: DemandEntry, snap: FleetSnapsho
     return lookahead_concurrency(
         load,
         demand.trend,
-        next_replica_startup_s(model, snap),
+        next_replica_startup_s(model, snap, index),
         cap_s=LOOKAHEAD_CAP_S,
         max_factor=LOOKAHEAD_MAX_FACTOR,
     )
@@ -77,7 +135,9 @@ def _under_pressure(model: ModelProfile, demand: DemandEntry, error_threshold: f
     return demand.queue_depth >= 1 or slo_missed or demand.error_rate > error_threshold
 
 
-def model_target(model: ModelProfile, snap: FleetSnapshot) -> Target:
+def model_target(
+    model: ModelProfile, snap: FleetSnapshot, index: HostIndex | None = None
+) -> Target:
     demand = snap.demand.get(model.model_id)
     pins = len(set(model.pinned_hosts))
     ready = 0
@@ -98,7 +158,7 @@ def model_target(model: ModelProfile, snap: FleetSnapshot) -> Target:
     else:
         wanted = 0
         if demand is not None:
-            load = _projected_load(model, demand, snap)
+            load = _projected_load(model, demand, snap, index)
             per_replica = model.replica_concurrency * model.target_utilization
             if load > 0:
                 wanted = math.ceil(load / per_replica - 1e-9)
@@ -130,4 +190,5 @@ def model_target(model: ModelProfile, snap: FleetSnapshot) -> Target:
 
 
 def compute_targets(snap: FleetSnapshot) -> dict[str, Target]:
-    return {m.model_id: model_target(m, snap) for m in snap.models}
+    index = HostIndex(snap)
+    return {m.model_id: model_target(m, snap, index) for m in snap.models}

@@ -12,10 +12,20 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from grid.fleet.models import DemandEntry, FleetSnapshot, Policy
+from grid.fleet.models import (
+    DemandEntry,
+    FleetSnapshot,
+    Host,
+    LearnedStartup,
+    ModelProfile,
+    Policy,
+    Residency,
+)
 from grid.planner.plan import make_plan
-from grid.planner.targets import compute_targets
+from grid.planner.targets import compute_targets, next_replica_startup_s
 from grid.runtime.controller.core import Controller
 from grid.runtime.controller.store import StateStore
 from grid.runtime.controller.timings import Phase
@@ -113,3 +123,51 @@ def test_per_host_timings_survive_a_restart_and_old_state_files_load(tmp_path: P
     path.write_text(json.dumps(doc))
     old = Controller(StateStore(path), now=T0, config=FAST)
     assert old.restored and len(old.timings) == 0 and "m" in old.profiles
+
+
+host_case = st.fixed_dictionaries(
+    {
+        "state": st.sampled_from(["accepting", "throttled", "draining"]),
+        "tagged": st.booleans(),
+        "cached": st.booleans(),
+        "live": st.booleans(),
+        "load": st.none() | st.sampled_from([1.0, 30.0, 90.0]),
+        "warm": st.none() | st.sampled_from([2.0, 10.0, 40.0]),
+    }
+)
+
+
+@pytest.mark.property
+@settings(max_examples=60, deadline=None)
+@given(cases=st.lists(host_case, min_size=0, max_size=6))
+def test_next_replica_path_matches_a_brute_force_over_every_host(cases: list[dict]) -> None:
+    model = ModelProfile(
+        model_id="m", memory_mb=1, required_tags=["gpu"], load_estimate_s=60.0, warm_estimate_s=20.0
+    )
+    hosts, learned = [], {}
+    for i, case in enumerate(cases):
+        host_id = f"h{i}"
+        hosts.append(
+            Host(
+                host_id=host_id,
+                capacity_mb=1000,
+                state=case["state"],
+                tags=["gpu"] if case["tagged"] else [],
+                cached_models=["m"] if case["cached"] else [],
+                residencies=[Residency(model_id="m", memory_mb=1)] if case["live"] else [],
+                last_heartbeat=T0,
+            )
+        )
+        if case["load"] is not None or case["warm"] is not None:
+            learned[host_id] = LearnedStartup(load_s=case["load"], warm_s=case["warm"])
+    snap = FleetSnapshot(now=T0, hosts=hosts, models=[model], learned_startup={"m": learned})
+    # Brute force: every host that admits work, carries the tag and holds no live copy.
+    paths = []
+    for case in cases:
+        if case["state"] == "draining" or not case["tagged"] or case["live"]:
+            continue
+        warm = case["warm"] if case["warm"] is not None else 20.0
+        load = case["load"] if case["load"] is not None else 60.0
+        paths.append(warm + (0.0 if case["cached"] else load))
+    expected = min(paths) if paths else 80.0
+    assert next_replica_startup_s(model, snap) == pytest.approx(expected)
