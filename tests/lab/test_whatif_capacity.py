@@ -14,7 +14,7 @@ import pytest
 
 from grid.fleet.models import FleetSnapshot, Host
 from grid.lab import whatif
-from grid.lab.capacity import capacity
+from grid.lab.capacity import capacity, solve_counts
 from grid.planner.problem import allocatable_mb
 from tests.planner.fleets import host, model, snapshot, want
 
@@ -207,3 +207,25 @@ def test_matches_brute_force_over_small_counts(seed: int) -> None:
     assert answer.status == "OPTIMAL"
     assert (hosts, memory) == expected
     assert answer.placed_after == answer.desired
+
+
+def test_verification_cuts_exclude_the_refused_counts_and_every_smaller_vector() -> None:
+    # The tie-break fleet: a (10000 MB) needs 2 new hosts. Refusing (large 0, small 2) leaves
+    # (1, 1) as the smallest 2-host answer (64000 + 12000 MB); refusing that too leaves (2, 0)
+    # (2 hosts, 128000 MB) ahead of (0, 3) (3 hosts): a cut also removes vectors below it.
+    snap = snapshot(
+        [host("h0", 4000)],
+        [model("a", 10000, max_replicas=2)],
+        {"a": want(2)},
+        policy=NO_HEADROOM,
+    )
+    templates = [_template("large", 64000), _template("small", 12000)]
+    need = {"a": 2}
+    first = solve_counts(snap, templates, 3, need, [], 5.0)
+    assert first.counts == {"large": 0, "small": 2}
+    cuts = [{"large": 0, "small": 2}]
+    assert solve_counts(snap, templates, 3, need, cuts, 5.0).counts == {"large": 1, "small": 1}
+    cuts.append({"large": 1, "small": 1})
+    assert solve_counts(snap, templates, 3, need, cuts, 5.0).counts == {"large": 2, "small": 0}
+    cuts.append({"large": 3, "small": 3})  # nothing within the bound is left
+    assert solve_counts(snap, templates, 3, need, cuts, 5.0).status == "INFEASIBLE"
