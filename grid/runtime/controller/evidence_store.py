@@ -8,6 +8,11 @@ quality is not a number in [0, 1] (`invalid_quality`), or its artifact_sha256 is
 profile's configured revision (`artifact_mismatch`). Without an artifact_sha256 the evaluation
 is about the configured revision.
 
+`RequestSignals` bundles what one classified request teaches the controller besides named
+model demand: workload demand (grid/demand/workloads.py), outcome evidence for the model that
+served it, and workflow transitions (grid/demand/workflow.py), so that wiring the proxy and the
+snapshot is a few lines (docs/workloads.md lists them).
+
 Until the controller holds the keeper itself (the persistence step, see docs/workloads.md),
 `keeper_for(controller)` keeps one keeper per controller object.
 """
@@ -23,11 +28,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from grid.demand.config import DemandConfig
 from grid.demand.evidence import EvidenceStore
 from grid.demand.observation import Observation
+from grid.demand.workflow import LearnedEdge, Step, WorkflowConfig, WorkflowLearner
+from grid.demand.workloads import WorkloadTracker, feeds_workload
 from grid.fleet.errors import GridError
 from grid.fleet.models import ModelProfile
-from grid.fleet.workloads import Outcome, PortfolioPolicy
+from grid.fleet.workloads import Outcome, PortfolioPolicy, WorkloadForecast
 
 
 class EvaluationRequest(BaseModel):
@@ -187,3 +195,71 @@ def keeper_for(controller: object) -> EvidenceKeeper:
         if keeper is None:
             keeper = _KEEPERS[controller] = EvidenceKeeper()
         return keeper
+
+
+@dataclass(frozen=True)
+class Signal:
+    """What `RequestSignals.observe` did with one request."""
+
+    workload_demand: bool  # True: workload demand only; False: the caller feeds model demand
+    evidence: bool  # outcome evidence recorded for the serving model
+    workflow: Step
+
+
+class RequestSignals:
+    """Workload demand, outcome evidence and workflow learning of one controller."""
+
+    def __init__(
+        self,
+        demand: DemandConfig,
+        *,
+        secret: bytes,
+        evidence: EvidenceKeeper | None = None,
+        workloads: WorkloadTracker | None = None,
+        workflow: WorkflowConfig | None = None,
+    ) -> None:
+        self.evidence = evidence or EvidenceKeeper()
+        self.workloads = workloads or WorkloadTracker(demand)
+        self.workflow = WorkflowLearner(secret, workflow)
+        self._lock = threading.Lock()
+
+    def observe(
+        self,
+        obs: Observation,
+        *,
+        profiles: Mapping[str, ModelProfile],
+        policy: PortfolioPolicy,
+        now: float,
+        served_sha256: str | None = None,
+        affinity_digest: str | None = None,
+    ) -> Signal:
+        """Fold one classified request. `served_sha256` is the artifact revision of the engine
+        that served it (evidence is kept per revision); `affinity_digest` the router's hash of
+        the request's X-Grid-Affinity-Key, if it had one."""
+        unbound = feeds_workload(obs, profiles)
+        with self._lock:
+            if unbound:
+                self.workloads.observe(obs, now)
+            step = self.workflow.observe(
+                affinity_digest,
+                obs.workload,
+                started_at=obs.timestamp - obs.latency_s,
+                completed_at=obs.timestamp,
+                now=now,
+            )
+        served = obs.served_model_id is not None and obs.served_model_id in profiles
+        recorded = served and self.evidence.record_observation(obs, served_sha256, now, policy)
+        return Signal(workload_demand=unbound, evidence=recorded, workflow=step)
+
+    def snapshot_fields(
+        self, now: float, profiles: Mapping[str, ModelProfile]
+    ) -> tuple[dict[str, WorkloadForecast], list[Outcome]]:
+        """The snapshot's `workloads` and `outcomes` at `now`."""
+        with self._lock:
+            self.workloads.prune(now)
+            forecast = self.workloads.forecast(now)
+        return forecast, self.evidence.outcomes(now, profiles)
+
+    def edges(self, now: float) -> list[LearnedEdge]:
+        with self._lock:
+            return self.workflow.edges(now)
