@@ -160,16 +160,29 @@ def test_relative_and_from_imports_resolve_to_modules() -> None:
     assert "grid.runtime.controller.planning" in core and "grid.runtime.controller" not in core
 
 
+# Cycles in other engineers' in-flight work (issue 8/9, November 2026), each to be removed by
+# its owner; the guard below refuses every other cycle.
+IN_FLIGHT_CYCLES = {
+    # function-level import in portfolio/attach.py (issue 9)
+    frozenset({"grid.planner.assemble", "grid.planner.portfolio.attach"}),
+    # TYPE_CHECKING imports (issue 9 workloads; the grid/node/agent move)
+    frozenset({"grid.fleet.models", "grid.fleet.workloads"}),
+    frozenset({"grid.node.agent.loop", "grid.node.agent.status"}),
+}
+
+
+def test_no_new_import_cycle_among_product_modules() -> None:
+    found = [c for c in _cycles(_graph(type_only=True)) if frozenset(c) not in IN_FLIGHT_CYCLES]
+    assert found == []
+
+
+@pytest.mark.xfail(strict=False, reason="the IN_FLIGHT_CYCLES of other engineers' work")
 def test_no_import_cycle_among_product_modules_at_run_time() -> None:
     # Module- and function-level imports: what Python executes.
     assert _cycles(_graph(type_only=False)) == []
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="in-flight work of others: grid/node/agent loop<->status (node move) and "
-    "grid/fleet models<->workloads (issue 9) import each other under TYPE_CHECKING",
-)
+@pytest.mark.xfail(strict=False, reason="the IN_FLIGHT_CYCLES of other engineers' work")
 def test_no_import_cycle_among_product_modules_type_imports_included() -> None:
     assert _cycles(_graph(type_only=True)) == []
 
@@ -178,9 +191,6 @@ def test_demand_state_does_not_import_the_tracker() -> None:
     assert "grid.demand.tracker" not in _graph()["grid.demand.state"]
 
 
-@pytest.mark.xfail(
-    strict=False, reason="grid/node and grid/api/client.py are being moved (issue 8)"
-)
 def test_no_node_module_imports_the_api_package() -> None:
     offenders = {
         name: sorted(t for t in targets if t == "grid.api" or t.startswith("grid.api."))
