@@ -35,7 +35,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar, overload
+from typing import Any
 
 from grid.demand import DemandTracker, Observation
 from grid.fleet.actions import (
@@ -56,7 +56,12 @@ from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.generation import GenerationCounter, input_digest
 from grid.runtime.controller.lease import LeaseFile
-from grid.runtime.controller.live_state import ControllerState, Warnings, restore_state
+from grid.runtime.controller.live_state import (
+    ControllerState,
+    StateField,
+    Warnings,
+    restore_state,
+)
 from grid.runtime.controller.outbox import Authority, Outbox, PlanFacts
 from grid.runtime.controller.planning import (
     Planner,
@@ -76,65 +81,38 @@ from grid.runtime.controller.wire import NodeUpdate
 from grid.runtime.reconcile import reconcile
 from grid.runtime.reconcile.modes import parse_mode
 
-T = TypeVar("T")
-
-
-class _StateField(Generic[T]):
-    """A controller attribute that lives in its state object (the public API keeps the name)."""
-
-    def __init__(self, *path: str) -> None:
-        self.path = path
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> _StateField[T]: ...
-    @overload
-    def __get__(self, obj: object, owner: type) -> T: ...
-    def __get__(self, obj: object | None, owner: type) -> T | _StateField[T]:
-        if obj is None:
-            return self
-        target: Any = obj
-        for part in self.path:
-            target = getattr(target, part)
-        return target  # type: ignore[no-any-return]
-
-    def __set__(self, obj: object, value: T) -> None:
-        target: Any = obj
-        for part in self.path[:-1]:
-            target = getattr(target, part)
-        setattr(target, self.path[-1], value)
-
 
 class Controller:
     # The public attributes, kept by name; each lives in the state object or a collaborator.
-    mode = _StateField[Mode]("state", "mode")
-    policy = _StateField[Policy]("state", "policy")
-    profiles = _StateField[dict[str, ModelProfile]]("state", "profiles")
-    tombstones = _StateField[dict[str, Tombstone]]("state", "tombstones")
-    generation = _StateField[GenerationCounter]("state", "generation")
-    max_term = _StateField[int]("state", "max_term")
-    book = _StateField[CommandBook]("state", "book")
-    timings = _StateField[TimingTable]("state", "timings")
-    model_last_used_at = _StateField[dict[str, float]]("state", "model_last_used_at")
-    tracker = _StateField[DemandTracker]("state", "tracker")
-    restored = _StateField[bool]("state", "restored")
-    warnings = _StateField[Warnings]("state", "warnings")
-    counters = _StateField[Counters]("state", "counters")
-    dirty_revision = _StateField[int]("state", "revisions", "dirty")
-    safety_revision = _StateField[int]("state", "revisions", "safety")
-    processed_revision = _StateField[int]("state", "revisions", "processed")
-    success_revision = _StateField[int]("state", "revisions", "success")
-    success_safety_revision = _StateField[int]("state", "revisions", "success_safety")
-    last_plan = _StateField[Plan | None]("state", "last", "plan")
-    last_result = _StateField[ReconcileResult | None]("state", "last", "result")
-    last_generation = _StateField[PlanGeneration | None]("state", "last", "generation")
-    last_plan_digest = _StateField[str]("state", "last", "plan_digest")
-    last_solved_at = _StateField[float]("state", "last", "solved_at")
-    last_tick = _StateField[TickReport | None]("state", "last", "report")
-    last_success_at = _StateField[float | None]("state", "last", "success_at")
-    last_deferred = _StateField[list[Deferral]]("state", "last", "deferred")
-    proposed = _StateField[list[Action]]("state", "last", "proposed")
-    grace_anchor = _StateField[float | None]("grace", "anchor")
-    delivery_safety_error = _StateField[dict[str, Any] | None]("outbox", "safety_error")
+    mode = StateField[Mode]("state", "mode")
+    policy = StateField[Policy]("state", "policy")
+    profiles = StateField[dict[str, ModelProfile]]("state", "profiles")
+    tombstones = StateField[dict[str, Tombstone]]("state", "tombstones")
+    generation = StateField[GenerationCounter]("state", "generation")
+    max_term = StateField[int]("state", "max_term")
+    book = StateField[CommandBook]("state", "book")
+    timings = StateField[TimingTable]("state", "timings")
+    model_last_used_at = StateField[dict[str, float]]("state", "model_last_used_at")
+    tracker = StateField[DemandTracker]("state", "tracker")
+    restored = StateField[bool]("state", "restored")
+    warnings = StateField[Warnings]("state", "warnings")
+    counters = StateField[Counters]("state", "counters")
+    dirty_revision = StateField[int]("state", "revisions", "dirty")
+    safety_revision = StateField[int]("state", "revisions", "safety")
+    processed_revision = StateField[int]("state", "revisions", "processed")
+    success_revision = StateField[int]("state", "revisions", "success")
+    success_safety_revision = StateField[int]("state", "revisions", "success_safety")
+    last_plan = StateField[Plan | None]("state", "last", "plan")
+    last_result = StateField[ReconcileResult | None]("state", "last", "result")
+    last_generation = StateField[PlanGeneration | None]("state", "last", "generation")
+    last_plan_digest = StateField[str]("state", "last", "plan_digest")
+    last_solved_at = StateField[float]("state", "last", "solved_at")
+    last_tick = StateField[TickReport | None]("state", "last", "report")
+    last_success_at = StateField[float | None]("state", "last", "success_at")
+    last_deferred = StateField[list[Deferral]]("state", "last", "deferred")
+    proposed = StateField[list[Action]]("state", "last", "proposed")
+    grace_anchor = StateField[float | None]("grace", "anchor")
+    delivery_safety_error = StateField[dict[str, Any] | None]("outbox", "safety_error")
 
     def __init__(
         self,

@@ -11,7 +11,7 @@ It decides nothing and touches no clock; the collaborators in this package act o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from pydantic import ValidationError
 
@@ -172,3 +172,32 @@ def _restore_tracker(
         except GridError as err:
             warnings.warn("demand_state_dropped", f"the demand history was dropped: {err.message}")
     return DemandTracker(config=config)
+
+
+T = TypeVar("T")
+
+
+class StateField(Generic[T]):
+    """An owner attribute that lives in a nested object by `path` (the controller keeps its
+    public attribute names while the state object and collaborators hold the values)."""
+
+    def __init__(self, *path: str) -> None:
+        self.path = path
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> StateField[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> T: ...
+    def __get__(self, obj: object | None, owner: type) -> T | StateField[T]:
+        if obj is None:
+            return self
+        target: Any = obj
+        for part in self.path:
+            target = getattr(target, part)
+        return target  # type: ignore[no-any-return]
+
+    def __set__(self, obj: object, value: T) -> None:
+        target: Any = obj
+        for part in self.path[:-1]:
+            target = getattr(target, part)
+        setattr(target, self.path[-1], value)
