@@ -68,8 +68,10 @@ def _eligibility_entry(code: str, model: ModelProfile, template: Host) -> dict[s
     return entry
 
 
-def _pin_entries(problem: PlacementProblem, fleet: FleetSnapshot, model: ModelProfile) -> list:
-    out = []
+def _pin_entries(
+    problem: PlacementProblem, fleet: FleetSnapshot, model: ModelProfile
+) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
     for pin in sorted(set(model.pinned_hosts)):
         if (model.model_id, pin) in problem.candidates:
             continue

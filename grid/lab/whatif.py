@@ -262,11 +262,14 @@ def summarize(name: str, snap: FleetSnapshot, plan_: Plan) -> PlanSummary:
 
 
 def plan_variants(
-    variants: Mapping[str, FleetSnapshot], **plan_options: object
+    variants: Mapping[str, FleetSnapshot],
+    *,
+    engine: str = "cpsat",
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
 ) -> list[PlanSummary]:
     """Plan every variant (in the mapping's order) and summarize each."""
     return [
-        summarize(name, snap, plan(snap, **plan_options))  # type: ignore[arg-type]
+        summarize(name, snap, plan(snap, engine=engine, time_limit_s=time_limit_s))
         for name, snap in variants.items()
     ]
 
@@ -310,7 +313,12 @@ def format_table(rows: list[dict[str, object]]) -> str:
 
 
 def demand_growth(
-    snap: FleetSnapshot, factors: Iterable[float], **plan_options: object
+    snap: FleetSnapshot,
+    factors: Iterable[float],
+    *,
+    engine: str = "cpsat",
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
 ) -> list[PlanSummary]:
     """Plan the fleet with all demand scaled by each factor (e.g. 1×–4×)."""
-    return plan_variants({f"{f:g}x": scale_demand(snap, f) for f in factors}, **plan_options)
+    variants = {f"{f:g}x": scale_demand(snap, f) for f in factors}
+    return plan_variants(variants, engine=engine, time_limit_s=time_limit_s)

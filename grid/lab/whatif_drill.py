@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grid.fleet.models import FleetSnapshot, Plan
-from grid.lab.whatif import placed_by_model, plan, remove_hosts
+from grid.lab.whatif import DEFAULT_TIME_LIMIT_S, placed_by_model, plan, remove_hosts
 
 
 @dataclass(frozen=True)
@@ -75,9 +75,17 @@ class Drill:
         ]
 
 
-def drill(snap: FleetSnapshot, baseline: Plan | None = None, **plan_options: object) -> Drill:
+def drill(
+    snap: FleetSnapshot,
+    baseline: Plan | None = None,
+    *,
+    engine: str = "cpsat",
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+) -> Drill:
     """The N−1 drill over every host of the snapshot (in snapshot order)."""
-    base = baseline if baseline is not None else plan(snap, **plan_options)  # type: ignore[arg-type]
+    if baseline is None:
+        baseline = plan(snap, engine=engine, time_limit_s=time_limit_s)
+    base = baseline
     placed0 = placed_by_model(base)
     on_host: dict[str, list[str]] = {}
     for a in base.assignments:
@@ -94,7 +102,8 @@ def drill(snap: FleetSnapshot, baseline: Plan | None = None, **plan_options: obj
         if not here:
             rows.append(DrillRow(host.host_id, 0, {}, [], [], replanned=False))
             continue
-        after = placed_by_model(plan(remove_hosts(snap, [host.host_id]), **plan_options))  # type: ignore[arg-type]
+        without = remove_hosts(snap, [host.host_id])
+        after = placed_by_model(plan(without, engine=engine, time_limit_s=time_limit_s))
         unmet = {
             m: placed0[m] - after.get(m, 0) for m in sorted(placed0) if placed0[m] > after.get(m, 0)
         }
