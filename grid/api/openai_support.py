@@ -105,7 +105,8 @@ def openai_error(status: int, code: str, message: str, fix: str = "") -> JSONRes
 def observation_of(facts: RequestFacts, timestamp: float) -> Observation:
     return Observation(
         model_id=facts.model_id,
-        served_model_id=facts.model_id,
+        # A request the router refused was served by no model: no outcome evidence.
+        served_model_id=None if facts.outcome is Outcome.NO_ROUTE else facts.model_id,
         endpoint_family=facts.family,
         modality=Modality.TEXT,
         input_units=min(facts.input_units, 1e12),

@@ -107,7 +107,8 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
                 f"model {facts.model_id!r} is not served by this Grid",
                 fix="list the served models with GET /v1/models",
             )
-        facts_done = facts.finished(Outcome.ERROR, time.perf_counter() - started, None)
+        # No engine saw it: demand for the model, never an engine error (no error rate).
+        facts_done = facts.finished(Outcome.NO_ROUTE, time.perf_counter() - started, None)
         return _with_observation(_refusal_response(chosen), service, facts_done)
     client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, trust_env=False)
     try:

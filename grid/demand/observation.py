@@ -41,6 +41,12 @@ class Outcome(StrEnum):
     OK = "ok"
     ERROR = "error"
     TIMEOUT = "timeout"
+    # Refused by the router before any engine saw it (503, no ready route): an arrival, so
+    # demand, but no engine error; it raises no error rate and is no model's outcome.
+    NO_ROUTE = "no_route"
+
+
+ENGINE_FAILURES = frozenset({Outcome.ERROR, Outcome.TIMEOUT})
 
 
 class Observation(BaseModel):
@@ -72,7 +78,8 @@ class Observation(BaseModel):
 
     @property
     def failed(self) -> bool:
-        return self.outcome is not Outcome.OK
+        """An engine error or timeout (a request no engine saw is not a failure of one)."""
+        return self.outcome in ENGINE_FAILURES
 
     @property
     def latency_s(self) -> float:
