@@ -33,6 +33,7 @@ capacity_app = typer.Typer(
     name="capacity",
     help="What-if capacity: how many hosts of a template to add, and the N−1 drill.",
     no_args_is_help=True,
+    subcommand_metavar="",  # a group with no sub-commands: `grid capacity SNAPSHOT [OPTIONS]`
     # A group stops parsing options at its first argument; this one has no sub-commands, so
     # `grid capacity SNAPSHOT --add T.json` must read the options after SNAPSHOT too.
     context_settings={"allow_interspersed_args": True},
