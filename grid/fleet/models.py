@@ -288,7 +288,10 @@ class FleetSnapshot(_Strict):
 
     @model_validator(mode="after")
     def _workload_words(self) -> FleetSnapshot:
-        check_workload_words(self)  # raises SnapshotError with the field path
+        # Raises SnapshotError with the field path.
+        check_workload_words(
+            self.policy.workload_vocabulary, self.models, self.workloads, self.outcomes
+        )
         return self
 
     def host(self, host_id: str) -> Host | None:

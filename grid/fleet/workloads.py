@@ -17,15 +17,13 @@ The plan's `portfolio` report classes live here too (one vocabulary for producer
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from grid.fleet.errors import SnapshotError
-
-if TYPE_CHECKING:
-    from grid.fleet.models import FleetSnapshot
 
 DEFAULT_WORKLOAD_VOCABULARY: tuple[str, ...] = (
     "coding",
@@ -206,9 +204,23 @@ def _unknown_word(word: str, path: str, vocabulary: tuple[str, ...]) -> Snapshot
     )
 
 
-def check_workload_words(snap: FleetSnapshot) -> None:
-    """Every workload word is in the vocabulary; every outcome names a configured model."""
-    vocabulary = tuple(snap.policy.workload_vocabulary)
+class _Scored(Protocol):
+    model_id: str
+    workload_scores: dict[str, float]
+
+
+def check_workload_words(
+    vocabulary_words: Sequence[str],
+    models: Sequence[_Scored],
+    workloads: Mapping[str, WorkloadForecast],
+    outcomes: Sequence[Outcome],
+) -> None:
+    """Every workload word is in the vocabulary; every outcome names a configured model.
+
+    Called by FleetSnapshot's validator with its policy vocabulary, models, workloads and
+    outcomes (a SnapshotError with the field path on the first problem).
+    """
+    vocabulary = tuple(vocabulary_words)
     for i, word in enumerate(vocabulary):
         if not WORD.match(word) or word in vocabulary[:i]:
             raise SnapshotError(
@@ -218,18 +230,18 @@ def check_workload_words(snap: FleetSnapshot) -> None:
                 path=f"policy.workload_vocabulary[{i}]",
             )
     words = set(vocabulary)
-    for i, model in enumerate(snap.models):
+    for i, model in enumerate(models):
         for word in model.workload_scores:
             if word not in words:
                 raise _unknown_word(word, f"models[{i}].workload_scores.{word}", vocabulary)
-    for word in snap.workloads:
+    for word in workloads:
         if word not in words:
             raise _unknown_word(word, f"workloads.{word}", vocabulary)
-    models = {m.model_id for m in snap.models}
-    for i, outcome in enumerate(snap.outcomes):
+    known = {m.model_id for m in models}
+    for i, outcome in enumerate(outcomes):
         if outcome.workload not in words:
             raise _unknown_word(outcome.workload, f"outcomes[{i}].workload", vocabulary)
-        if outcome.model_id not in models:
+        if outcome.model_id not in known:
             raise SnapshotError(
                 "unknown_model",
                 f"outcome names model {outcome.model_id!r}, which has no profile",

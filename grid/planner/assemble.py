@@ -7,8 +7,16 @@ explain every unmet replica, then score every level on the final placement.
 
 from __future__ import annotations
 
-from grid.fleet.models import Assignment, LevelValue, Plan, ResidencyState, SolverReport
+from grid.fleet.models import (
+    Assignment,
+    LevelValue,
+    Plan,
+    Preemption,
+    ResidencyState,
+    SolverReport,
+)
 from grid.planner.cpsat.bounds import static_bounds
+from grid.planner.deadline import SHORTENED_NOTE, Deadline
 from grid.planner.explain import explain_unsatisfied
 from grid.planner.levels import levels, score_placement
 from grid.planner.portfolio.attach import attach_portfolio
@@ -62,6 +70,16 @@ def assignments_of(problem: PlacementProblem, placed: set[Key]) -> list[Assignme
     return assignments
 
 
+def _with_shortened(message: str, deadline: Deadline | None, *, unsatisfied_count: int) -> str:
+    if not unsatisfied_count or deadline is None:
+        return message
+    note = (
+        f"{unsatisfied_count} explanation(s) shortened to the static ledger: the time limit of "
+        f"{deadline.limit_s:g} s was reached"
+    )
+    return f"{message} {note}".strip()
+
+
 def assemble_plan(
     problem: PlacementProblem,
     placed: set[Key],
@@ -71,8 +89,12 @@ def assemble_plan(
     wall_ms: float,
     bounds: dict[str, int] | None = None,
     message: str = "",
+    deadline: Deadline | None = None,
+    staged: tuple[list[Preemption], set[Key]] | None = None,
 ) -> Plan:
-    preemptions, final = stage_changes(problem, placed)
+    """`staged`: stage_changes(problem, placed) when the caller has it already; `deadline`:
+    the command's budget, which shortens explanations once it has run out (and says so)."""
+    preemptions, final = staged if staged is not None else stage_changes(problem, placed)
     assignments = assignments_of(problem, final)
     values = score_placement(problem, final)
     bounds = bounds if bounds is not None else static_bounds(problem)  # capacity-blind
@@ -86,7 +108,7 @@ def assemble_plan(
     plan = Plan(
         assignments=sorted(assignments, key=lambda a: (a.host_id, a.model_id)),
         desired_replicas={m.model_id: problem.targets[m.model_id].desired for m in problem.models},
-        unsatisfied=explain_unsatisfied(problem, final, preemptions),
+        unsatisfied=explain_unsatisfied(problem, final, preemptions, deadline),
         preemptions=preemptions,
         solver=SolverReport(
             engine=engine,
@@ -96,5 +118,8 @@ def assemble_plan(
             message=message,
         ),
     )
+    shortened = sum(1 for u in plan.unsatisfied if SHORTENED_NOTE in u.message)
+    if shortened:
+        plan.solver.message = _with_shortened(message, deadline, unsatisfied_count=shortened)
     # Workload portfolio (issue 9): fixed on top of this plan, absent without workloads.
-    return attach_portfolio(problem.snapshot, plan, engine=engine)
+    return attach_portfolio(problem.snapshot, plan, engine=engine, assignments_of=assignments_of)

@@ -12,6 +12,7 @@ names the workloads), desired replicas (base + desired workload replicas) and on
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from grid.fleet.models import Assignment, FleetSnapshot, Plan, Unsatisfied
 from grid.fleet.workloads import PortfolioLevel, PortfolioReport, PortfolioSolver
@@ -20,13 +21,17 @@ from grid.planner.portfolio.report import admission_rows, candidate_rows
 from grid.planner.portfolio.score import LEVELS, compare, evaluate
 from grid.planner.portfolio.search import coordinate_search, explorers
 from grid.planner.portfolio.solve import solve_portfolio
+from grid.planner.problem import PlacementProblem
+
+AssignmentsOf = Callable[[PlacementProblem, set[Key]], list[Assignment]]
 
 
 def _assignments(
-    ctx: PortfolioContext, extra: set[Key], mapping: dict[str, str]
+    ctx: PortfolioContext,
+    extra: set[Key],
+    mapping: dict[str, str],
+    assignments_of: AssignmentsOf,
 ) -> list[Assignment]:
-    from grid.planner.assemble import assignments_of  # assemble imports this module
-
     out = []
     built = {(a.model_id, a.host_id): a for a in assignments_of(ctx.problem, extra)}
     for key in sorted(extra):
@@ -73,7 +78,10 @@ def decide(
     return mapping, placement, exploit, solver
 
 
-def attach_portfolio(snap: FleetSnapshot, plan: Plan, *, engine: str) -> Plan:
+def attach_portfolio(
+    snap: FleetSnapshot, plan: Plan, *, engine: str, assignments_of: AssignmentsOf
+) -> Plan:
+    """`assignments_of` is assemble.assignments_of (passed in: assemble imports this module)."""
     if not snap.workloads:
         return plan
     ctx = build_context(snap, plan)
@@ -100,7 +108,7 @@ def attach_portfolio(snap: FleetSnapshot, plan: Plan, *, engine: str) -> Plan:
                 )
             )
     assignments = sorted(
-        [*plan.assignments, *_assignments(ctx, extra, mapping)],
+        [*plan.assignments, *_assignments(ctx, extra, mapping, assignments_of)],
         key=lambda a: (a.host_id, a.model_id),
     )
     explore = sorted(explorers(exploit, mapping))

@@ -133,25 +133,45 @@ def _base_keys(plan: Plan, problem: PlacementProblem) -> tuple[frozenset[Key], f
     return keys, frozenset(touched)
 
 
+CAPACITY_REFUSALS = frozenset({"colocation_or_slots_full"})
+RESIDENCY_REFUSALS = frozenset({"residency_not_reusable", "colocation_excluded"})
+
+
+def _counted(counts: Counter[str]) -> str:
+    ranked = sorted(counts.items(), key=lambda i: (-i[1], i[0]))[:3]
+    return ", ".join(f"{code} on {n} host(s)" for code, n in ranked)
+
+
 def _rejection(problem: PlacementProblem, ledger: Ledger, model_id: str) -> tuple[str, bool]:
-    """Why no key of the model fits now, and whether residency (not capacity) blocks it."""
-    keys = problem.candidates_of_model(model_id)
-    if not keys:
-        codes: Counter[str] = Counter(
-            code for (m, _h), why in problem.refusals.items() if m == model_id for code in why
-        )
-        if not codes:
-            return "no_eligible_host: the fleet has no admitting host", False
-        top = ", ".join(
-            f"{c} on {n} host(s)" for c, n in sorted(codes.items(), key=lambda i: (-i[1], i[0]))[:3]
-        )
-        residency = set(codes) <= {"residency_not_reusable", "colocation_excluded"}
-        return f"no_eligible_host: {top}", residency
-    families: Counter[str] = Counter(b.family for cand in keys for b in ledger.host_blockers(cand))
-    top = ", ".join(
-        f"{f} on {n} host(s)" for f, n in sorted(families.items(), key=lambda i: (-i[1], i[0]))[:3]
+    """Why no key of the model fits now, and whether live residencies (only) block it.
+
+    no_headroom        a compatible host is full now (ledger blockers, or full model slots)
+    no_eligible_host   no host can take the model at all (the static refusal codes); flagged
+                       as blocked by residency when only live residencies refuse it
+    """
+    full: Counter[str] = Counter(
+        b.family
+        for cand in problem.candidates_of_model(model_id)
+        for b in ledger.host_blockers(cand)
     )
-    return f"no_headroom: {top}", False
+    refused: Counter[str] = Counter()
+    residency_only = True
+    for (m, _h), why in problem.refusals.items():
+        if m != model_id:
+            continue
+        codes = set(why)
+        if codes and codes <= CAPACITY_REFUSALS:
+            full["slots"] += 1
+            continue
+        refused.update(codes)
+        residency_only = (
+            residency_only and bool(codes) and codes <= RESIDENCY_REFUSALS | CAPACITY_REFUSALS
+        )
+    if full:
+        return f"no_headroom: {_counted(full)}", False
+    if not refused:
+        return "no_eligible_host: the fleet has no admitting host", False
+    return f"no_eligible_host: {_counted(refused)}", residency_only
 
 
 def _augmented_targets(

@@ -1,0 +1,252 @@
+"""Hypothesis properties of the portfolio over generated fleets and workload mixes.
+
+- the portfolio never evicts or moves a replica of the base plan (baseline, pinned, direct);
+- weak evidence never earns more than one replica per workload;
+- at most one model differs from the exploitation-only portfolio;
+- CP-SAT is never lexicographically worse than the coordinate search;
+- every plan with a portfolio passes validate.py;
+- on clean fleets, coverage and pressure equal a brute-force optimum over model sets and hosts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from grid.fleet.models import FleetSnapshot
+from grid.fleet.snapshot import parse_snapshot
+from grid.planner.portfolio import build_context, compare, coordinate_search, decide, evaluate
+from grid.planner.portfolio.solve import solve_portfolio
+from grid.planner.validate import violations
+from tests.planner.portfolio.builders import NOW, plan_of
+
+pytestmark = pytest.mark.property
+
+WORDS = ["coding", "research", "marketing", "sales", "image"]
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def fleets(draw: st.DrawFn, *, residencies: bool = True) -> FleetSnapshot:
+    n_hosts = draw(st.integers(1, 4))
+    n_models = draw(st.integers(1, 5))
+    models: list[dict[str, Any]] = []
+    for i in range(n_models):
+        scores = draw(
+            st.dictionaries(
+                st.sampled_from(WORDS), st.sampled_from([0.3, 0.6, 0.9, 1.0]), max_size=3
+            )
+        )
+        models.append(
+            {
+                "model_id": f"m{i}",
+                "memory_mb": draw(st.sampled_from([1024, 2048, 4096, 8192])),
+                "min_replicas": draw(st.sampled_from([0, 0, 0, 1])) if residencies else 0,
+                "max_replicas": draw(st.integers(1, 3)),
+                "priority": draw(st.sampled_from([0, 10, 50])),
+                "load_estimate_s": draw(st.sampled_from([4.0, 20.0, 60.0])),
+                "warm_estimate_s": 4.0,
+                "workload_scores": scores,
+                "pinned_hosts": ["h0"] if residencies and draw(st.integers(0, 9)) == 0 else [],
+            }
+        )
+    hosts: list[dict[str, Any]] = []
+    for h in range(n_hosts):
+        residents = []
+        if residencies:
+            for m in models:
+                if draw(st.integers(0, 3)) == 0:
+                    residents.append(
+                        {
+                            "model_id": m["model_id"],
+                            "memory_mb": m["memory_mb"],
+                            "state": draw(st.sampled_from(["ready", "ready", "warming"])),
+                            "managed": draw(st.sampled_from([True, True, True, False])),
+                            "last_used_at": NOW - draw(st.sampled_from([10, 100000])),
+                        }
+                    )
+        hosts.append(
+            {
+                "host_id": f"h{h}",
+                "capacity_mb": draw(st.sampled_from([4096, 8192, 16384])),
+                "max_models": draw(st.sampled_from([0, 1, 2, 3])),
+                "last_heartbeat": NOW,
+                "residencies": residents,
+            }
+        )
+    demand = {}
+    if residencies:
+        for m in models:
+            if draw(st.integers(0, 3)) == 0:
+                demand[m["model_id"]] = {
+                    "offered_concurrency": draw(st.sampled_from([0.2, 1.0])),
+                    "rpm": 5.0,
+                }
+    words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4, unique=True))
+    workloads = {
+        w: {
+            "observations": draw(st.integers(0, 8)),
+            "offered_concurrency": draw(st.sampled_from([0.2, 0.8, 1.2, 1.6, 3.0])),
+            "queue_depth": draw(st.sampled_from([0.0, 0.0, 1.0])),
+            "modality": "image" if w == "image" else "text",
+        }
+        for w in words
+    }
+    outcomes = []
+    for m in models:
+        for w in sorted(m["workload_scores"]):
+            if w in workloads and draw(st.integers(0, 2)) == 0:
+                requests = draw(st.sampled_from([1, 5, 20]))
+                outcomes.append(
+                    {
+                        "model_id": m["model_id"],
+                        "workload": w,
+                        "requests": requests,
+                        "successes": requests,
+                        "age_s": draw(st.sampled_from([5, 9000])),
+                    }
+                )
+    for wl in workloads.values():  # queued work is part of the offered concurrency
+        wl["offered_concurrency"] = max(wl["offered_concurrency"], wl["queue_depth"])
+    return parse_snapshot(
+        {
+            "schema_version": 1,
+            "now": NOW,
+            "hosts": hosts,
+            "models": models,
+            "demand": demand,
+            "workloads": workloads,
+            "outcomes": outcomes,
+        }
+    )
+
+
+def _weak(snap: FleetSnapshot, word: str, model_id: str) -> bool:
+    """Independent reading of the canary rule: no repeated arrivals, direct demand or fresh success."""
+    wl = snap.workloads[word]
+    if wl.observations >= 3:
+        return False
+    d = snap.demand.get(model_id)
+    if d is not None and (d.offered_concurrency > 0 or d.rpm > 0):
+        return False
+    return not any(
+        o.model_id == model_id and o.workload == word and o.successes > 0 and o.age_s <= 3600
+        for o in snap.outcomes
+    )
+
+
+def _counts(plan: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for a in plan.assignments:
+        out[a.model_id] = out.get(a.model_id, 0) + 1
+    return out
+
+
+@SETTINGS
+@given(fleets())
+def test_portfolio_safety_properties(snap: FleetSnapshot) -> None:
+    plan = plan_of(snap)
+    base = plan_of(snap.model_copy(update={"workloads": {}}))
+    assert violations(snap, plan) == []
+    report = plan.portfolio
+    assert report is not None
+    # Base replicas stay exactly where the base plan put them; no new evictions.
+    placed = {(a.model_id, a.host_id) for a in plan.assignments}
+    assert {(a.model_id, a.host_id) for a in base.assignments} <= placed
+    assert plan.preemptions == base.preemptions
+    # Weak evidence: at most one replica per weak workload mapped to the model.
+    extra = {m: n - _counts(base).get(m, 0) for m, n in _counts(plan).items()}
+    for m in set(report.mapping.values()):
+        words = [w for w, mm in report.mapping.items() if mm == m]
+        if all(_weak(snap, w, m) for w in words):
+            assert extra.get(m, 0) <= len(words)
+    # Only mapped models gain replicas.
+    assert {m for m, n in extra.items() if n > 0} <= set(report.mapping.values())
+    # Exploration budget against the exploitation-only portfolio.
+    mapping, _placement, exploit, _solver = decide(build_context(snap, base), engine="cpsat")
+    assert mapping == report.mapping
+    differing = {m for w, m in mapping.items() if exploit.get(w) != m}
+    assert len(differing) <= 1
+    assert report.exploration_model == (min(differing) if differing else None)
+
+
+@SETTINGS
+@given(fleets())
+def test_cpsat_is_never_worse_than_the_coordinate_search(snap: FleetSnapshot) -> None:
+    ctx = build_context(snap, plan_of(snap.model_copy(update={"workloads": {}})))
+    search = coordinate_search(ctx)
+    result = solve_portfolio(
+        ctx, hint_mapping=search.mapping, hint_placement=search.placement, time_limit_s=20.0
+    )
+    assert result is not None and result.status == "OPTIMAL"
+    cp = evaluate(ctx, result.mapping, result.placement)
+    assert compare(cp, evaluate(ctx, search.mapping, search.placement)) >= 0
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets())
+def test_same_snapshot_same_portfolio(snap: FleetSnapshot) -> None:
+    def doc() -> dict[str, Any]:
+        report = plan_of(snap).portfolio
+        assert report is not None
+        out = report.model_dump(mode="json")
+        out["solver"].pop("wall_ms")
+        return out
+
+    assert doc() == doc()
+
+
+def _brute_force(snap: FleetSnapshot) -> tuple[int, int]:
+    """Max (covered, pressure) over every model set that packs onto the hosts (no residencies)."""
+    admitted = [
+        w
+        for w, f in snap.workloads.items()
+        if w != "image" and (f.observations >= 3 or f.offered_concurrency >= 1.5)
+    ]
+    hosts = [
+        (math.floor(h.capacity_mb) - math.ceil(0.05 * h.capacity_mb), h.max_models)
+        for h in snap.hosts
+    ]
+    best = (0, 0)
+    models = snap.models
+    for size in range(len(models) + 1):
+        for chosen in itertools.combinations(models, size):
+            covered = [w for w in admitted if any(w in m.workload_scores for m in chosen)]
+            value = (
+                len(covered),
+                sum(round(100 * snap.workloads[w].offered_concurrency) for w in covered),
+            )
+            if value <= best:
+                continue
+            for where in itertools.product(range(len(hosts)), repeat=size):
+                ok = True
+                for h, (mem, slots) in enumerate(hosts):
+                    on = [m for m, at in zip(chosen, where, strict=True) if at == h]
+                    if sum(m.memory_mb for m in on) > mem or (slots and len(on) > slots):
+                        ok = False
+                        break
+                if ok:
+                    best = value
+                    break
+    return best
+
+
+@SETTINGS
+@given(fleets(residencies=False))
+def test_coverage_and_pressure_match_a_brute_force_optimum(snap: FleetSnapshot) -> None:
+    snap = snap.model_copy(
+        update={"workloads": {w: f for w, f in snap.workloads.items() if w != "image"}}
+    )
+    if not snap.workloads:
+        return
+    plan = plan_of(snap)
+    report = plan.portfolio
+    assert report is not None
+    covered = len(report.mapping)
+    pressure = sum(round(100 * snap.workloads[w].offered_concurrency) for w in report.mapping)
+    assert (covered, pressure) == _brute_force(snap)
