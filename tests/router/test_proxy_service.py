@@ -234,3 +234,21 @@ def test_circuit_breaker_redirects_later_requests_and_never_replays(
     assert dropped.status_code == 502
     assert dropped.json()["error"]["code"] == "upstream_unreachable"
     assert "Traceback" not in dropped.text
+
+
+def test_unroutable_requests_are_demand_without_an_error_rate(server: ControllerProcess) -> None:
+    # Issue 8 defect 6: a 503 "no ready route" is an arrival, never an engine error.
+    configure(server, "epsilon")
+    for _ in range(4):
+        reply = chat(server, "epsilon")
+        assert reply.status_code == 503
+        assert reply.json()["error"]["code"] == "model_unavailable"
+    deadline = time.monotonic() + 10
+    while True:
+        with server.admin() as admin:
+            forecast = admin.status()["forecasts"].get("epsilon", {})
+        if forecast.get("rpm", 0) > 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert forecast["rpm"] > 0  # the refused requests still count as demand
+    assert forecast["error_rate"] == 0.0  # but no engine failed
