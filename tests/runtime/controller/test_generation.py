@@ -5,11 +5,8 @@ from __future__ import annotations
 import pytest
 
 from grid.fleet.errors import GridError
-from grid.runtime.controller.generation import (
-    GenerationCounter,
-    PlanGeneration,
-    input_digest,
-)
+from grid.fleet.generation import PlanGeneration
+from grid.runtime.controller.generation import GenerationCounter, input_digest
 
 pytestmark = pytest.mark.unit
 
