@@ -2,9 +2,9 @@
 --max and the snapshot's demand.
 
 A template is validated exactly like a host of a snapshot (schema v1), and must describe a host
-that could take work the day it is added: no residencies (a new host is empty), an admitting
-state and Grid ownership. Its `host_id` names the template; added hosts get IDs derived from it
-(`<host_id>-1`, `-2`, …).
+that could take work the day it is added: an admitting state and Grid ownership. Residencies
+are dropped (a host copied from a live fleet is fine: an added host starts empty). Its
+`host_id` names the template; added hosts get IDs derived from it (`<host_id>-1`, `-2`, …).
 """
 
 from __future__ import annotations
@@ -81,14 +81,8 @@ def load_template(path: str | Path) -> Host:
             p,
             field,
         ) from None
-    if host.residencies:
-        raise _refuse(
-            "invalid_template",
-            "a template describes a new, empty host, but this one lists residencies",
-            "remove `residencies` from the template",
-            p,
-            "residencies",
-        )
+    # A template copied from a live host may list its residencies; an added host starts empty.
+    host.residencies = []
     if host.state not in ADMITTING_STATES or host.ownership is Ownership.MANUAL:
         raise _refuse(
             "invalid_template",

@@ -88,6 +88,18 @@ def test_infeasible_exits_zero_and_names_the_tag(tmp_path: Path) -> None:
     assert "INFEASIBLE" in human.stdout and "gpu" in human.stdout
 
 
+def test_a_host_copied_from_a_live_fleet_is_a_template(tmp_path: Path) -> None:
+    # gpu-01 of the office fleet, residencies and all: the added copies start empty, so this
+    # answer equals the GPU-server one (gpu-01 has the same runtimes, backend, tags and slots).
+    office = json.loads(OFFICE.read_text(encoding="utf-8"))
+    gpu01 = next(h for h in office["hosts"] if h["host_id"] == "gpu-01")
+    assert gpu01["residencies"]
+    template = _write(tmp_path / "gpu01.json", gpu01)
+    doc = _json([str(OFFICE), "--add", str(template)])
+    assert doc["added"] == {"gpu-01": 2}
+    assert doc["placed_after"] == doc["desired"]
+
+
 def test_office_needs_two_gpu_servers() -> None:
     # image-sdxl (ComfyUI, at most 2 models per host) fits neither gpu-01 (coder-32b and an
     # external chat-general already) nor the full mac-studio-1; video-wan (CUDA, tag gpu)
@@ -143,7 +155,7 @@ def _refused(args: list[str], code: str) -> str:
         ({"host_id": "t", "capacity_mb": 1000, "colour": "red"}, "invalid_template"),
         ([{"host_id": "t", "capacity_mb": 1000}], "invalid_template"),
         (
-            {"host_id": "t", "capacity_mb": 1000, "residencies": [{"model_id": "a"}]},
+            {"host_id": "t", "capacity_mb": 1000, "residencies": [{"model_id": ""}]},
             "invalid_template",
         ),
         ({"host_id": "t", "capacity_mb": 1000, "state": "paused"}, "invalid_template"),
