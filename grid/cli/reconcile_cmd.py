@@ -112,7 +112,9 @@ def reconcile(
     if json_out:
         typer.echo(json.dumps(result_document(result, plan), indent=2, allow_nan=False))
         return
-    Console(highlight=False).print(render_reconcile(snap, plan, result, source=str(snapshot)))
+    stored = str(plan_file) if plan_file is not None else None
+    view = render_reconcile(snap, plan, result, source=str(snapshot), stored_plan=stored)
+    Console(highlight=False).print(view)
 
 
 def _retry(now: float, at: float) -> str:
@@ -121,7 +123,12 @@ def _retry(now: float, at: float) -> str:
 
 
 def render_reconcile(
-    snap: FleetSnapshot, plan: Plan, result: ReconcileResult, *, source: str = "SNAPSHOT"
+    snap: FleetSnapshot,
+    plan: Plan,
+    result: ReconcileResult,
+    *,
+    source: str = "SNAPSHOT",
+    stored_plan: str | None = None,
 ) -> Group:
     parts: list[Table | Text] = []
     verb = {
@@ -187,7 +194,8 @@ def render_reconcile(
     unmet = sum(u.missing_replicas for u in plan.unsatisfied)
     parts.append(
         Text(
-            f"Plan: {len(plan.assignments)} replica(s) on {len(snap.hosts)} host(s), "
+            f"Plan{f' (stored: {stored_plan})' if stored_plan else ''}: "
+            f"{len(plan.assignments)} replica(s) on {len(snap.hosts)} host(s), "
             f"{unmet} unmet; solver {plan.solver.engine} {plan.solver.status}. "
             f"Next: grid plan {source} for the placement details.",
             style="dim",
