@@ -3,9 +3,10 @@
 It reads the parsed request body in memory only, and only a bounded part of it: at most
 `max_messages` of the newest chat messages, `max_parts` content parts each, and `prefix_chars`
 characters of text in all (the system prompt first, then the newest user turns). From that text
-deterministic, table-driven keyword and structure rules (code fences, programming keywords,
-"write a function", marketing and sales vocabulary, image and video generation phrases, ...)
-choose ONE word of the configured workload vocabulary; the embeddings, images and video
+deterministic, table-driven keyword and structure rules (grid/demand/classify_rules.py: code
+fences, programming keywords, "write a function", marketing and sales vocabulary, image and
+video generation phrases, ...) choose ONE word of the configured workload vocabulary, in time
+linear in the bounded prefix; the embeddings, images and video
 endpoints decide their word by themselves. What comes out is an `Observation`: model names, the
 endpoint family, the modality, approximate units, the workload word, timings, queue pressure and
 the outcome. No prompt, response, key or identity is kept anywhere.
@@ -20,12 +21,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from grid.fleet.errors import GridError
-
+from .classify_rules import DEFAULT_RULES, CompiledRules, RuleSpec, compile_rules, config_error
 from .config import DEFAULT_WORKLOADS
 from .observation import MAX_SECONDS, MAX_UNITS, EndpointFamily, Modality, Observation, Outcome
 
@@ -34,121 +34,6 @@ MAX_MODEL_CHARS = 256
 MAX_TIMESTAMP = 1e11
 UNKNOWN_MODEL = "unknown"
 WORD = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # the observation's workload field pattern
-
-# (workload, regular expression, weight). Matching is case-insensitive; every rule counts at
-# most `per_rule_cap` matches, so a prompt that repeats one word cannot outweigh real structure.
-# Earlier workloads win ties (coding before design: "CSS" is both).
-RuleSpec = tuple[str, str, float]
-DEFAULT_RULES: tuple[RuleSpec, ...] = (
-    # coding: structure first, then vocabulary
-    ("coding", r"```", 3.0),
-    ("coding", r"\bdef\s+\w+\s*\(", 3.0),
-    ("coding", r"\b(?:function|func|fn)\s+\w+\s*\(", 3.0),
-    ("coding", r"#include\s*<|\bpublic\s+static\s+void\b|\bconsole\.log\(|\bprintln!?\(", 3.0),
-    ("coding", r"\bimport\s+[\w.]+|\bfrom\s+[\w.]+\s+import\b|\brequire\(['\"]", 2.0),
-    ("coding", r"\bselect\s+[^;]{1,200}?\s+from\s+\w+|\bcreate\s+table\b|\bjoin\s+\w+\s+on\b", 3.0),
-    ("coding", r"traceback \(most recent call last\)|\b\w+(?:error|exception):", 3.0),
-    (
-        "coding",
-        r"\b(?:write|implement|fix|debug|refactor|optimi[sz]e|review|test)\s+"
-        r"(?:a|an|the|this|my|some)?\s*(?:[\w-]+\s+){0,2}"
-        r"(?:function|method|class|script|program|query|unit tests?|bug|code|regex|endpoint)\b",
-        3.0,
-    ),
-    (
-        "coding",
-        r"\b(?:python|javascript|typescript|java|rust|golang|kotlin|swift|c\+\+|c#|sql|bash|"
-        r"regex|compiler|segfault|postgres(?:ql)?|mysql|binary search|stack trace|null pointer|"
-        r"refactor|debug(?:ging)?|unit tests?|"
-        r"pull request|git|api|json|yaml|dockerfile|kubernetes|algorithm|recursion|linked list|"
-        r"variable|function|method|async|lambda)\b",
-        1.0,
-    ),
-    ("coding", r"==|!=|=>|->|&&|\|\||\+\+|\breturn\s+\w+\s*;", 1.0),
-    # image and video generation
-    (
-        "image",
-        r"\b(?:generate|create|draw|paint|render|make|design)\s+(?:me\s+)?(?:an?\s+|the\s+)?"
-        r"(?:[\w-]+\s+){0,2}(?:image|picture|photo|illustration|drawing|painting|portrait|icon)s?\b",
-        4.0,
-    ),
-    (
-        "image",
-        r"\b(?:photorealistic|digital art|oil painting|watercolou?r|stable diffusion|midjourney|"
-        r"dall-?e|negative prompt|concept art|8k|4k|bokeh)\b|--ar\s+\d+:\d+",
-        2.0,
-    ),
-    (
-        "video",
-        r"\b(?:generate|create|make|render|produce|animate)\s+(?:me\s+)?(?:an?\s+|the\s+)?"
-        r"(?:[\w-]+\s+){0,2}(?:video|clip|animation|footage|short film)s?\b",
-        4.0,
-    ),
-    (
-        "video",
-        r"\b(?:text-to-video|image-to-video|frames per second|fps|storyboard|b-roll|timelapse|"
-        r"camera pan|slow motion|video|footage)\b",
-        1.0,
-    ),
-    # design
-    (
-        "design",
-        r"\b(?:design|sketch)\s+(?:a|an|the|my)?\s*(?:[\w-]+\s+){0,2}"
-        r"(?:logo|layout|wireframe|mockup|landing page|interface|screen|poster|brand identity)\b",
-        3.0,
-    ),
-    (
-        "design",
-        r"\b(?:ui|ux|wireframes?|mockups?|figma|sketch|typography|colou?r palette|font pairing|"
-        r"user interface|user experience|prototype|style guide|design system|visual hierarchy|"
-        r"whitespace|kerning|accessibility|logo)\b",
-        1.0,
-    ),
-    # marketing
-    (
-        "marketing",
-        r"\b(?:marketing (?:copy|plan|campaign|strategy|email)|ad copy|tagline|slogan|"
-        r"press release|social media post|linkedin post|instagram caption|go-to-market)\b",
-        3.0,
-    ),
-    (
-        "marketing",
-        r"\b(?:marketing|campaign|brand(?:ing)?|audience|engagement|seo|newsletter|"
-        r"advert(?:s|isement|ising)?|ads|influencer|content calendar|call to action|cta|"
-        r"conversion rate|persona|positioning|tweet|hashtags?|blog post|headline)\b",
-        1.0,
-    ),
-    # sales
-    (
-        "sales",
-        r"\b(?:cold (?:email|call|outreach)|sales (?:pitch|email|call|script|deck|pipeline)|"
-        r"follow[- ]up email|discovery call|handle (?:the |this )?objection|"
-        r"close (?:the|a) deal)\b",
-        3.0,
-    ),
-    (
-        "sales",
-        r"\b(?:sales|prospects?|prospecting|leads?|outreach|pipeline|quota|deal|pricing|"
-        r"discount|quote|objections?|crm|salesforce|hubspot|upsell|cross-sell|renewal|"
-        r"account executive|sdr|buyer|procurement)\b",
-        1.0,
-    ),
-    # research
-    (
-        "research",
-        r"\b(?:literature review|systematic review|meta-analysis|peer[- ]reviewed|"
-        r"research (?:question|paper|summary)|find (?:sources|studies|papers)|"
-        r"what does the (?:research|evidence|literature) say|cite (?:your )?sources)\b",
-        3.0,
-    ),
-    (
-        "research",
-        r"\b(?:research|study|studies|paper|papers|literature|citations?|cite|sources|evidence|"
-        r"hypothes[ie]s|analy[sz]e|analysis|summari[sz]e|findings|journal|arxiv|dataset|"
-        r"statistic(?:s|al)?|methodology|compare|trade-?offs|history of)\b",
-        1.0,
-    ),
-)
 
 # The endpoint family decides these words (when they are in the vocabulary).
 FAMILY_WORKLOADS: Mapping[EndpointFamily, str] = {
@@ -167,38 +52,6 @@ TEXT_PARTS = frozenset({"text", "input_text"})
 
 
 @dataclass(frozen=True)
-class Rule:
-    workload: str
-    pattern: re.Pattern[str]
-    weight: float
-
-
-def _config_error(message: str, fix: str) -> GridError:
-    return GridError("invalid_classifier_config", message, fix=fix, path="classifier")
-
-
-def compile_rules(specs: Iterable[RuleSpec], workloads: Sequence[str]) -> tuple[Rule, ...]:
-    """Rules whose workload is in the vocabulary; GridError for a bad pattern or weight."""
-    rules: list[Rule] = []
-    for workload, pattern, weight in specs:
-        if not (math.isfinite(weight) and weight > 0):
-            raise _config_error(
-                f"classifier rule for {workload!r} has weight {weight}",
-                "give every rule a positive finite weight",
-            )
-        try:
-            compiled = re.compile(pattern, re.IGNORECASE)
-        except re.error as exc:
-            raise _config_error(
-                f"classifier rule for {workload!r} is not a valid regular expression: {exc}",
-                "correct the pattern (Python `re` syntax)",
-            ) from None
-        if workload in workloads:
-            rules.append(Rule(workload, compiled, weight))
-    return tuple(rules)
-
-
-@dataclass(frozen=True)
 class ClassifierConfig:
     """The vocabulary, the rule table and the bounds of one classifier (checked on creation)."""
 
@@ -210,25 +63,25 @@ class ClassifierConfig:
     max_parts: int = 16
     min_score: float = 2.0  # one weak keyword is not a workload
     per_rule_cap: int = 3
-    rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
+    rules: CompiledRules = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.fallback not in self.workloads:
-            raise _config_error(
+            raise config_error(
                 f"the fallback workload {self.fallback!r} is not in the vocabulary",
                 f"add {self.fallback!r} to the workloads or choose a fallback among them",
             )
         bad = [w for w in self.workloads if not WORD.fullmatch(w)]
         if bad or not self.workloads or len(set(self.workloads)) != len(self.workloads):
-            raise _config_error(
+            raise config_error(
                 f"the workload vocabulary {list(self.workloads)} is not a list of distinct words",
                 "use distinct lowercase words (letters, digits, - and _; at most 32 characters)",
             )
         for name in ("prefix_chars", "max_messages", "max_parts", "per_rule_cap"):
             if not 1 <= getattr(self, name) <= 1_000_000:
-                raise _config_error(f"{name} must be between 1 and 1000000", f"correct {name}")
+                raise config_error(f"{name} must be between 1 and 1000000", f"correct {name}")
         if not (math.isfinite(self.min_score) and self.min_score > 0):
-            raise _config_error("min_score must be a positive number", "correct min_score")
+            raise config_error("min_score must be a positive number", "correct min_score")
         object.__setattr__(self, "rules", compile_rules(self.rule_specs, self.workloads))
 
 
@@ -336,21 +189,16 @@ def prompt_prefix(document: Mapping[str, Any], config: ClassifierConfig) -> tupl
 def score_text(text: str, config: ClassifierConfig) -> dict[str, float]:
     """Rule weight x (matches, capped) summed per workload; only workloads with a match."""
     scores: dict[str, float] = {}
-    cap = config.per_rule_cap
-    for rule in config.rules:
-        hits = 0
-        for _ in rule.pattern.finditer(text):
-            hits += 1
-            if hits >= cap:
-                break
-        if hits:
-            scores[rule.workload] = scores.get(rule.workload, 0.0) + rule.weight * hits
+    hits = config.rules.hits(text.lower(), config.per_rule_cap)
+    for rule, count in zip(config.rules.rules, hits, strict=True):
+        if count:
+            scores[rule.workload] = scores.get(rule.workload, 0.0) + rule.weight * count
     return scores
 
 
 def _choose(scores: Mapping[str, float], config: ClassifierConfig) -> str:
     order: dict[str, int] = {}
-    for index, rule in enumerate(config.rules):
+    for index, rule in enumerate(config.rules.rules):
         order.setdefault(rule.workload, -index)  # the earlier a workload's first rule, the better
     best = max(scores, key=lambda w: (scores[w], order[w]), default=None)
     if best is None or scores[best] < config.min_score:

@@ -19,6 +19,7 @@ from grid.demand.classify import (
     classify_request,
     observation_from,
 )
+from grid.demand.classify_rules import RuleSpec
 from grid.fleet.errors import GridError
 
 pytestmark = pytest.mark.unit
@@ -140,7 +141,9 @@ def test_a_custom_vocabulary_is_respected() -> None:
     assert classify_request(chat(prompt), config=config).workload == "general"
     custom = ClassifierConfig(
         workloads=("general", "legal"),
-        rule_specs=(("legal", r"\b(?:contract|clause|indemnif\w+|liability)\b", 1.0),),
+        rule_specs=(
+            RuleSpec("legal", 1.0, phrases=("contract", "clause", "liability", "indemnification")),
+        ),
     )
     legal = chat("Review this contract clause on liability and indemnification.")
     assert classify_request(legal, config=custom).workload == "legal"
@@ -153,8 +156,9 @@ def test_a_custom_vocabulary_is_respected() -> None:
         {"fallback": "other"},
         {"workloads": ("general", "Not A Word")},
         {"workloads": ("general", "general")},
-        {"rule_specs": (("coding", "(unclosed", 1.0),)},
-        {"rule_specs": (("coding", "x", float("nan")),)},
+        {"rule_specs": (RuleSpec("coding", 1.0, pattern="(unclosed"),)},
+        {"rule_specs": (RuleSpec("coding", float("nan"), phrases=("x",)),)},
+        {"rule_specs": (RuleSpec("coding", 1.0),)},  # neither phrases nor a pattern
         {"prefix_chars": 0},
     ],
 )
