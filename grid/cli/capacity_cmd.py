@@ -65,7 +65,13 @@ def _answer_view(answer: CapacityAnswer, templates: list[Host]) -> list[object]:
     for t in templates:
         n = answer.added.get(t.host_id, 0)
         table.add_row(t.host_id, str(n), str(allocatable_mb(t)), str(n * allocatable_mb(t)))
-    parts: list[object] = [head, table]
+    rounds = "" if answer.rounds <= 1 else f" after {answer.rounds} count-model solves"
+    verified = Text(
+        f"Verified by planning the fleet with the added hosts{rounds}: "
+        f"{answer.placed_after} of {answer.desired} desired replicas placed.",
+        style="dim",
+    )
+    parts: list[object] = [head, table, verified] if answer.rounds else [head, table]
     if answer.binding:
         title = "Why not" if answer.status == "INFEASIBLE" else "What held replicas back"
         parts.append(Text(title, style="bold"))

@@ -51,7 +51,7 @@ class CapacityAnswer:
     desired: int
     status: str
     binding: list[dict[str, object]] = field(default_factory=list)
-    rounds: int = 1  # count-model solves verified by the planner
+    rounds: int = 1  # answers verified by planning (0: nothing to verify)
     wall_s: float = 0.0
 
     def to_dict(self) -> dict[str, object]:
@@ -173,7 +173,7 @@ def capacity(
     placed_before = sum(placed_by_model(base).values())
     zero = {t.host_id: 0 for t in templates}
     if placed_before >= desired:
-        return CapacityAnswer(zero, placed_before, placed_before, desired, "OPTIMAL")
+        return CapacityAnswer(zero, placed_before, placed_before, desired, "OPTIMAL", rounds=0)
     base_problem = build_problem(snap)
     need = _open_need(base_problem)
     first_bound = desired - placed_before
@@ -197,7 +197,7 @@ def capacity(
                 )
             )
             return CapacityAnswer(
-                zero, placed_before, placed_before, desired, "INFEASIBLE", binding
+                zero, placed_before, placed_before, desired, "INFEASIBLE", binding, rounds=0
             )
     target = sum(
         min(d, base_problem.fixed_count(m) + need.get(m, 0))
