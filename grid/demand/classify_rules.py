@@ -92,7 +92,8 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
         "coding",
         3.0,
         r"\b(?:write|implement|fix|debug|refactor|optimi[sz]e|review|test)\s+" + FILLER + r"(?:"
-        r"function|method|class|script|program|query|unit tests?|bug|code|regex|endpoint)s?\b",
+        r"function|method|class|script|program|query|unit tests?|bug|code(?!\s+of\b)|regex|"
+        r"endpoint)s?\b",
         *VERBS_CODE,
     ),
     words(

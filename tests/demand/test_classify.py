@@ -73,6 +73,23 @@ PROMPTS: list[tuple[str, str]] = [
 ]
 
 
+# Everyday prompts that share a word with a rule but are not that work.
+LOOKALIKES = [
+    "We import coffee from Brazil and sell it in Oslo.",
+    "Select the best option from the list below.",
+    "Error: the printer jammed again, what do I do?",
+    "Can you review the code of conduct for our club?",
+    "Make me a sandwich recipe with avocado.",
+    "Design a weekly meal plan for a marathon runner.",
+    "Summarize this email thread for me.",
+]
+
+
+@pytest.mark.parametrize("prompt", LOOKALIKES)
+def test_lookalike_prompts_stay_general(prompt: str) -> None:
+    assert classify_request(chat(prompt)).workload == "general"
+
+
 @pytest.mark.parametrize(("word", "prompt"), PROMPTS)
 def test_chat_prompts_get_their_workload_word(word: str, prompt: str) -> None:
     assert classify_request(chat(prompt)).workload == word
