@@ -11,6 +11,8 @@ import itertools
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grid.fleet.models import FleetSnapshot, Host
 from grid.lab import whatif
@@ -229,3 +231,54 @@ def test_verification_cuts_exclude_the_refused_counts_and_every_smaller_vector()
     assert solve_counts(snap, templates, 3, need, cuts, 5.0).counts == {"large": 2, "small": 0}
     cuts.append({"large": 3, "small": 3})  # nothing within the bound is left
     assert solve_counts(snap, templates, 3, need, cuts, 5.0).status == "INFEASIBLE"
+
+
+@st.composite
+def _fleets(draw: st.DrawFn) -> tuple[FleetSnapshot, list[Host]]:
+    hosts = [
+        host(
+            f"h{i}",
+            draw(st.sampled_from([4000, 8000, 12000])),
+            max_models=draw(st.sampled_from([0, 1, 2])),
+        )
+        for i in range(draw(st.integers(1, 2)))
+    ]
+    models, demand = [], {}
+    for j in range(draw(st.integers(1, 3))):
+        replicas = draw(st.integers(1, 2))
+        fields: dict[str, object] = {"max_replicas": replicas}
+        if draw(st.booleans()):
+            fields["max_colocated_models"] = draw(st.sampled_from([1, 2]))
+        models.append(model(f"m{j}", draw(st.sampled_from([2000, 5000, 9000])), **fields))
+        demand[f"m{j}"] = want(replicas)
+    templates = [
+        _template(
+            "s", draw(st.sampled_from([6000, 10000])), max_models=draw(st.sampled_from([0, 1]))
+        ),
+        _template("l", draw(st.sampled_from([16000, 24000]))),
+    ]
+    return snapshot(hosts, models, demand, policy=NO_HEADROOM), templates
+
+
+@pytest.mark.property
+@settings(max_examples=12, deadline=None)
+@given(_fleets())
+def test_an_optimal_answer_places_everything_and_one_host_less_does_not(
+    case: tuple[FleetSnapshot, list[Host]],
+) -> None:
+    snap, templates = case
+    answer = capacity(snap, templates, max_per_template=4)
+    assert answer.status in {"OPTIMAL", "INFEASIBLE"}
+    desired = answer.desired
+    if answer.status == "INFEASIBLE":
+        # The real planner on the largest fleet considered cannot place everything either.
+        fleet, _ = whatif.augment(snap, {t.host_id: 4 for t in templates}, templates)
+        assert _placed(fleet) < desired
+        return
+    fleet, _ = whatif.augment(snap, answer.added, templates)
+    assert _placed(fleet) == desired
+    for t in templates:
+        if answer.added[t.host_id]:
+            fewer = dict(answer.added) | {t.host_id: answer.added[t.host_id] - 1}
+            smaller, _ = whatif.augment(snap, fewer, templates)
+            assert _placed(smaller) < desired
