@@ -216,3 +216,24 @@ def test_overlapping_requests_in_any_report_order_never_establish_order(
         step = learner.observe("one-client", word, started_at=start, completed_at=done, now=200.0)
         assert step is not Step.TRANSITION
     assert learner.transitions() == [] and learner.edges(200.0) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    raws=st.lists(
+        st.text(st.characters(codec="ascii", categories=["L", "N", "P"]), min_size=8, max_size=40),
+        min_size=1,
+        max_size=6,
+        unique=True,
+    ),
+    words=st.lists(st.sampled_from(["coding", "image", "video"]), min_size=1, max_size=6),
+)
+def test_no_raw_key_or_router_digest_is_ever_stored(raws: list[str], words: list[str]) -> None:
+    learner = WorkflowLearner(SECRET, WorkflowConfig(min_repeats=1))
+    for i, raw in enumerate(raws):
+        session(learner, digest(raw), words, start=i * 100.0)  # all within the hour
+    blob = pickle.dumps(learner.__dict__ | {"_secret": b""})
+    for raw in raws:
+        assert raw.encode() not in blob
+        assert digest(raw).encode() not in blob
+    assert set(learner.workflow_ids()) == {learner.workflow_id(digest(r)) for r in raws}
