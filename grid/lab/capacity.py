@@ -174,19 +174,17 @@ def capacity(
     zero = {t.host_id: 0 for t in templates}
     if placed_before >= desired:
         return CapacityAnswer(zero, placed_before, placed_before, desired, "OPTIMAL", rounds=0)
-    base_problem = build_problem(snap)
-    need = _open_need(base_problem)
+    need = _open_need(build_problem(snap))
     first_bound = desired - placed_before
     binding: list[dict[str, object]] = []
-    cuts: list[dict[str, int]] = []
-    result = _search(snap, templates, max_per_template, need, cuts, first_bound, time_limit_s)
+    result = _search(snap, templates, max_per_template, need, [], first_bound, time_limit_s)
     infeasible = False
     if result.counts is None:
         infeasible = True
         blocked, reduced = blocked_models(snap, templates, max_per_template, need)
         binding += blocked
         need = reduced
-        result = _search(snap, templates, max_per_template, need, cuts, first_bound, time_limit_s)
+        result = _search(snap, templates, max_per_template, need, [], first_bound, time_limit_s)
         if result.counts is None:
             binding.append(
                 _binding(
@@ -199,21 +197,58 @@ def capacity(
             return CapacityAnswer(
                 zero, placed_before, placed_before, desired, "INFEASIBLE", binding, rounds=0
             )
-    target = sum(
-        min(d, base_problem.fixed_count(m) + need.get(m, 0))
-        for m, d in base.desired_replicas.items()
+    verified = _verify(snap, templates, max_per_template, need, first_bound, time_limit_s, result)
+    binding += verified.notes
+    if infeasible or not verified.ok:
+        status = "INFEASIBLE"
+    else:
+        status = verified.status
+        binding += plan_bindings(base)
+    return CapacityAnswer(
+        verified.counts,
+        placed_before,
+        verified.placed_after,
+        desired,
+        status,
+        binding,
+        verified.rounds,
     )
+
+
+@dataclass
+class _Verified:
+    counts: dict[str, int]
+    placed_after: int
+    rounds: int
+    ok: bool
+    status: str
+    notes: list[dict[str, object]]
+
+
+def _verify(
+    snap: FleetSnapshot,
+    templates: list[Host],
+    max_per_template: int,
+    need: dict[str, int],
+    first_bound: int,
+    time_limit_s: float,
+    result: CountResult,
+) -> _Verified:
+    """Plan the answer's fleet; while it falls short, cut the counts off and solve again."""
+    fixed = build_problem(snap)
+    target = sum(min(fixed.targets[m].desired, fixed.fixed_count(m) + n) for m, n in need.items())
+    cuts: list[dict[str, int]] = []
+    notes: list[dict[str, object]] = []
     rounds = 0
     while True:
         rounds += 1
         assert result.counts is not None
         counts = {t.host_id: result.counts.get(t.host_id, 0) for t in templates}
         fleet, _groups = augment(snap, counts, templates)
-        after = plan(fleet, time_limit_s=time_limit_s)
-        placed_after = sum(placed_by_model(after).values())
+        placed_after = sum(placed_by_model(plan(fleet, time_limit_s=time_limit_s)).values())
         if placed_after >= target:
-            break
-        binding.append(
+            return _Verified(counts, placed_after, rounds, True, result.status, notes)
+        notes.append(
             _binding(
                 "verification",
                 f"planning the fleet with {_counts_text(counts)} left "
@@ -223,21 +258,15 @@ def capacity(
         cuts.append(counts)
         retry = _search(snap, templates, max_per_template, need, cuts, first_bound, time_limit_s)
         if retry.counts is None or rounds >= MAX_ROUNDS:
-            binding.append(
+            notes.append(
                 _binding(
                     "verification",
                     f"after {rounds} verified attempt(s) no fleet within --max placed every "
                     "replica the count model placed",
                 )
             )
-            return CapacityAnswer(
-                counts, placed_before, placed_after, desired, "INFEASIBLE", binding, rounds
-            )
+            return _Verified(counts, placed_after, rounds, False, "INFEASIBLE", notes)
         result = retry
-    status = "INFEASIBLE" if infeasible else result.status
-    if not infeasible:
-        binding = binding + plan_bindings(base)
-    return CapacityAnswer(counts, placed_before, placed_after, desired, status, binding, rounds)
 
 
 def _counts_text(counts: dict[str, int]) -> str:
