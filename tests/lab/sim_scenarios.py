@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from grid.fleet.actions import ActionKind
-from grid.fleet.models import DemandEntry, FleetSnapshot
+from grid.fleet.models import DemandEntry, FleetSnapshot, HostState
 from grid.fleet.snapshot import parse_snapshot
 from grid.lab.simulator import FleetSimulator
 
@@ -131,6 +131,8 @@ EVENT_NAMES = [
     "unknown_activity",
     "remove_profile",
     "slow_poll",
+    "protect",  # local protection turns the host draining
+    "drop_route",  # a READY child loses its route
 ]
 
 
@@ -151,7 +153,7 @@ def scenarios(draw: st.DrawFn, *, max_events: int = 6, ticks: int = 10) -> Scena
             args = (draw(st.sampled_from(list(ActionKind)[:4])), host_id, draw(st.integers(1, 3)))
         elif name == "requests":
             args = (host_id, model_id, draw(st.integers(0, 3)))
-        elif name in {"crash", "unknown_activity"}:
+        elif name in {"crash", "unknown_activity", "drop_route"}:
             args = (host_id, model_id)
         elif name == "remove_profile":
             args = (model_id,)
@@ -201,6 +203,10 @@ def apply_event(sim: FleetSimulator, event: Event) -> None:
         sim.remove_profile(args[0])
     elif name == "slow_poll":
         sim.set_poll_every(*args)
+    elif name == "protect":
+        sim.set_host_state(args[0], HostState.DRAINING)
+    elif name == "drop_route":
+        sim.drop_route(*args)
 
 
 def calm_down(sim: FleetSimulator) -> None:
@@ -209,6 +215,7 @@ def calm_down(sim: FleetSimulator) -> None:
         if not host.online:
             sim.restore(host_id)
         sim.resume_host(host_id)
+        host.unrouted.clear()
         for res in host.residencies.values():
             res.activity_unknown = False
     sim.failure_rules.clear()
