@@ -44,7 +44,7 @@ def regex(workload: str, weight: float, pattern: str, *triggers: str) -> RuleSpe
     return RuleSpec(workload, weight, pattern=pattern, triggers=triggers)
 
 
-VERBS_CODE = ("write", "implement", "fix", "debug", "refactor", "optimi", "review", "test")
+VERBS_CODE = ("write", "implement", "fix", "debug", "refactor", "optimi", "review", "test", "add")
 VERBS_IMAGE = ("generate", "create", "draw", "paint", "render", "make", "design")
 VERBS_VIDEO = ("generate", "create", "make", "render", "produce", "animate")
 FILLER = r"(?:me\s+)?(?:an?\s+|the\s+|this\s+|my\s+|some\s+)?(?:[\w-]+\s+){0,2}"
@@ -91,7 +91,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     regex(
         "coding",
         3.0,
-        r"\b(?:write|implement|fix|debug|refactor|optimi[sz]e|review|test)\s+" + FILLER + r"(?:"
+        r"\b(?:write|implement|fix|debug|refactor|optimi[sz]e|review|test|add)\s+" + FILLER + r"(?:"
         r"function|method|class|script|program|query|unit tests?|bug|code(?!\s+of\b)|regex|"
         r"endpoint)s?\b",
         *VERBS_CODE,
@@ -100,7 +100,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
         "coding",
         1.0,
         "python|javascript|typescript|java|rust|golang|kotlin|swift|c++|c#|sql|bash|regex|"
-        "compiler|segfault|postgres|postgresql|mysql|binary search|stack trace|null pointer|"
+        "compiler|parser|segfault|postgres|postgresql|mysql|binary search|stack trace|null pointer|"
         "refactor|debug|debugging|unit test|unit tests|pull request|git|api|json|yaml|"
         "dockerfile|kubernetes|algorithm|recursion|linked list|variable|function|method|async|"
         "lambda",
