@@ -112,13 +112,16 @@ class _Budget:
     def full(self) -> bool:
         return self.used >= self.limit
 
-    def add(self, text: object) -> None:
+    def add(self, text: object, cap: int | None = None) -> None:
         if isinstance(text, str) and text and not self.full:
-            piece = text[: self.limit - self.used]
+            room = self.limit - self.used
+            piece = text[: room if cap is None else min(room, cap)]
             self.pieces.append(piece)
             self.used += len(piece)
 
     def see_part_kind(self, kind: object) -> None:
+        if not isinstance(kind, str):
+            return
         if kind in VIDEO_PARTS:
             self.modality = Modality.VIDEO
         elif kind in IMAGE_PARTS and self.modality is Modality.TEXT:
@@ -128,31 +131,35 @@ class _Budget:
         return "\n".join(self.pieces)
 
 
-def _add_content(content: object, budget: _Budget, max_parts: int) -> None:
+def _add_content(content: object, budget: _Budget, max_parts: int, cap: int | None = None) -> None:
     """A message's content: a string, or a list of typed parts (OpenAI's multimodal shape)."""
     if isinstance(content, str):
-        budget.add(content)
+        budget.add(content, cap)
         return
     if not isinstance(content, list):
         return
     for part in content[:max_parts]:
         if isinstance(part, str):
-            budget.add(part)
+            budget.add(part, cap)
         elif isinstance(part, Mapping):
             kind = part.get("type")
             budget.see_part_kind(kind)
-            if kind in TEXT_PARTS or kind is None:
-                budget.add(part.get("text"))
+            if kind is None or (isinstance(kind, str) and kind in TEXT_PARTS):
+                budget.add(part.get("text"), cap)
 
 
 def _add_messages(messages: object, budget: _Budget, config: ClassifierConfig) -> None:
-    """System/developer instructions first, then user turns newest first."""
+    """System/developer instructions first (a quarter of the prefix at most, so a long system
+    prompt cannot hide the request), then user turns newest first."""
     if not isinstance(messages, list):
         return
     newest = [m for m in messages[-config.max_messages :] if isinstance(m, Mapping)]
     instructions = [m for m in newest if m.get("role") in ("system", "developer")]
     users = [m for m in reversed(newest) if m.get("role") == "user"]
-    for message in instructions + users:
+    cap = max(1, config.prefix_chars // 4)
+    for message in instructions:
+        _add_content(message.get("content"), budget, config.max_parts, cap)
+    for message in users:
         _add_content(message.get("content"), budget, config.max_parts)
 
 
@@ -173,8 +180,7 @@ def _add_prompt(prompt: object, budget: _Budget, config: ClassifierConfig) -> No
 def prompt_prefix(document: Mapping[str, Any], config: ClassifierConfig) -> tuple[str, Modality]:
     """The bounded text the rules read, and the modality seen in the content parts."""
     budget = _Budget(config.prefix_chars)
-    instructions = document.get("instructions")  # responses API
-    budget.add(instructions)
+    budget.add(document.get("instructions"), max(1, config.prefix_chars // 4))  # responses API
     _add_messages(document.get("messages"), budget, config)
     if not budget.full:
         _add_prompt(document.get("prompt"), budget, config)

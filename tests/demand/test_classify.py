@@ -274,3 +274,9 @@ def test_boundary_numbers_are_clamped_not_refused() -> None:
     assert obs.queue_depth == 1_000_000 and obs.input_units == 0.0
     assert obs.output_units == 1e12 and obs.timestamp == 0.0
     assert not math.isnan(obs.latency_s)
+
+
+def test_a_long_system_prompt_cannot_hide_the_request() -> None:
+    system = "You are a friendly assistant for our company. Be polite and concise. " * 100
+    body = chat("Write a Python function that validates an IBAN.", system=system)
+    assert classify_request(body).workload == "coding"
