@@ -5,7 +5,8 @@ replacement of the model (the plan's other replicas) must still be READY on an a
 whose control lease (the node's `ttl_seconds` from its last heartbeat) has strictly more than the
 margin left, and, for a Grid-owned replica, a live child route for that host and model must
 corroborate the READY row (invariant 4: the row alone is inventory) with strictly more than the
-margin left on the route's own lease. The target host must still be reachable. A model that
+margin left on the route's own lease. The target host must still be reachable, Grid-managed,
+and its residency Grid's own. A model that
 fails holds its whole destructive batch; availability commands never wait for this.
 
 A route's lease is the one given in `route_leases` for (host, model); without an entry, a route
@@ -19,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from grid.fleet.actions import DESTRUCTIVE_KINDS
-from grid.fleet.models import ADMITTING_STATES, Host, Plan, ResidencyState
+from grid.fleet.models import ADMITTING_STATES, Host, Ownership, Plan, ResidencyState
 from grid.runtime.controller.state import Command
 
 
@@ -76,6 +77,17 @@ def _replacement_problem(
     return ""
 
 
+def _ownership_problem(model_id: str, host: Host) -> str:
+    """The same ownership gates as the reconciler's, on the fresh registry: never actuate a
+    manual host or a residency Grid does not own, whatever the command says."""
+    if host.ownership is Ownership.MANUAL:
+        return f"host {host.host_id} is manually managed now"
+    res = next((r for r in host.residencies if r.model_id == model_id), None)
+    if res is not None and not res.is_managed:
+        return f"the residency of {model_id} on {host.host_id} is {res.owner.value}, not Grid's"
+    return ""
+
+
 def revalidate_destructive(
     commands: list[Command],
     *,
@@ -102,6 +114,9 @@ def revalidate_destructive(
             lease = leases.get(target)
             if target not in hosts or lease is None or now - lease.received_at > stale_s:
                 reason = f"host {target} is no longer reachable"
+                break
+            reason = _ownership_problem(model_id, hosts[target])
+            if reason:
                 break
             if plan is None:
                 reason = "no plan has been computed since the controller started"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from grid.fleet.actions import Action, ActionKind
-from grid.fleet.models import Assignment, Host, Plan, Residency, SolverReport
+from grid.fleet.models import Assignment, Host, Ownership, Plan, Residency, SolverReport
 from grid.runtime.controller.delivery import RouteLease, revalidate_destructive
 from grid.runtime.controller.state import Command
 from tests.runtime.controller.fakes import FakeNode
@@ -31,10 +31,11 @@ DRAIN = Command(
 
 
 def _hosts(routes: list[str] | None, *, managed: bool = True) -> dict[str, Host]:
-    ready = Residency(model_id="m", memory_mb=4096, managed=managed)
+    ready = Residency(model_id="m", memory_mb=4096)
+    replacement = Residency(model_id="m", memory_mb=4096, managed=managed)
     return {
         "old": Host(host_id="old", capacity_mb=8192, residencies=[ready], routes=["m"]),
-        "new": Host(host_id="new", capacity_mb=8192, residencies=[ready], routes=routes),
+        "new": Host(host_id="new", capacity_mb=8192, residencies=[replacement], routes=routes),
     }
 
 
@@ -116,3 +117,16 @@ def test_controller_never_delivers_a_drain_while_the_replacement_is_unrouted(
         "unload",
     ]
     assert fleet.ready_hosts("m") == [new]
+
+
+@pytest.mark.parametrize("change", ["manual_host", "external_residency"])
+def test_a_target_grid_no_longer_owns_is_never_actuated(change: str) -> None:
+    hosts = _hosts(["m"])
+    old = hosts["old"]
+    if change == "manual_host":
+        hosts["old"] = old.model_copy(update={"ownership": Ownership.MANUAL})
+    else:
+        external = old.residencies[0].model_copy(update={"managed": False})
+        hosts["old"] = old.model_copy(update={"residencies": [external]})
+    (reason,) = _check(hosts)
+    assert "manually managed" in reason or "not Grid's" in reason
