@@ -24,6 +24,7 @@ import typer
 
 from grid.api.settings import default_state_dir, load_settings
 from grid.fleet.errors import GridError
+from grid.fleet.wire import NodeStatus
 from grid.node.agent.config import (
     CatalogEntry,
     NodeConfig,
@@ -213,12 +214,11 @@ def start(
     AllocatorClient(config.grid_url, node_token=token or "check").close()
     save_config(folder, config)
     started = start_agent(folder, token=env_token)
-    status = read_status(folder) or {}
+    status = read_status(folder)
     typer.echo(f"Started node agent (pid {started.pid}) for host {config.host_id} -> {url}")
-    if not status.get("registered"):
-        typer.echo(
-            f"Not registered yet: {status.get('last_error') or 'waiting for the controller'}"
-        )
+    if status is None or not status.registered:
+        why = status.last_error if status is not None else ""
+        typer.echo(f"Not registered yet: {why or 'waiting for the controller'}")
     typer.echo(f"State: {folder} (log: {folder / 'agent.log'})")
     typer.echo("Next: grid allocator node status")
 
@@ -243,10 +243,10 @@ def stop(
             "stale": "The node agent was not running (removed a stale pid record).",
         }[outcome]
     )
-    status = read_status(folder) or {}
-    left = [r for r in status.get("residencies", []) if r.get("state") not in ("cached",)]
+    status = read_status(folder)
+    left = [r for r in status.residencies if r.state != "cached"] if status is not None else []
     for row in left:
-        typer.echo(f"Still running: {row['model_id']} ({row['state']}, pid {row.get('pid')})")
+        typer.echo(f"Still running: {row.model_id} ({row.state}, pid {row.pid})")
 
 
 def status_document(folder: Path) -> dict[str, Any]:
@@ -260,10 +260,8 @@ def status_document(folder: Path) -> dict[str, Any]:
         "pid": running.pid if running is not None else None,
         "pid_record": pid_record(folder) is not None,
         "override": override.model_dump(mode="json") if override is not None else None,
-        "agent": status,
-        "status_age_s": round(time.time() - float(status.get("updated_at", 0.0)), 1)
-        if status
-        else None,
+        "agent": status.model_dump(mode="json") if status is not None else None,
+        "status_age_s": round(time.time() - status.updated_at, 1) if status is not None else None,
     }
 
 
@@ -274,32 +272,32 @@ def status(node_dir: NodeDirOpt = None, as_json: JsonOpt = False) -> None:
     if as_json:
         typer.echo(json.dumps(doc, indent=2))
         return
-    agent = doc["agent"] or {}
     state = "running" if doc["running"] else "not running"
     typer.echo(f"Node agent: {state}" + (f" (pid {doc['pid']})" if doc["pid"] else ""))
-    if not agent:
+    agent = NodeStatus.model_validate(doc["agent"]) if doc["agent"] else None
+    if agent is None:
         typer.echo("No status yet. Next: grid allocator node start")
         return
     typer.echo(
-        f"Host {agent.get('host_id')}: {agent.get('lifecycle')} "
-        f"({', '.join(agent.get('reasons', [])) or 'no conditions'}); "
-        f"controller {agent.get('grid_url')} mode {agent.get('controller_mode') or '?'}"
+        f"Host {agent.host_id}: {agent.lifecycle} "
+        f"({', '.join(agent.reasons) or 'no conditions'}); "
+        f"controller {agent.grid_url} mode {agent.controller_mode or '?'}"
     )
-    if agent.get("last_error"):
-        typer.echo(f"Last error: {agent['last_error']}")
+    if agent.last_error:
+        typer.echo(f"Last error: {agent.last_error}")
     if doc["override"]:
         o = doc["override"]
         until = f" until {time.ctime(o['expires_at'])}" if o.get("expires_at") else ""
         typer.echo(f"Local override: {o['kind']}{until} ({o.get('reason') or 'no reason'})")
-    for row in agent.get("residencies", []):
+    for row in agent.residencies:
         typer.echo(
-            f"  {row['model_id']}: {row['state']} {row['memory_mb']} MB"
-            + (f" pid {row['pid']} port {row['port']}" if row.get("pid") else "")
+            f"  {row.model_id}: {row.state} {row.memory_mb} MB"
+            + (f" pid {row.pid} port {row.port}" if row.pid else "")
         )
-    for receipt in agent.get("receipts", [])[-5:]:
+    for receipt in agent.receipts[-5:]:
         typer.echo(
-            f"  {receipt['kind']} {receipt['model_id']}: {receipt['status']} "
-            f"{receipt['code'] or receipt['message']}"
+            f"  {receipt.kind} {receipt.model_id}: {receipt.status} "
+            f"{receipt.code or receipt.message}"
         )
 
 

@@ -1,9 +1,261 @@
-"""The wire between nodes, the CLI and the controller (spec "Local wire contract").
+"""The wire between nodes, the CLI and the controller (spec "Local wire contract"), as models.
 
-Header names of the two credentials; the message models follow.
+One class per message, used by both ends:
+
+- `NodeUpdate`: PUT /nodes/{node_id}, registration and heartbeat share one body: `resources`
+  (`WireResources`), the `allocator` envelope (`WireAllocator`: lifecycle, cached models,
+  residency rows `WireResidency`, loopback `routes`), `load` and the receipts
+  (`acknowledgements`, `WireAck`);
+- `NodeReply`: the controller's answer, carrying the commands for the host (`WireCommand`);
+- `NodeStatus`: the node agent's `status.json`, the document `grid allocator node status` shows.
+
+Readers are tolerant where the spec asks for it: the top-level fields of older Grid nodes are
+ignored (unknown keys), and an envelope's residency rows and a reply's commands stay raw
+(`list[Any]`) so one malformed row or command is excluded on its own (the controller marks the
+host unhealthy; the node fails that command) instead of refusing the whole message. Writers send
+only the fields they set (`wire_json`), so the JSON on the wire is exactly what the node states.
 """
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from grid.fleet.actions import ReceiptStatus
+from grid.fleet.models import ResidencyState
+
 OPERATOR_HEADER = "X-Grid-Allocator-Token"
 NODE_HEADER = "X-Grid-Allocator-Node-Token"
+
+MAX_ROWS = 256  # residencies or cached models per host
+MAX_TEXT = 512
+ACK_STATUSES = tuple(s.value for s in ReceiptStatus)
+NODE_COMMAND_KINDS = ("load", "warm", "drain", "unload")  # what a managed node actuates
+NodeCommandKind = Literal["load", "warm", "drain", "unload"]
+
+
+class _Tolerant(BaseModel):
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+
+def wire_json(message: BaseModel) -> dict[str, Any]:
+    """The JSON body of a message: the fields its writer set, nested ones included."""
+    return message.model_dump(mode="json", exclude_unset=True)
+
+
+# ----------------------------------------------------------------------------- node → controller
+
+
+class WireResources(_Tolerant):
+    capacity_mb: int = Field(ge=0, le=1 << 40)
+    reserved_mb: int = Field(default=0, ge=0, le=1 << 40)
+    external_mb: int = Field(default=0, ge=0, le=1 << 40)
+    runtimes: list[str] = Field(default_factory=lambda: ["llama.cpp"], max_length=32)
+    backends: list[str] = Field(default_factory=list, max_length=32)
+    memory_bandwidth_gbps: float = Field(default=0.0, ge=0)
+    compute_gflops: float = Field(default=0.0, ge=0)
+    failure_domain: str | None = Field(default=None, max_length=MAX_TEXT)
+    tags: list[str] = Field(default_factory=list, max_length=64)
+    data_tiers: list[str] = Field(default_factory=lambda: ["public", "internal"], max_length=16)
+    max_models: int = Field(default=0, ge=0, le=4096)
+    disk_free_mb: int | None = Field(default=None, ge=0, le=1 << 40)
+
+
+class WireResidency(_Tolerant):
+    """One residency row as a managed node reports it. Ages (`loaded_age_s`) instead of
+    timestamps; `last_used_at` echoes the controller's own watermark; `active_requests` None
+    means unknown (fails safe: never idle)."""
+
+    model_id: str = Field(min_length=1, max_length=256)
+    memory_mb: int = Field(default=0, ge=0)
+    state: ResidencyState
+    managed: bool = True
+    runtime: str | None = None
+    active_requests: int | None = Field(default=0, ge=0)
+    artifact_sha256: str | None = None
+    loaded_age_s: float | None = Field(default=None, ge=0)
+    loaded_at: float | None = Field(default=None, ge=0)  # older nodes send timestamps
+    last_used_at: float | None = Field(default=None, ge=0)
+
+
+class WireRoute(_Tolerant):
+    """A READY Grid-owned child the proxy may reach on the host's loopback port."""
+
+    model_id: str = Field(min_length=1, max_length=256)
+    port: int = Field(ge=1, le=65535)
+    concurrency: int | None = Field(default=None, ge=0, le=1 << 16)
+    queued: int = Field(default=0, ge=0, le=1 << 20)
+
+
+class WireAllocator(_Tolerant):
+    schema_version: int = 1
+    state: str = "accepting"
+    throttle_fraction: float = Field(default=1.0, ge=0.0, le=1.0)
+    cached_models: list[str] = Field(default_factory=list, max_length=MAX_ROWS)
+    # Raw on receipt: `grid.runtime.controller.wire.parse_residency` reads each row on its own
+    # (a malformed one is excluded and makes the host unhealthy). A node puts `WireResidency`.
+    residencies: list[Any] = Field(default_factory=list, max_length=MAX_ROWS)
+    actuator_capabilities: list[str] = Field(
+        default_factory=lambda: list(NODE_COMMAND_KINDS), max_length=16
+    )
+    disk_free_mb: int | None = Field(default=None, ge=0, le=1 << 40)
+    # Router inventory: the live child engines and the host's private engine key. The key is
+    # taken out by the registry on receipt (memory only) and never appears in any output.
+    routes: list[WireRoute] = Field(default_factory=list, max_length=MAX_ROWS)
+    engine_key: str | None = Field(default=None, min_length=1, max_length=512, repr=False)
+
+
+class WireAck(_Tolerant):
+    """A receipt: the terminal outcome of one command, as the node reports it."""
+
+    action_id: str = Field(min_length=1, max_length=128)
+    status: str = Field(max_length=32)
+    message: str = Field(default="", max_length=MAX_TEXT)
+    duration_seconds: float | None = None
+    artifact_fetched: bool = False
+
+
+class WireLoad(_Tolerant):
+    active_tasks: int = Field(default=0, ge=0)
+    queue_depth: int = Field(default=0, ge=0)
+
+
+class NodeUpdate(_Tolerant):
+    """PUT /nodes/{node_id}: registration (with host_id and resources) or heartbeat."""
+
+    node_id: str | None = Field(default=None, max_length=MAX_TEXT)
+    role: str | None = Field(default=None, max_length=64)
+    host_id: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT)
+    models: list[str] = Field(default_factory=list, max_length=MAX_ROWS)
+    resources: WireResources | None = None
+    allocator: WireAllocator | None = None
+    load: WireLoad | None = None
+    request_commands: bool = True
+    acknowledgements: list[WireAck] = Field(default_factory=list, max_length=MAX_ROWS)
+
+
+# ----------------------------------------------------------------------------- controller → node
+
+
+class WireCommand(_Tolerant):
+    """One command as a node receives it (spec "Local wire contract").
+
+    Besides the action it carries the authority it was delivered under (term, controller id,
+    absolute lease deadline) and the model's artifact facts from its profile (each null when
+    undeclared), so a node verifies and, where authorized, fetches the exact artifact.
+    Types are strict: a command whose fields do not validate is failed, never guessed at.
+    """
+
+    action_id: StrictStr = Field(min_length=1, max_length=128)
+    kind: NodeCommandKind
+    node_id: StrictStr | None = None
+    host_id: StrictStr | None = None
+    model_id: StrictStr = Field(min_length=1, max_length=256)
+    memory_mb: StrictInt = Field(default=0, ge=0)
+    plan_generation: StrictStr = ""
+    controller_term: StrictInt = Field(default=0, ge=0)
+    controller_id: StrictStr = ""
+    controller_lease_expires_at: float = Field(default=0.0, ge=0)
+    dependencies: list[StrictStr] = Field(default_factory=list, max_length=MAX_ROWS)
+    executable: StrictBool = False
+    reason: str = ""
+    created_at: float | None = None
+    not_before: float | None = None
+    attempt: int = 0
+    artifact_source: StrictStr | None = None
+    artifact_sha256: StrictStr | None = None
+    artifact_size_mb: StrictInt | None = Field(default=None, ge=0)
+    schema_version: int = 1
+
+    @property
+    def target_host(self) -> str | None:
+        """The host the command is for (`host_id`; older controllers send only `node_id`)."""
+        return self.host_id if self.host_id is not None else self.node_id
+
+
+class AckAnswer(_Tolerant):
+    """The controller's verdict on one receipt (applied, duplicate, ...)."""
+
+    action_id: str
+    result: str
+
+
+class ReplyAllocator(_Tolerant):
+    schema_version: int = 1
+    mode: str = ""
+    # The controller's remaining authority in its own clock domain (None: unreadable, none).
+    controller_lease_ttl_seconds: float | None = None
+    revision: int = 0
+    commands: list[Any] = Field(default_factory=list)  # raw: each is read as a WireCommand
+    held_destructive: list[str] = Field(default_factory=list)
+
+
+class NodeReply(_Tolerant):
+    """The answer to PUT /nodes/{node_id}."""
+
+    node_id: str = ""
+    host_id: str = ""
+    ttl_seconds: float = 0.0
+    model_last_used_at: dict[str, float] = Field(default_factory=dict)
+    acknowledgements: list[AckAnswer] = Field(default_factory=list)
+    allocator: ReplyAllocator = Field(default_factory=ReplyAllocator)
+
+
+# ----------------------------------------------------------------------------- node status
+
+
+class CommandBrief(_Tolerant):
+    action_id: str
+    kind: str
+    model_id: str
+    memory_mb: int = 0
+
+
+class StatusResidency(_Tolerant):
+    model_id: str
+    state: str
+    memory_mb: int = 0
+    pid: int | None = None
+    port: int | None = None
+    engine: str | None = None  # the supervisor's view of the child (ready, failed, ...)
+    reason: str = ""
+
+
+class StatusReceipt(_Tolerant):
+    action_id: str
+    kind: str
+    model_id: str
+    status: str
+    code: str = ""
+    message: str = ""
+    duration_seconds: float = 0.0
+    artifact_fetched: bool = False
+    finished_at: float = 0.0
+    acknowledged: bool = False
+
+
+class NodeStatus(_Tolerant):
+    """`status.json`: what the running node agent last saw and did. It holds no secret."""
+
+    schema_version: int = 1
+    updated_at: float = 0.0
+    pid: int | None = None
+    instance: str = ""
+    host_id: str = ""
+    node_id: str = ""
+    grid_url: str = ""
+    lifecycle: str = ""
+    reasons: list[str] = Field(default_factory=list)
+    throttle_fraction: float = 0.0
+    stopping: bool = False
+    registered: bool = False
+    controller_mode: str = ""
+    last_heartbeat_at: float | None = None
+    last_error: str = ""
+    highest_term: int = 0
+    plan_sequence: int = 0
+    in_flight: CommandBrief | None = None
+    queue: list[CommandBrief] = Field(default_factory=list)
+    residencies: list[StatusResidency] = Field(default_factory=list)
+    receipts: list[StatusReceipt] = Field(default_factory=list)

@@ -259,16 +259,18 @@ class LogicalFleet:
         nodes = []
         for folder in self.node_dirs():
             agent = running_agent(folder)
-            report = read_status(folder) or {}
+            report = read_status(folder)
             nodes.append(
                 {
                     "host_id": folder.name,
                     "running": agent is not None,
                     "pid": agent.pid if agent is not None else None,
-                    "lifecycle": report.get("lifecycle"),
-                    "registered": report.get("registered"),
-                    "last_error": report.get("last_error"),
-                    "residencies": report.get("residencies", []),
+                    "lifecycle": report.lifecycle if report is not None else None,
+                    "registered": report.registered if report is not None else None,
+                    "last_error": report.last_error if report is not None else None,
+                    "residencies": [r.model_dump(mode="json") for r in report.residencies]
+                    if report is not None
+                    else [],
                 }
             )
         return {

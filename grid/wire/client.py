@@ -12,9 +12,10 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
+from pydantic import ValidationError
 
 from grid.fleet.errors import GridError
-from grid.fleet.wire import NODE_HEADER, OPERATOR_HEADER
+from grid.fleet.wire import NODE_HEADER, OPERATOR_HEADER, NodeReply, NodeUpdate, wire_json
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -150,9 +151,19 @@ class AllocatorClient:
         return result
 
     # -- nodes ------------------------------------------------------------------------------
-    def put_node(self, node_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("PUT", f"/nodes/{_seg(node_id)}", json=body)
-        return result
+    def put_node(self, node_id: str, update: NodeUpdate) -> NodeReply:
+        """Registration or heartbeat; the body is exactly the fields the caller set."""
+        result = self.request("PUT", f"/nodes/{_seg(node_id)}", json=wire_json(update))
+        try:
+            return NodeReply.model_validate(result)
+        except ValidationError:
+            raise GridError(
+                "controller_reply_malformed",
+                f"the controller at {self.base_url} answered the node update with a body "
+                "that is not a node reply",
+                fix="check that --grid names a Grid controller of a matching version",
+                next_command="grid allocator status",
+            ) from None
 
 
 def _seg(value: str) -> str:

@@ -84,7 +84,8 @@ class EngineNode:
         return pid if isinstance(pid, int) and is_alive(pid) else None
 
     def status(self) -> dict[str, Any]:
-        return read_status(self.folder) or {}
+        status = read_status(self.folder)
+        return status.model_dump(mode="json") if status is not None else {}
 
     def residency(self, model_id: str) -> dict[str, Any] | None:
         rows = self.status().get("residencies", [])

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from grid.fleet.errors import GridError
+from grid.fleet.wire import AckAnswer, NodeReply, NodeUpdate, ReplyAllocator, wire_json
 from grid.node.agent.config import CatalogEntry, NodeConfig
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.artifacts import ArtifactStore
@@ -62,26 +63,26 @@ class FakeControllerClient:
         self.ttl_s = 10.0
         self.unreachable = False
 
-    def put_node(self, node_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def put_node(self, node_id: str, update: NodeUpdate) -> NodeReply:
         if self.unreachable:
             raise GridError("controller_unreachable", "no controller answers")
+        body = wire_json(update)  # what would travel: the JSON the agent's models produce
         self.bodies.append(body)
         commands: list[dict[str, Any]] = []
         if body["request_commands"]:
             commands, self.outbox = self.outbox, []
-        return {
-            "node_id": node_id,
-            "ttl_seconds": 60,
-            "model_last_used_at": {},
-            "acknowledgements": [
-                {"action_id": a["action_id"], "result": "applied"} for a in body["acknowledgements"]
+        return NodeReply(
+            node_id=node_id,
+            ttl_seconds=60,
+            model_last_used_at={},
+            acknowledgements=[
+                AckAnswer(action_id=a["action_id"], result="applied")
+                for a in body["acknowledgements"]
             ],
-            "allocator": {
-                "mode": "automatic",
-                "controller_lease_ttl_seconds": self.ttl_s,
-                "commands": commands,
-            },
-        }
+            allocator=ReplyAllocator(
+                mode="automatic", controller_lease_ttl_seconds=self.ttl_s, commands=commands
+            ),
+        )
 
     def close(self) -> None:
         pass

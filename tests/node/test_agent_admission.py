@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from grid.fleet.actions import ReceiptStatus
+from grid.fleet.wire import WireCommand
 from grid.node.agent.admission import (
     Authority,
     admit,
@@ -12,7 +14,6 @@ from grid.node.agent.admission import (
     remaining_ttl,
     start_check,
 )
-from grid.node.agent.state import ReceiptStatus
 from tests.node.agent_helpers import HOST, command
 
 pytestmark = pytest.mark.unit
@@ -134,7 +135,7 @@ def _start(cmd: dict[str, object], **overrides: object) -> tuple[bool, object, s
         "free_mb": 4096,
     }
     settings.update(overrides)
-    verdict = start_check(cmd, **settings)  # type: ignore[arg-type]
+    verdict = start_check(WireCommand.model_validate(cmd), **settings)  # type: ignore[arg-type]
     return verdict.accepted, verdict.status, verdict.code
 
 

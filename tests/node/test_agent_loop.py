@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from grid.fleet.wire import WireCommand
 from grid.node.agent.admission import order_by_dependencies
 from grid.node.agent.loop import NodeAgent
 from grid.node.agent.state import write_override
@@ -162,7 +163,7 @@ def test_local_protection_cancels_queued_load_and_warm(make_rig: RigFactory) -> 
     load, drain = command("load"), command("drain", model_id="m2")
     rig.client.outbox = [load, drain]
     rig.agent.cycle()
-    assert [q.command["action_id"] for q in rig.agent.keeper.read().queue] == [
+    assert [q.command.action_id for q in rig.agent.keeper.read().queue] == [
         load["action_id"],
         drain["action_id"],
     ]
@@ -172,7 +173,7 @@ def test_local_protection_cancels_queued_load_and_warm(make_rig: RigFactory) -> 
     assert fence["request_commands"] is False  # the fence goes out before anything else
     cancelled = rig.client.acks()[load["action_id"]]
     assert cancelled["status"] == "cancelled" and "local_protection" in cancelled["message"]
-    assert [q.command["action_id"] for q in rig.agent.keeper.read().queue] == [drain["action_id"]]
+    assert [q.command.action_id for q in rig.agent.keeper.read().queue] == [drain["action_id"]]
 
 
 def test_a_durable_override_fences_the_host_and_cancels_new_warms(rig: Rig) -> None:
@@ -313,7 +314,11 @@ def test_shutdown_stops_owned_children_and_reports_them_released(rig: Rig) -> No
 def test_dependencies_are_ordered_first_within_a_batch() -> None:
     a, b, c = (command("load"), command("warm"), command("drain"))
     b["dependencies"] = [a["action_id"]]
-    assert order_by_dependencies([b, c, a]) == [c, a, b]
+    typed = {x["action_id"]: WireCommand.model_validate(x) for x in (a, b, c)}
+    ordered = order_by_dependencies(
+        [typed[b["action_id"]], typed[c["action_id"]], typed[a["action_id"]]]
+    )
+    assert [x.action_id for x in ordered] == [c["action_id"], a["action_id"], b["action_id"]]
 
 
 def test_heartbeats_stay_responsive_while_a_side_effect_runs(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from grid.fleet.models import ResidencyState
+from grid.fleet.wire import wire_json
 from grid.node.agent.report import (
     MemoryReading,
     engine_observations,
@@ -68,7 +69,7 @@ def test_rows_carry_ages_not_clocks_and_cached_rows_claim_no_memory() -> None:
         "m2": ResidencyRecord(model_id="m2", state=ResidencyState.CACHED, memory_mb=500),
     }
     rows = residency_rows(records, {"m1": None}, {"m1": 1785.0}, now=130.0)
-    assert rows[0] == {
+    assert wire_json(rows[0]) == {  # exactly what travels: no unset field appears
         "model_id": "m1",
         "memory_mb": 300,
         "state": "ready",
@@ -79,8 +80,8 @@ def test_rows_carry_ages_not_clocks_and_cached_rows_claim_no_memory() -> None:
         "loaded_age_s": 30.0,
         "last_used_at": 1785.0,
     }
-    assert rows[1]["memory_mb"] == 0 and "loaded_age_s" not in rows[1]
-    assert "key" not in json.dumps(rows)
+    assert rows[1].memory_mb == 0 and "loaded_age_s" not in wire_json(rows[1])
+    assert "key" not in json.dumps([wire_json(r) for r in rows])
 
 
 def test_external_memory_excludes_own_children_and_is_capped(tmp_path: object) -> None:

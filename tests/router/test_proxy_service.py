@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from grid.fleet.wire import NodeUpdate
 from grid.wire import AllocatorClient
 from tests.router.fake_engine import FakeEngine
 from tests.service.harness import ControllerProcess, mint
@@ -71,7 +72,7 @@ def register(
         "request_commands": False,
     }
     with AllocatorClient(server.url, node_token=mint(server, host_id)) as node:
-        node.put_node(f"node-{host_id}", body)
+        node.put_node(f"node-{host_id}", NodeUpdate.model_validate(body))
 
 
 def configure(server: ControllerProcess, model_id: str) -> None:

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from grid.fleet.models import ResidencyState
+from grid.fleet.wire import WireRoute, wire_json
 from grid.node.agent.report import child_routes, envelope
 from grid.node.agent.state import ResidencyRecord
 from grid.node.engines.base import EngineState, EngineStatus
@@ -36,16 +37,19 @@ def test_only_ready_residencies_with_a_proven_ready_child_are_routes() -> None:
         "unproven": EngineStatus("unproven", EngineState.READY, pid=3, port=39103),
         "starting": EngineStatus("starting", EngineState.STARTING, pid=4, port=39104, proven=True),
     }
-    assert child_routes(records, statuses) == [{"model_id": "ready", "port": 39101}]
+    assert [wire_json(r) for r in child_routes(records, statuses)] == [
+        {"model_id": "ready", "port": 39101}
+    ]
 
 
 def test_the_envelope_carries_the_key_only_beside_routes() -> None:
     common = {"lifecycle": "accepting", "throttle_fraction": 1.0, "cached_models": [], "rows": []}
-    without = envelope(**common, disk_free=None, routes=[], engine_key=KEY)  # type: ignore[arg-type]
+    bare = envelope(**common, disk_free=None, routes=[], engine_key=KEY)  # type: ignore[arg-type]
+    without = wire_json(bare)
     assert "engine_key" not in without and "routes" not in without
-    routes = [{"model_id": "m", "port": 39100}]
-    block = envelope(**common, disk_free=None, routes=routes, engine_key=KEY)  # type: ignore[arg-type]
-    assert block["routes"] == routes and block["engine_key"] == KEY
+    routes = [WireRoute(model_id="m", port=39100)]
+    block = wire_json(envelope(**common, disk_free=None, routes=routes, engine_key=KEY))  # type: ignore[arg-type]
+    assert block["routes"] == [{"model_id": "m", "port": 39100}] and block["engine_key"] == KEY
 
 
 def _update(with_key: bool) -> NodeUpdate:

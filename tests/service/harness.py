@@ -19,6 +19,7 @@ from typing import Any
 
 from grid.api.settings import Settings, load_or_create_settings, write_settings
 from grid.fleet.errors import GridError
+from grid.fleet.wire import NodeReply
 from grid.wire import AllocatorClient
 from tests.runtime.controller.fakes import FakeNode
 
@@ -112,18 +113,18 @@ class HttpNode:
         self.acks: list[dict[str, Any]] = []
         self.received: list[dict[str, Any]] = []
 
-    def register(self) -> dict[str, Any]:
+    def register(self) -> NodeReply:
         return self.client.put_node(self.fake.node_id, self.fake.registration())
 
     def poll(self, *, execute: bool = True) -> list[dict[str, Any]]:
         started = time.monotonic()
         reply = self.client.put_node(self.fake.node_id, self.fake.heartbeat(self.acks))
         self.acks = []
-        block = reply["allocator"]
-        commands: list[dict[str, Any]] = block["commands"]
+        block = reply.allocator
+        commands: list[dict[str, Any]] = block.commands
         self.received += commands
         # Authority in the node's own clock: the TTL less the whole request duration.
-        ttl = block["controller_lease_ttl_seconds"] - (time.monotonic() - started)
+        ttl = (block.controller_lease_ttl_seconds or 0.0) - (time.monotonic() - started)
         if execute:
             for command in commands:
                 ack = self.fake.execute(command, now=time.time(), ttl_s=ttl)

@@ -109,7 +109,7 @@ def test_down_stops_the_local_node_first_so_its_last_heartbeat_is_heard(
     # The agent's final fence heartbeat reached a live controller: stopped in that order.
     last = read_status(node_dir)
     assert last is not None
-    assert last["lifecycle"] == "draining" and last["last_error"] == ""
+    assert last.lifecycle == "draining" and last.last_error == ""
 
 
 def test_down_leaves_an_agent_that_serves_another_controller(

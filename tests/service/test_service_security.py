@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from grid.fleet.errors import GridError
+from grid.fleet.wire import wire_json
 from grid.wire import AllocatorClient
 from tests.runtime.controller.fakes import FakeNode
 from tests.service.harness import ControllerProcess, mint
@@ -136,7 +137,7 @@ def test_no_secret_in_process_list_status_metrics_logs_or_errors(
         ).text,
         httpx.put(
             f"{controller.url}/nodes/n1",
-            json=h1.registration(),
+            json=wire_json(h1.registration()),
             headers={"X-Grid-Allocator-Node-Token": node_token + "tampered"},
         ).text,
         httpx.put(

@@ -16,6 +16,7 @@ The face of this package (what the CLI, the lab and the tests use):
 
 from __future__ import annotations
 
+from grid.fleet.actions import ReceiptStatus
 from grid.node.agent.config import CatalogEntry, NodeConfig, load_config, save_config
 from grid.node.agent.fence import CommandFence, FenceVerdict
 from grid.node.agent.loop import AgentDeps, HeartbeatResult, NodeAgent
@@ -29,7 +30,6 @@ from grid.node.agent.process import (
 )
 from grid.node.agent.state import (
     AgentState,
-    ReceiptStatus,
     ResidencyRecord,
     clear_override,
     read_override,

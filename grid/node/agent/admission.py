@@ -2,8 +2,8 @@
 what it may still start when the command's turn comes.
 
 At receipt (`admit`), in this order:
-1. a command without an action id, a known kind or a model id cannot be acknowledged properly
-   and is dropped (`malformed_command`, no receipt when there is no action id);
+1. a command that does not read as a `WireCommand` (no action id, an unknown kind, no model id,
+   a field of the wrong type) fails (`malformed_command`; no receipt without an action id);
 2. a command for another host fails (`wrong_host`);
 3. the authority fence (`fence.CommandFence`): not executable, a lower term, a second controller
    in the same term fail; an authority TTL that is already spent (the server's TTL
@@ -24,16 +24,18 @@ happened and the controller may reissue the work at once under a fresh id.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from grid.fleet.errors import GridError
-from grid.node.agent.fence import CommandFence
-from grid.node.agent.state import ReceiptStatus
-from grid.runtime.controller.generation import PlanGeneration
+from pydantic import ValidationError
 
-KINDS = frozenset({"load", "warm", "drain", "unload"})
+from grid.fleet.actions import ReceiptStatus
+from grid.fleet.errors import GridError
+from grid.fleet.generation import PlanGeneration
+from grid.fleet.wire import WireCommand
+from grid.node.agent.fence import CommandFence
+
 CONSTRUCTIVE = frozenset({"load", "warm"})
 
 # Fence reasons that mean "nothing happened, reissue freely" rather than a failure.
@@ -46,6 +48,7 @@ class Verdict:
     status: ReceiptStatus | None = None  # the receipt to send when refused (None: none)
     code: str = ""
     message: str = ""
+    command: WireCommand | None = None  # the typed command, once it was read
 
 
 ACCEPT = Verdict(True)
@@ -69,49 +72,43 @@ class Authority:
     plan_sequence: int = 0
 
 
-def malformed(command: Mapping[str, Any]) -> str:
-    """Why a command cannot be processed at all ('' when it is well formed)."""
-    if not isinstance(command.get("action_id"), str) or not command.get("action_id"):
-        return "the command has no action_id"
-    if command.get("kind") not in KINDS:
-        return f"the command kind {str(command.get('kind'))[:32]!r} is not load/warm/drain/unload"
-    if not isinstance(command.get("model_id"), str) or not command.get("model_id"):
-        return "the command has no model_id"
-    memory = command.get("memory_mb", 0)
-    if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
-        return "the command's memory_mb is not a whole non-negative number"
-    deps = command.get("dependencies", [])
-    if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
-        return "the command's dependencies are not a list of action ids"
-    return ""
+def parse_command(raw: Mapping[str, Any]) -> tuple[WireCommand | None, str, str]:
+    """The typed command, or None with the code and sentence of why it cannot be processed
+    (`artifact_spec_invalid` for malformed artifact facts, else `malformed_command`)."""
+    try:
+        return WireCommand.model_validate(dict(raw)), "", ""
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        code = "artifact_spec_invalid" if where.startswith("artifact_") else "malformed_command"
+        return None, code, f"the command's {where[:64]} is invalid: {first['msg'][:120]}"
 
 
 def admit(
-    command: Mapping[str, Any],
+    raw: Mapping[str, Any],
     *,
     host_id: str,
     authority: Authority,
     ttl_remaining_s: float,
 ) -> tuple[Verdict, Authority]:
     """The receipt-time verdict and the authority to remember if it is accepted."""
-    problem = malformed(command)
-    if problem:
-        has_id = isinstance(command.get("action_id"), str) and bool(command.get("action_id"))
-        verdict = _fail("malformed_command", problem) if has_id else Verdict(False)
+    command, code, problem = parse_command(raw)
+    if command is None:
+        has_id = isinstance(raw.get("action_id"), str) and bool(raw.get("action_id"))
+        verdict = _fail(code, problem) if has_id else Verdict(False)
         return verdict, authority
-    target = command.get("host_id", command.get("node_id"))
+    target = command.target_host
     if target != host_id:
         return _fail("wrong_host", f"the command is for host {str(target)[:64]!r}"), authority
     fence = CommandFence(authority.highest_term, authority.controller_id)
-    fenced = fence.admit(dict(command), ttl_remaining_s)
+    fenced = fence.admit(command, ttl_remaining_s)
     if not fenced.accepted:
         text = _FENCE_TEXT.get(fenced.reason, fenced.reason)
         if fenced.reason in _CANCELLED_FENCE:
             return _cancel(fenced.reason, text), authority
         return _fail(fenced.reason, text), authority
-    raw_generation = command.get("plan_generation")
     try:
-        generation = PlanGeneration.parse(str(raw_generation))
+        generation = PlanGeneration.parse(command.plan_generation)
     except GridError:
         return _fail("malformed_plan_generation", "the plan generation is unreadable"), authority
     same_epoch = generation.epoch == authority.plan_epoch
@@ -133,7 +130,7 @@ def admit(
         plan_epoch=generation.epoch,
         plan_sequence=sequence,
     )
-    return ACCEPT, accepted
+    return Verdict(True, command=command), accepted
 
 
 _FENCE_TEXT = {
@@ -157,7 +154,7 @@ def remaining_ttl(server_ttl_s: object, request_duration_s: float) -> float:
 
 
 def start_check(
-    command: Mapping[str, Any],
+    command: WireCommand,
     *,
     now_mono: float,
     deadline_mono: float,
@@ -167,7 +164,7 @@ def start_check(
     free_mb: int | None,
 ) -> Verdict:
     """May the command start now? `free_mb` is the local free memory (for WARM)."""
-    kind = command["kind"]
+    kind = command.kind
     if now_mono >= deadline_mono:
         return _cancel(
             "authority_expired",
@@ -178,7 +175,7 @@ def start_check(
             "local_protection",
             f"this host is {lifecycle} by its local protection and takes no new work",
         )
-    for dependency in command.get("dependencies", []):
+    for dependency in command.dependencies:
         outcome = dependency_status(dependency)
         if outcome is not ReceiptStatus.SUCCEEDED:
             seen = outcome.value if outcome is not None else "unknown to this node"
@@ -186,7 +183,7 @@ def start_check(
                 "dependency_not_succeeded", f"dependency {dependency} has not succeeded ({seen})"
             )
     if kind == "warm":
-        needed = int(command.get("memory_mb", 0))
+        needed = command.memory_mb
         if free_mb is None or free_mb < needed:
             shown = "unknown" if free_mb is None else f"{free_mb} MB"
             return _fail(
@@ -216,12 +213,12 @@ def local_free_mb(
 
 
 def admit_batch(
-    commands: list[dict[str, Any]],
+    commands: Sequence[Mapping[str, Any]],
     *,
     host_id: str,
     authority: Authority,
     ttl_remaining_s: float,
-) -> tuple[list[tuple[dict[str, Any], Verdict]], Authority]:
+) -> tuple[list[tuple[Mapping[str, Any], Verdict]], Authority]:
     """Admit one heartbeat's commands together.
 
     The controller orders a delivery by service class, not by plan generation, so one batch may
@@ -229,7 +226,7 @@ def admit_batch(
     therefore compared with the generation accepted before this batch; the newest one accepted
     is remembered afterwards. The term fence applies cumulatively.
     """
-    out: list[tuple[dict[str, Any], Verdict]] = []
+    out: list[tuple[Mapping[str, Any], Verdict]] = []
     running = authority
     for command in commands:
         # The fence so far, the plan generation as it was before the batch.
@@ -250,18 +247,18 @@ def admit_batch(
     return out, running
 
 
-def order_by_dependencies(commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def order_by_dependencies(commands: list[WireCommand]) -> list[WireCommand]:
     """Stable order in which every command follows the batch members it depends on."""
     remaining = list(commands)
-    ordered: list[dict[str, Any]] = []
+    ordered: list[WireCommand] = []
     placed: set[str] = set()
-    ids = {c["action_id"] for c in commands}
+    ids = {c.action_id for c in commands}
     while remaining:
         for index, command in enumerate(remaining):
-            deps = [d for d in command.get("dependencies", []) if d in ids]
+            deps = [d for d in command.dependencies if d in ids]
             if all(d in placed for d in deps):
                 ordered.append(remaining.pop(index))
-                placed.add(command["action_id"])
+                placed.add(command.action_id)
                 break
         else:  # a cycle: keep the controller's order for the rest
             ordered.extend(remaining)

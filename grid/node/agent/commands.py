@@ -23,12 +23,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from grid.fleet.actions import ReceiptStatus
 from grid.fleet.errors import GridError
 from grid.fleet.models import ResidencyState
+from grid.fleet.wire import WireCommand
 from grid.node.agent.config import NodeConfig
-from grid.node.agent.state import AgentState, ReceiptStatus, ResidencyRecord, VerifiedArtifact
+from grid.node.agent.state import AgentState, ResidencyRecord, VerifiedArtifact
 from grid.node.artifacts import ArtifactSpec, ArtifactStore, sha256_file
 from grid.node.engines.base import EngineState, EngineSupervisor
 
@@ -66,21 +68,14 @@ class DeclaredArtifact:
     size_mb: int = 0
 
     @classmethod
-    def from_command(cls, command: dict[str, Any]) -> DeclaredArtifact:
-        model_id = str(command["model_id"])
-        source, sha256 = command.get("artifact_source"), command.get("artifact_sha256")
-        size_mb = command.get("artifact_size_mb")
-        if (
-            (source is not None and not isinstance(source, str))
-            or (sha256 is not None and not isinstance(sha256, str))
-            or (size_mb is not None and (not isinstance(size_mb, int) or isinstance(size_mb, bool)))
-        ):
-            raise GridError(
-                "artifact_spec_invalid",
-                f"the command's artifact fields for {model_id} are malformed",
-                fix="upgrade the controller; it sends strings and an integer size",
-            )
-        return cls(model_id, sha256.lower() if sha256 else None, source or None, size_mb or 0)
+    def from_command(cls, command: WireCommand) -> DeclaredArtifact:
+        sha256 = command.artifact_sha256
+        return cls(
+            command.model_id,
+            sha256.lower() if sha256 else None,
+            command.artifact_source or None,
+            command.artifact_size_mb or 0,
+        )
 
     def transfer(self) -> ArtifactSpec | None:
         """The transfer this declaration authorizes; None when it names no source."""
@@ -107,14 +102,13 @@ class CommandExecutor:
         self.artifacts = artifacts
         self.clock = clock
 
-    def run(self, command: dict[str, Any]) -> Outcome:
-        kind, model_id = command["kind"], command["model_id"]
+    def run(self, command: WireCommand) -> Outcome:
+        kind, model_id = command.kind, command.model_id
         try:
             if kind == "load":
                 return self.load(DeclaredArtifact.from_command(command))
             if kind == "warm":
-                declared = DeclaredArtifact.from_command(command)
-                return self.warm(declared, int(command.get("memory_mb", 0)))
+                return self.warm(DeclaredArtifact.from_command(command), command.memory_mb)
             if kind == "drain":
                 return self.drain(model_id)
             return self.unload(model_id)

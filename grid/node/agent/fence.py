@@ -11,8 +11,11 @@ marked executable. Once a fenced command was seen, the legacy term-zero namespac
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from grid.fleet.wire import WireCommand
 
 
 @dataclass(frozen=True)
@@ -26,14 +29,18 @@ class CommandFence:
     highest_term: int = 0
     controller_id: str = ""
 
-    def admit(self, command: dict[str, Any], ttl_remaining_s: float) -> FenceVerdict:
-        term = command.get("controller_term", 0)
-        who = command.get("controller_id", "")
+    def admit(
+        self, command: WireCommand | Mapping[str, Any], ttl_remaining_s: float
+    ) -> FenceVerdict:
+        """Admit a typed command, or a raw one as it came off the wire (checked here)."""
+        fields = command.model_dump() if isinstance(command, WireCommand) else command
+        term = fields.get("controller_term", 0)
+        who = fields.get("controller_id", "")
         if not isinstance(term, int) or isinstance(term, bool) or term < 0:
             return FenceVerdict(False, "malformed_term")
         if not isinstance(who, str):
             return FenceVerdict(False, "malformed_controller_id")
-        if command.get("executable") is not True:
+        if fields.get("executable") is not True:
             return FenceVerdict(False, "not_executable")
         if not math.isfinite(ttl_remaining_s) or ttl_remaining_s <= 0:
             return FenceVerdict(False, "authority_expired")

@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grid.fleet.actions import ReceiptStatus
 from grid.fleet.errors import GridError
 from grid.fleet.models import ADMITTING_STATES, HostState, ResidencyState
+from grid.fleet.wire import NodeReply, NodeUpdate, WireCommand
 from grid.node.agent.admission import (
     Authority,
     admit_batch,
@@ -58,7 +60,6 @@ from grid.node.agent.state import (
     AgentStateStore,
     Keeper,
     QueuedCommand,
-    ReceiptStatus,
     clear_override,
     read_override,
     receipt_for,
@@ -183,7 +184,7 @@ class NodeAgent:
                 continue
             if record.state is ResidencyState.READY:
                 self.executor.drain(model_id)
-            outcome = self.executor.run({"kind": "unload", "model_id": model_id})
+            outcome = self.executor.unload(model_id)
             if outcome.status is not ReceiptStatus.SUCCEEDED and force:
                 outcome = self.executor.unload(model_id, force=True)
             if outcome.status is not ReceiptStatus.SUCCEEDED:
@@ -200,7 +201,7 @@ class NodeAgent:
         lifecycle = self._lifecycle(decision)
         if lifecycle not in ADMITTING_STATES:
             self._cancel_queued(
-                lambda c: c.get("kind") in ("load", "warm"),
+                lambda c: c.kind in ("load", "warm"),
                 "local_protection",
                 f"this host became {lifecycle.value} by its local protection",
             )
@@ -281,7 +282,7 @@ class NodeAgent:
 
     def build_body(
         self, lifecycle: HostState, decision: Decision, *, request: bool
-    ) -> tuple[dict[str, Any], list[str]]:
+    ) -> tuple[NodeUpdate, list[str]]:
         state = self.keeper.read()
         reading = read_memory(self.deps.child_pids())
         disk = disk_free_mb(self.state_dir, self.config.disk_share)
@@ -310,6 +311,7 @@ class NodeAgent:
             self.config,
             resources_block(self.config, reading, disk),
             block,
+            rows,
             request_commands=request,
             acknowledgements=[r.wire() for r in acks],
             active_tasks=busy + len(state.queue),
@@ -333,25 +335,17 @@ class NodeAgent:
         self.last_error = ""
         self.last_heartbeat_at = self.clock()
         self._reported_lifecycle = lifecycle.value
-        block = reply.get("allocator") if isinstance(reply, dict) else None
-        block = block if isinstance(block, dict) else {}
-        self.controller_mode = str(block.get("mode", ""))
-        self._after_reply(reply if isinstance(reply, dict) else {}, set(ack_ids))
-        commands = block.get("commands", []) if request else []
-        if request and isinstance(commands, list) and commands:
-            ttl = remaining_ttl(block.get("controller_lease_ttl_seconds"), duration)
+        block = reply.allocator
+        self.controller_mode = block.mode
+        self._after_reply(reply, set(ack_ids))
+        commands = block.commands if request else []
+        if commands:
+            ttl = remaining_ttl(block.controller_lease_ttl_seconds, duration)
             self._accept([c for c in commands if isinstance(c, dict)], ttl)
-        return HeartbeatResult(kind, True, commands=len(commands) if request else 0)
+        return HeartbeatResult(kind, True, commands=len(commands))
 
-    def _after_reply(self, reply: dict[str, Any], ack_ids: set[str]) -> None:
-        watermarks = reply.get("model_last_used_at")
-        clean: dict[str, float] = {}
-        if isinstance(watermarks, dict):
-            clean = {
-                str(k): float(v)
-                for k, v in watermarks.items()
-                if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
-            }
+    def _after_reply(self, reply: NodeReply, ack_ids: set[str]) -> None:
+        clean = {m: t for m, t in reply.model_last_used_at.items() if t >= 0}
 
         def change(state: AgentState) -> None:
             state.mark_acknowledged(ack_ids)
@@ -369,9 +363,10 @@ class NodeAgent:
     # ------------------------------------------------------------------ commands
 
     def _accept(self, commands: list[dict[str, Any]], ttl_remaining_s: float) -> None:
+        """`commands`: as they came off the wire; each is read (typed) by the admission."""
         deadline = self.monotonic() + ttl_remaining_s
         now = self.clock()
-        accepted: list[dict[str, Any]] = []
+        accepted: list[WireCommand] = []
 
         def change(state: AgentState) -> None:
             fresh: list[dict[str, Any]] = []
@@ -396,16 +391,16 @@ class NodeAgent:
                 ),
                 ttl_remaining_s=ttl_remaining_s,
             )
-            for command, verdict in verdicts:
-                if verdict.accepted:
-                    accepted.append(command)
+            for raw, verdict in verdicts:
+                if verdict.accepted and verdict.command is not None:
+                    accepted.append(verdict.command)
                 elif verdict.status is not None:
                     state.add_receipt(
-                        receipt_for(command, verdict.status, verdict.code, verdict.message, now)
+                        receipt_for(raw, verdict.status, verdict.code, verdict.message, now)
                     )
                     log.warning(
                         "refused %s: %s (%s)",
-                        command.get("action_id"),
+                        raw.get("action_id"),
                         verdict.code,
                         verdict.message,
                     )
@@ -424,17 +419,13 @@ class NodeAgent:
             # controller and keep their mutation slots: conservative, never unrecorded work.
             log.error("cannot persist accepted commands; none will run: %s", exc)
             return
-        for command in accepted:
-            self._deadlines[command["action_id"]] = deadline
-            log.info(
-                "accepted %s %s %s", command["action_id"], command["kind"], command["model_id"]
-            )
+        for typed in accepted:
+            self._deadlines[typed.action_id] = deadline
+            log.info("accepted %s %s %s", typed.action_id, typed.kind, typed.model_id)
         if accepted:
             self._wake_worker.set()
 
-    def _cancel_queued(
-        self, which: Callable[[dict[str, Any]], bool], code: str, message: str
-    ) -> None:
+    def _cancel_queued(self, which: Callable[[WireCommand], bool], code: str, message: str) -> None:
         state = self.keeper.read()
         if not any(which(q.command) for q in state.queue):
             return
@@ -465,11 +456,11 @@ class NodeAgent:
             try:
                 self._execute(command)
             except Exception as exc:  # never leave in_flight set by a bug
-                log.exception("command %s crashed", command.get("action_id"))
+                log.exception("command %s crashed", command.action_id)
                 self._finish(command, Outcome(ReceiptStatus.FAILED, str(exc), "node_error"), 0.0)
 
-    def _take_next(self) -> dict[str, Any] | None:
-        taken: list[dict[str, Any]] = []
+    def _take_next(self) -> WireCommand | None:
+        taken: list[WireCommand] = []
 
         def change(state: AgentState) -> None:
             if state.in_flight is None and state.queue:
@@ -483,26 +474,26 @@ class NodeAgent:
                 log.error("cannot persist the action start; waiting: %s", exc)
                 return None
             if taken:
-                self._busy_model = str(taken[0]["model_id"])
+                self._busy_model = taken[0].model_id
         return taken[0] if taken else None
 
-    def _execute(self, command: dict[str, Any]) -> None:
+    def _execute(self, command: WireCommand) -> None:
         state = self.keeper.read()
         lifecycle = self._lifecycle(self.decision)
         verdict = start_check(
             command,
             now_mono=self.monotonic(),
-            deadline_mono=self._deadlines.pop(command["action_id"], float("-inf")),
+            deadline_mono=self._deadlines.pop(command.action_id, float("-inf")),
             admits_new_work=lifecycle in ADMITTING_STATES,
             lifecycle=lifecycle.value,
             dependency_status=state.dependency_outcome,
-            free_mb=self.free_mb(state, command["model_id"]) if command["kind"] == "warm" else 0,
+            free_mb=self.free_mb(state, command.model_id) if command.kind == "warm" else 0,
         )
         if not verdict.accepted:
             status = verdict.status or ReceiptStatus.CANCELLED
             self._finish(command, Outcome(status, verdict.message, verdict.code), 0.0)
             return
-        log.info("starting %s %s %s", command["action_id"], command["kind"], command["model_id"])
+        log.info("starting %s %s %s", command.action_id, command.kind, command.model_id)
         started = self.monotonic()
         outcome = self.executor.run(command)
         self._finish(command, outcome, self.monotonic() - started)
@@ -522,7 +513,7 @@ class NodeAgent:
             physical_available_mb=reading.available_mb,
         )
 
-    def _finish(self, command: dict[str, Any], outcome: Outcome, duration_s: float) -> None:
+    def _finish(self, command: WireCommand, outcome: Outcome, duration_s: float) -> None:
         receipt = receipt_for(
             command,
             outcome.status,
@@ -534,24 +525,24 @@ class NodeAgent:
         )
 
         def change(state: AgentState) -> None:
-            if state.in_flight is not None and state.in_flight.command.get(
-                "action_id"
-            ) == command.get("action_id"):
+            if state.in_flight is not None and state.in_flight.command.action_id == (
+                command.action_id
+            ):
                 state.in_flight = None
             state.add_receipt(receipt)
 
         try:
             self.keeper.update(change)
         except OSError as exc:
-            log.error("cannot persist the receipt of %s: %s", command.get("action_id"), exc)
+            log.error("cannot persist the receipt of %s: %s", command.action_id, exc)
         self._busy_model = None
         level = logging.INFO if outcome.status is ReceiptStatus.SUCCEEDED else logging.WARNING
         log.log(
             level,
             "%s %s %s: %s %s (%.2f s)",
-            command.get("action_id"),
-            command.get("kind"),
-            command.get("model_id"),
+            command.action_id,
+            command.kind,
+            command.model_id,
             outcome.status.value,
             outcome.code or outcome.message,
             duration_s,

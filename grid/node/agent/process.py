@@ -137,7 +137,7 @@ def start_agent(
                 fix=f"read {state_dir / LOG_NAME}",
             )
         status = read_status(state_dir)
-        if status is not None and status.get("instance") == instance:
+        if status is not None and status.instance == instance:
             return AgentProcess(child.pid, instance, True)
         time.sleep(0.05)
     raise GridError(

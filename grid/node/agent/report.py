@@ -18,11 +18,20 @@ import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from grid.fleet.models import ResidencyState
+from grid.fleet.wire import (
+    NODE_COMMAND_KINDS,
+    NodeUpdate,
+    WireAck,
+    WireAllocator,
+    WireLoad,
+    WireResidency,
+    WireResources,
+    WireRoute,
+)
 from grid.node.agent.config import NodeConfig
 from grid.node.agent.state import ResidencyRecord
 from grid.node.engines.base import EngineState, EngineStatus
@@ -87,22 +96,22 @@ def external_mb(config: NodeConfig, reading: MemoryReading) -> int:
 
 def resources_block(
     config: NodeConfig, reading: MemoryReading, disk_free: int | None
-) -> dict[str, Any]:
-    block: dict[str, Any] = {
-        "capacity_mb": capacity_mb(config, reading),
-        "reserved_mb": config.reserved_mb,
-        "external_mb": external_mb(config, reading),
-        "runtimes": list(config.runtimes),
-        "backends": list(config.backends),
-        "memory_bandwidth_gbps": config.memory_bandwidth_gbps,
-        "compute_gflops": config.compute_gflops,
-        "failure_domain": config.failure_domain,
-        "tags": list(config.tags),
-        "data_tiers": list(config.data_tiers),
-        "max_models": config.max_models,
-    }
+) -> WireResources:
+    block = WireResources(
+        capacity_mb=capacity_mb(config, reading),
+        reserved_mb=config.reserved_mb,
+        external_mb=external_mb(config, reading),
+        runtimes=list(config.runtimes),
+        backends=list(config.backends),
+        memory_bandwidth_gbps=config.memory_bandwidth_gbps,
+        compute_gflops=config.compute_gflops,
+        failure_domain=config.failure_domain,
+        tags=list(config.tags),
+        data_tiers=list(config.data_tiers),
+        max_models=config.max_models,
+    )
     if disk_free is not None:
-        block["disk_free_mb"] = disk_free
+        block.disk_free_mb = disk_free
     return block
 
 
@@ -111,25 +120,25 @@ def residency_rows(
     active: Mapping[str, int | None],
     last_used_at: Mapping[str, float],
     now: float,
-) -> list[dict[str, Any]]:
+) -> list[WireResidency]:
     """One row per residency; `active` holds slot activity (None: unknown, fails safe)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[WireResidency] = []
     for model_id in sorted(records):
         record = records[model_id]
-        row: dict[str, Any] = {
-            "model_id": model_id,
-            "memory_mb": record.memory_mb if record.state in CLAIMING else 0,
-            "state": record.state.value,
-            "managed": True,
-            "runtime": "llama.cpp",
-            "active_requests": active.get(model_id, 0),
-        }
+        row = WireResidency(
+            model_id=model_id,
+            memory_mb=record.memory_mb if record.state in CLAIMING else 0,
+            state=record.state,
+            managed=True,
+            runtime="llama.cpp",
+            active_requests=active.get(model_id, 0),
+        )
         if record.artifact_sha256:
-            row["artifact_sha256"] = record.artifact_sha256
+            row.artifact_sha256 = record.artifact_sha256
         if record.loaded_at is not None and record.state in ENGINE_STATES:
-            row["loaded_age_s"] = round(max(0.0, now - record.loaded_at), 3)
+            row.loaded_age_s = round(max(0.0, now - record.loaded_at), 3)
         if model_id in last_used_at:
-            row["last_used_at"] = last_used_at[model_id]
+            row.last_used_at = last_used_at[model_id]
         rows.append(row)
     return rows
 
@@ -139,33 +148,33 @@ def envelope(
     lifecycle: str,
     throttle_fraction: float,
     cached_models: Iterable[str],
-    rows: list[dict[str, Any]],
+    rows: list[WireResidency],
     disk_free: int | None,
-    routes: list[dict[str, Any]] | None = None,
+    routes: list[WireRoute] | None = None,
     engine_key: str | None = None,
-) -> dict[str, Any]:
-    block: dict[str, Any] = {
-        "schema_version": 1,
-        "state": lifecycle,
-        "throttle_fraction": throttle_fraction,
-        "cached_models": sorted(set(cached_models)),
-        "residencies": rows,
-        "actuator_capabilities": ["load", "warm", "drain", "unload"],
-    }
+) -> WireAllocator:
+    block = WireAllocator(
+        schema_version=1,
+        state=lifecycle,
+        throttle_fraction=throttle_fraction,
+        cached_models=sorted(set(cached_models)),
+        residencies=list(rows),
+        actuator_capabilities=list(NODE_COMMAND_KINDS),
+    )
     if disk_free is not None:
-        block["disk_free_mb"] = disk_free
+        block.disk_free_mb = disk_free
     if routes:
-        block["routes"] = routes
+        block.routes = list(routes)
         if engine_key:
-            block["engine_key"] = engine_key
+            block.engine_key = engine_key
     return block
 
 
 def child_routes(
     records: Mapping[str, ResidencyRecord], statuses: Mapping[str, EngineStatus | None]
-) -> list[dict[str, Any]]:
+) -> list[WireRoute]:
     """The loopback route of each READY residency whose proven child is ready on a port."""
-    routes: list[dict[str, Any]] = []
+    routes: list[WireRoute] = []
     for model_id in sorted(records):
         status = statuses.get(model_id)
         if (
@@ -175,33 +184,33 @@ def child_routes(
             and status.state is EngineState.READY
             and status.port is not None
         ):
-            routes.append({"model_id": model_id, "port": status.port})
+            routes.append(WireRoute(model_id=model_id, port=status.port))
     return routes
 
 
 def node_body(
     config: NodeConfig,
-    resources: dict[str, Any],
-    allocator: dict[str, Any],
+    resources: WireResources,
+    allocator: WireAllocator,
+    rows: list[WireResidency],
     *,
     request_commands: bool,
-    acknowledgements: list[dict[str, Any]],
+    acknowledgements: list[WireAck],
     active_tasks: int,
-) -> dict[str, Any]:
+) -> NodeUpdate:
     """Registration and heartbeat share one body: the controller may have restarted and
     forgotten this host (membership is not durable), so every update re-states everything."""
-    ready = [r["model_id"] for r in allocator["residencies"] if r["state"] == "ready"]
-    return {
-        "node_id": config.record_id,
-        "role": "allocator",
-        "host_id": config.host_id,
-        "models": ready,
-        "resources": resources,
-        "allocator": allocator,
-        "load": {"active_tasks": active_tasks, "queue_depth": 0},
-        "request_commands": request_commands,
-        "acknowledgements": acknowledgements,
-    }
+    return NodeUpdate(
+        node_id=config.record_id,
+        role="allocator",
+        host_id=config.host_id,
+        models=[r.model_id for r in rows if r.state is ResidencyState.READY],
+        resources=resources,
+        allocator=allocator,
+        load=WireLoad(active_tasks=active_tasks, queue_depth=0),
+        request_commands=request_commands,
+        acknowledgements=acknowledgements,
+    )
 
 
 @dataclass(frozen=True)

@@ -24,16 +24,17 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable
-from enum import StrEnum
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from grid.fleet.actions import ReceiptStatus
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
 from grid.fleet.models import ResidencyState
+from grid.fleet.wire import WireAck, WireCommand
 from grid.node.protection import LocalOverride, OverrideKind, ProtectionState
 
 STATE_NAME = "agent.json"
@@ -44,12 +45,6 @@ MAX_UNACKNOWLEDGED_RECEIPTS = 1024
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class ReceiptStatus(StrEnum):
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"  # dropped before it started: no side effect happened
 
 
 class Receipt(_Strict):
@@ -64,15 +59,15 @@ class Receipt(_Strict):
     finished_at: float = Field(ge=0)  # wall clock, for display only
     acknowledged: bool = False  # the controller answered a heartbeat that carried it
 
-    def wire(self) -> dict[str, Any]:
+    def wire(self) -> WireAck:
         text = f"{self.code}: {self.message}" if self.code else self.message
-        return {
-            "action_id": self.action_id,
-            "status": self.status.value,
-            "message": text[:500],
-            "duration_seconds": round(self.duration_seconds, 3),
-            "artifact_fetched": self.artifact_fetched,
-        }
+        return WireAck(
+            action_id=self.action_id,
+            status=self.status.value,
+            message=text[:500],
+            duration_seconds=round(self.duration_seconds, 3),
+            artifact_fetched=self.artifact_fetched,
+        )
 
 
 class ResidencyRecord(_Strict):
@@ -96,7 +91,7 @@ class VerifiedArtifact(_Strict):
 
 
 class QueuedCommand(_Strict):
-    command: dict[str, Any]
+    command: WireCommand
     received_at: float = Field(ge=0)  # wall clock, for display only
 
 
@@ -123,9 +118,9 @@ class AgentState(_Strict):
     def knows_action(self, action_id: str) -> bool:
         if self.receipt(action_id) is not None:
             return True
-        if self.in_flight is not None and self.in_flight.command.get("action_id") == action_id:
+        if self.in_flight is not None and self.in_flight.command.action_id == action_id:
             return True
-        return any(q.command.get("action_id") == action_id for q in self.queue)
+        return any(q.command.action_id == action_id for q in self.queue)
 
     def add_receipt(self, receipt: Receipt) -> None:
         self.receipts = [r for r in self.receipts if r.action_id != receipt.action_id]
@@ -154,7 +149,7 @@ class AgentState(_Strict):
 
 
 def receipt_for(
-    command: dict[str, Any],
+    command: WireCommand | Mapping[str, Any],
     status: ReceiptStatus,
     code: str,
     message: str,
@@ -163,18 +158,20 @@ def receipt_for(
     duration_s: float = 0.0,
     fetched: bool = False,
 ) -> Receipt:
-    """The receipt of one command (artifact_fetched only ever for a successful load)."""
+    """The receipt of one command, typed or as it came off the wire when it did not read
+    (artifact_fetched only ever for a successful load)."""
+    fields = command.model_dump() if isinstance(command, WireCommand) else command
     return Receipt(
-        action_id=str(command.get("action_id", "")),
-        kind=str(command.get("kind", "")),
-        model_id=str(command.get("model_id", "")),
+        action_id=str(fields.get("action_id", "")),
+        kind=str(fields.get("kind", "")),
+        model_id=str(fields.get("model_id", "")),
         status=status,
         code=code,
         message=message[:400],
         duration_seconds=max(0.0, duration_s),
         artifact_fetched=fetched
         and status is ReceiptStatus.SUCCEEDED
-        and command.get("kind") == "load",
+        and fields.get("kind") == "load",
         finished_at=now,
     )
 

@@ -7,14 +7,21 @@ node credential, not the engine key. Readers treat a missing or stale file as "n
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from grid.fleet.files import atomic_write_text
 from grid.fleet.models import HostState
+from grid.fleet.wire import (
+    CommandBrief,
+    NodeStatus,
+    StatusReceipt,
+    StatusResidency,
+    WireCommand,
+)
+from grid.node.agent.state import ResidencyRecord
 from grid.node.engines.base import EngineStatus
 from grid.node.protection import Decision
 
@@ -32,65 +39,64 @@ def write_status(
 ) -> None:
     """`statuses`: the supervisor's view polled earlier in the same cycle."""
     state = agent.keeper.read()
-    doc: dict[str, Any] = {
-        "schema_version": 1,
-        "updated_at": agent.clock(),
-        "pid": os.getpid(),
-        "instance": agent.instance,
-        "host_id": agent.config.host_id,
-        "node_id": agent.config.record_id,
-        "grid_url": agent.config.grid_url,
-        "lifecycle": lifecycle.value,
-        "reasons": list(decision.reasons),
-        "throttle_fraction": decision.throttle_fraction,
-        "stopping": agent.stopping,
-        "registered": agent.registered,
-        "controller_mode": agent.controller_mode,
-        "last_heartbeat_at": agent.last_heartbeat_at,
-        "last_error": agent.last_error,
-        "highest_term": state.highest_term,
-        "plan_sequence": state.plan_sequence,
-        "in_flight": _brief(state.in_flight.command) if state.in_flight is not None else None,
-        "queue": [_brief(q.command) for q in state.queue],
-        "residencies": [
-            {
-                "model_id": model_id,
-                "state": record.state.value,
-                "memory_mb": record.memory_mb,
-                "pid": statuses[model_id].pid if model_id in statuses else None,
-                "port": statuses[model_id].port if model_id in statuses else None,
-                "engine": statuses[model_id].state.value if model_id in statuses else None,
-                "reason": record.reason,
-            }
+    doc = NodeStatus(
+        schema_version=1,
+        updated_at=agent.clock(),
+        pid=os.getpid(),
+        instance=agent.instance,
+        host_id=agent.config.host_id,
+        node_id=agent.config.record_id,
+        grid_url=agent.config.grid_url,
+        lifecycle=lifecycle.value,
+        reasons=list(decision.reasons),
+        throttle_fraction=decision.throttle_fraction,
+        stopping=agent.stopping,
+        registered=agent.registered,
+        controller_mode=agent.controller_mode,
+        last_heartbeat_at=agent.last_heartbeat_at,
+        last_error=agent.last_error,
+        highest_term=state.highest_term,
+        plan_sequence=state.plan_sequence,
+        in_flight=_brief(state.in_flight.command) if state.in_flight is not None else None,
+        queue=[_brief(q.command) for q in state.queue],
+        residencies=[
+            _residency(model_id, record, statuses.get(model_id))
             for model_id, record in sorted(state.residencies.items())
         ],
-        "receipts": [
-            {
-                "action_id": r.action_id,
-                "kind": r.kind,
-                "model_id": r.model_id,
-                "status": r.status.value,
-                "code": r.code,
-                "message": r.message,
-                "duration_seconds": r.duration_seconds,
-                "artifact_fetched": r.artifact_fetched,
-                "finished_at": r.finished_at,
-                "acknowledged": r.acknowledged,
-            }
-            for r in state.receipts[-20:]
+        receipts=[
+            StatusReceipt.model_validate(r.model_dump(mode="json")) for r in state.receipts[-20:]
         ],
-    }
+    )
     with contextlib.suppress(OSError):
-        atomic_write_text(agent.state_dir / STATUS_NAME, json.dumps(doc, indent=1) + "\n")
+        atomic_write_text(agent.state_dir / STATUS_NAME, doc.model_dump_json(indent=1) + "\n")
 
 
-def _brief(command: dict[str, Any]) -> dict[str, Any]:
-    return {k: command.get(k) for k in ("action_id", "kind", "model_id", "memory_mb")}
+def _residency(
+    model_id: str, record: ResidencyRecord, seen: EngineStatus | None
+) -> StatusResidency:
+    return StatusResidency(
+        model_id=model_id,
+        state=record.state.value,
+        memory_mb=record.memory_mb,
+        pid=seen.pid if seen is not None else None,
+        port=seen.port if seen is not None else None,
+        engine=seen.state.value if seen is not None else None,
+        reason=record.reason,
+    )
 
 
-def read_status(state_dir: Path) -> dict[str, Any] | None:
+def _brief(command: WireCommand) -> CommandBrief:
+    return CommandBrief(
+        action_id=command.action_id,
+        kind=command.kind,
+        model_id=command.model_id,
+        memory_mb=command.memory_mb,
+    )
+
+
+def read_status(state_dir: Path) -> NodeStatus | None:
+    """The agent's last status document; None when there is none or it cannot be read."""
     try:
-        data = json.loads((state_dir / STATUS_NAME).read_text(encoding="utf-8"))
+        return NodeStatus.model_validate_json((state_dir / STATUS_NAME).read_bytes())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None

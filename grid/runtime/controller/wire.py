@@ -1,101 +1,52 @@
-"""The local wire contract of allocator nodes (spec "Local wire contract"), as pydantic models.
+"""Reading the local wire contract of allocator nodes into the planner's view of a host.
 
-Registration and heartbeat share one body (`NodeUpdate`, sent with PUT /nodes/{node_id}). The
-top-level fields of older Grid nodes are tolerated (unknown keys are ignored there), while the
-allocator envelope is read defensively: a residency row that does not validate is excluded and
-makes the host unhealthy, and an unknown lifecycle state fails closed (unhealthy) rather than
-becoming eligible. Residencies may carry ages (`loaded_age_s`, `last_used_age_s`) instead of
-timestamps; the controller rebuilds timestamps from its own receipt time so a skewed node clock
-cannot bypass minimum residency or scale-down cooldown.
+The messages are pydantic models in `grid.fleet.wire` (one vocabulary for the node, the
+controller and the CLI). Registration and heartbeat share one body (`NodeUpdate`, sent with
+PUT /nodes/{node_id}). The top-level fields of older Grid nodes are tolerated (unknown keys are
+ignored there), while the allocator envelope is read defensively: a residency row that does not
+validate is excluded and makes the host unhealthy, and an unknown lifecycle state fails closed
+(unhealthy) rather than becoming eligible. Residencies may carry ages (`loaded_age_s`,
+`last_used_age_s`) instead of timestamps; the controller rebuilds timestamps from its own receipt
+time so a skewed node clock cannot bypass minimum residency or scale-down cooldown.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from grid.fleet.models import Host, HostState, Ownership, Residency
+from grid.fleet.wire import (
+    ACK_STATUSES,
+    MAX_ROWS,
+    MAX_TEXT,
+    NodeUpdate,
+    WireAck,
+    WireAllocator,
+    WireLoad,
+    WireResidency,
+    WireResources,
+    WireRoute,
+    wire_json,
+)
 
-MAX_ROWS = 256  # residencies or cached models per host
-MAX_TEXT = 512
-ACK_STATUSES = ("succeeded", "failed", "cancelled")
-
-
-class _Tolerant(BaseModel):
-    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class WireResources(_Tolerant):
-    capacity_mb: int = Field(ge=0, le=1 << 40)
-    reserved_mb: int = Field(default=0, ge=0, le=1 << 40)
-    external_mb: int = Field(default=0, ge=0, le=1 << 40)
-    runtimes: list[str] = Field(default_factory=lambda: ["llama.cpp"], max_length=32)
-    backends: list[str] = Field(default_factory=list, max_length=32)
-    memory_bandwidth_gbps: float = Field(default=0.0, ge=0)
-    compute_gflops: float = Field(default=0.0, ge=0)
-    failure_domain: str | None = Field(default=None, max_length=MAX_TEXT)
-    tags: list[str] = Field(default_factory=list, max_length=64)
-    data_tiers: list[str] = Field(default_factory=lambda: ["public", "internal"], max_length=16)
-    max_models: int = Field(default=0, ge=0, le=4096)
-    disk_free_mb: int | None = Field(default=None, ge=0, le=1 << 40)
-
-
-class WireRoute(_Tolerant):
-    """A READY Grid-owned child the proxy may reach on the host's loopback port."""
-
-    model_id: str = Field(min_length=1, max_length=256)
-    port: int = Field(ge=1, le=65535)
-    concurrency: int | None = Field(default=None, ge=0, le=1 << 16)
-    queued: int = Field(default=0, ge=0, le=1 << 20)
-
-
-class WireAllocator(_Tolerant):
-    schema_version: int = 1
-    state: str = "accepting"
-    throttle_fraction: float = Field(default=1.0, ge=0.0, le=1.0)
-    cached_models: list[str] = Field(default_factory=list, max_length=MAX_ROWS)
-    residencies: list[Any] = Field(default_factory=list, max_length=MAX_ROWS)
-    actuator_capabilities: list[str] = Field(
-        default_factory=lambda: ["load", "warm", "drain", "unload"], max_length=16
-    )
-    disk_free_mb: int | None = Field(default=None, ge=0, le=1 << 40)
-    # Router inventory: the live child engines and the host's private engine key. The key is
-    # taken out by the registry on receipt (memory only) and never appears in any output.
-    routes: list[WireRoute] = Field(default_factory=list, max_length=MAX_ROWS)
-    engine_key: str | None = Field(default=None, min_length=1, max_length=512, repr=False)
-
-
-class WireAck(_Tolerant):
-    action_id: str = Field(min_length=1, max_length=128)
-    status: str = Field(max_length=32)
-    message: str = Field(default="", max_length=MAX_TEXT)
-    duration_seconds: float | None = None
-    artifact_fetched: bool = False
-
-
-class WireLoad(_Tolerant):
-    active_tasks: int = Field(default=0, ge=0)
-    queue_depth: int = Field(default=0, ge=0)
-
-
-class NodeUpdate(_Tolerant):
-    """PUT /nodes/{node_id}: registration (with host_id and resources) or heartbeat."""
-
-    node_id: str | None = Field(default=None, max_length=MAX_TEXT)
-    role: str | None = Field(default=None, max_length=64)
-    models: list[str] = Field(default_factory=list, max_length=MAX_ROWS)
-    host_id: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT)
-    resources: WireResources | None = None
-    allocator: WireAllocator | None = None
-    load: WireLoad | None = None
-    request_commands: bool = True
-    acknowledgements: list[WireAck] = Field(default_factory=list, max_length=MAX_ROWS)
+# The message models are the fleet's wire vocabulary; re-exported for the controller's modules.
+__all__ = [
+    "ACK_STATUSES",
+    "MAX_ROWS",
+    "MAX_TEXT",
+    "NodeUpdate",
+    "WireAck",
+    "WireAllocator",
+    "WireLoad",
+    "WireResidency",
+    "WireResources",
+    "WireRoute",
+    "build_host",
+    "parse_residency",
+    "safety_signature",
+]
 
 
 def _finite_age(value: object) -> float | None:
@@ -106,7 +57,11 @@ def _finite_age(value: object) -> float | None:
 
 
 def parse_residency(row: object, now: float) -> Residency | None:
-    """One residency row, or None when it is malformed (ages become controller timestamps)."""
+    """One residency row, or None when it is malformed (ages become controller timestamps).
+
+    A row is raw JSON off the wire, or a `WireResidency` when the update was built in process."""
+    if isinstance(row, WireResidency):
+        row = wire_json(row)
     if not isinstance(row, dict):
         return None
     body = dict(row)

@@ -11,6 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from grid.fleet.wire import (
+    NodeUpdate,
+    WireAck,
+    WireAllocator,
+    WireLoad,
+    WireResidency,
+    WireResources,
+    WireRoute,
+)
 from grid.node.agent.fence import CommandFence
 
 
@@ -31,47 +40,49 @@ class FakeNode:
     def __post_init__(self) -> None:
         self.node_id = self.node_id or f"node-{self.host_id}"
 
-    def envelope(self) -> dict[str, Any]:
-        return {
-            "schema_version": 1,
-            "state": self.state,
-            "cached_models": sorted(self.cached),
-            "residencies": [dict(r) for _m, r in sorted(self.residencies.items())],
-            "actuator_capabilities": ["load", "warm", "drain", "unload"],
+    def envelope(self) -> WireAllocator:
+        return WireAllocator(
+            schema_version=1,
+            state=self.state,
+            cached_models=sorted(self.cached),
+            residencies=[
+                WireResidency.model_validate(r) for _m, r in sorted(self.residencies.items())
+            ],
+            actuator_capabilities=["load", "warm", "drain", "unload"],
             # Like a real node: a live child route beside each READY row (invariant 4).
-            "routes": [
-                {"model_id": m, "port": 39100 + i}
+            routes=[
+                WireRoute(model_id=m, port=39100 + i)
                 for i, (m, r) in enumerate(sorted(self.residencies.items()))
                 if r["state"] == "ready" and m not in self.unrouted
             ],
-        }
+        )
 
-    def registration(self) -> dict[str, Any]:
-        return {
-            "role": "allocator",
-            "models": [m for m, r in self.residencies.items() if r["state"] == "ready"],
-            "host_id": self.host_id,
-            "resources": {
-                "capacity_mb": self.capacity_mb,
-                "reserved_mb": 0,
-                "runtimes": ["llama.cpp"],
-                "failure_domain": self.failure_domain,
-            },
-            "allocator": self.envelope(),
+    def registration(self) -> NodeUpdate:
+        return NodeUpdate(
+            role="allocator",
+            models=[m for m, r in self.residencies.items() if r["state"] == "ready"],
+            host_id=self.host_id,
+            resources=WireResources(
+                capacity_mb=self.capacity_mb,
+                reserved_mb=0,
+                runtimes=["llama.cpp"],
+                failure_domain=self.failure_domain,
+            ),
+            allocator=self.envelope(),
             # Like a real node's early lease heartbeat: registry truth only, no commands.
-            "request_commands": False,
-        }
+            request_commands=False,
+        )
 
     def heartbeat(
         self, acks: list[dict[str, Any]] | None = None, *, request_commands: bool = True
-    ) -> dict[str, Any]:
-        return {
-            "node_id": self.node_id,
-            "load": {"active_tasks": 0, "queue_depth": 0},
-            "allocator": self.envelope(),
-            "request_commands": request_commands,
-            "acknowledgements": acks or [],
-        }
+    ) -> NodeUpdate:
+        return NodeUpdate(
+            node_id=self.node_id,
+            load=WireLoad(active_tasks=0, queue_depth=0),
+            allocator=self.envelope(),
+            request_commands=request_commands,
+            acknowledgements=[WireAck.model_validate(a) for a in acks or []],
+        )
 
     def execute(
         self, command: dict[str, Any], *, now: float, ttl_s: float = 10.0
