@@ -280,3 +280,23 @@ def test_a_long_system_prompt_cannot_hide_the_request() -> None:
     system = "You are a friendly assistant for our company. Be polite and concise. " * 100
     body = chat("Write a Python function that validates an IBAN.", system=system)
     assert classify_request(body).workload == "coding"
+
+
+def test_the_responses_api_shapes_are_read() -> None:
+    parts = [{"type": "input_text", "text": "Draft a cold email to a prospect at Acme."}]
+    body = {"model": "auto", "input": [{"role": "user", "content": parts}]}
+    assert classify_request(body, EndpointFamily.RESPONSES).workload == "sales"
+    plain = {"model": "auto", "instructions": "You write marketing copy.", "input": "A tagline?"}
+    assert classify_request(plain, EndpointFamily.RESPONSES).workload == "marketing"
+
+
+def test_a_multi_turn_conversation_reads_the_newest_user_turn_first() -> None:
+    body = {
+        "model": "auto",
+        "messages": [
+            {"role": "user", "content": "Hi!"},
+            {"role": "assistant", "content": "def f(): ```code``` in my answer"},  # not read
+            {"role": "user", "content": "Now write a LinkedIn post and a tagline for it."},
+        ],
+    }
+    assert classify_request(body).workload == "marketing"
