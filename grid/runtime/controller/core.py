@@ -54,6 +54,7 @@ from grid.planner.plan import make_plan
 from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig
+from grid.runtime.controller.evidence_store import EvidenceKeeper
 from grid.runtime.controller.generation import GenerationCounter, input_digest
 from grid.runtime.controller.lease import LeaseFile
 from grid.runtime.controller.live_state import (
@@ -131,6 +132,7 @@ class Controller:
         self.lock = threading.RLock()
         self._tick_lock = threading.RLock()
         self.registry = Registry()
+        self.evidence = EvidenceKeeper()  # outcome evidence (issue 9); not yet persisted
         self.state: ControllerState = restore_state(store, self.config.demand)
         self.keeper = LeaseKeeper(lease, self.state.warnings)
         self.grace = Grace(restored=self.state.restored)
