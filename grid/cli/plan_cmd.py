@@ -49,7 +49,11 @@ def plan(
     ] = EngineChoice.CPSAT,
     time_limit: Annotated[
         float,
-        typer.Option("--time-limit", help="Solver budget in seconds (heuristic after it)."),
+        typer.Option(
+            "--time-limit",
+            help="Seconds for the whole command (load, build, solve, explanations, output); "
+            "CP-SAT gets what the other phases leave, the heuristic's plan after it.",
+        ),
     ] = 5.0,
     deterministic: Annotated[
         bool,
@@ -60,13 +64,20 @@ def plan(
     ] = False,
 ) -> None:
     """Plan which models should run on which hosts. Reads a snapshot; changes nothing."""
+    from grid.planner.deadline import Deadline
+
+    deadline = Deadline(time_limit)  # the promise covers the whole command, load included
     snap = _load(snapshot)
     # Imported here so `grid --version` and `grid validate` do not pay for OR-Tools.
     from grid.planner.plan import make_plan
     from grid.planner.validate import violations
 
     result: Plan = make_plan(
-        snap, engine=engine.value, time_limit_s=time_limit, deterministic=deterministic
+        snap,
+        engine=engine.value,
+        time_limit_s=time_limit,
+        deterministic=deterministic,
+        deadline=deadline,
     )
     if as_json:
         _emit_json(result.model_dump(mode="json"))

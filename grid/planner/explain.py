@@ -12,6 +12,9 @@ infeasibility core (cpsat/assumptions.py: other models keep their levels-1–2 r
 most LOCAL_KEYS candidates, for the first CPSAT_MODELS models within a deterministic work budget
 (CPSAT_WORK per model, CPSAT_TOTAL_WORK per plan), and from the static ledger otherwise.
 `would_fit_if` is the single host whose blockers (or refusals) are fewest and smallest.
+Out of time (less of the `Deadline` left than a full explanation and the caller's output
+need, deadline.explanation_margin_s), a capacity entry is shortened: the static ledger's
+blockers only, no CP-SAT core and no scan of the refusing hosts, and its message says so.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from grid.fleet.models import Binding, ModelProfile, Preemption, Unsatisfied
 from grid.planner.cpsat.assumptions import Core, binding_core
 from grid.planner.cpsat.ledger import Blocker, Ledger
+from grid.planner.deadline import SHORTENED_NOTE, Deadline, explanation_margin_s
 from grid.planner.eligibility import REASON_TEXT
 from grid.planner.levels import placed_counts
 from grid.planner.problem import PlacementProblem
@@ -52,9 +57,14 @@ RELATION_TEXT = {
 
 
 def explain_unsatisfied(
-    problem: PlacementProblem, placed: set[Key], preemptions: list[Preemption]
+    problem: PlacementProblem,
+    placed: set[Key],
+    preemptions: list[Preemption],
+    deadline: Deadline | None = None,
 ) -> list[Unsatisfied]:
-    explainer = _Explainer(problem, {k for k in placed if k in problem.candidates}, preemptions)
+    explainer = _Explainer(
+        problem, {k for k in placed if k in problem.candidates}, preemptions, deadline
+    )
     out: list[Unsatisfied] = []
     for profile in problem.models:
         out += explainer.entries(profile)
@@ -96,9 +106,15 @@ class _Change:
 
 class _Explainer:
     def __init__(
-        self, problem: PlacementProblem, placed: set[Key], preemptions: Sequence[Preemption]
+        self,
+        problem: PlacementProblem,
+        placed: set[Key],
+        preemptions: Sequence[Preemption],
+        deadline: Deadline | None = None,
     ) -> None:
         self.problem = problem
+        self.deadline = deadline
+        self.margin_s = explanation_margin_s(len(problem.candidates))
         self.placed = placed
         self.ledger = Ledger(problem, placed)
         self.counts = placed_counts(problem, placed)
@@ -141,6 +157,9 @@ class _Explainer:
         if domain is not None:
             out.append(domain)
         return out
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and self.deadline.expired(self.margin_s)
 
     def change(self, host_id: str, blockers: Sequence[Blocker]) -> _Change:
         fraction = self.problem.snapshot.policy.memory_headroom_fraction
@@ -258,14 +277,15 @@ class _Explainer:
             key=_Change.rank,
         )
         local = [c.host_id for c in changes[:LOCAL_HOSTS]]
-        bindings = self.core_bindings(model_id, local)
+        shortened = self.out_of_time()
+        bindings = [] if shortened else self.core_bindings(model_id, local)
         if not bindings:
-            bindings = [self.blocker_binding(model_id, b) for c in changes for b in c.blockers][
-                :MAX_BINDINGS
-            ]
-        # Hosts that can never take it explain why the search stayed on so few hosts.
-        refused = self.refusals_by_reason(model_id)
-        bindings += [self.refusal_binding(profile, r, hs) for r, hs in refused.items()]
+            blockers = (b for c in changes for b in c.blockers)  # only the first few are shown
+            bindings = [self.blocker_binding(model_id, b) for b in islice(blockers, MAX_BINDINGS)]
+        if not shortened:
+            # Hosts that can never take it explain why the search stayed on so few hosts.
+            refused = self.refusals_by_reason(model_id)
+            bindings += [self.refusal_binding(profile, r, hs) for r, hs in refused.items()]
         bindings = bindings[:MAX_BINDINGS]
         best = changes[0]
         if best.blockers:
@@ -283,7 +303,7 @@ class _Explainer:
             code="insufficient_capacity",
             missing_replicas=missing,
             message=f"{model_id} has {have} of {desired} desired replicas because no eligible "
-            f"host has room for another ({why}).",
+            f"host has room for another ({why})." + (f" ({SHORTENED_NOTE})" if shortened else ""),
             binding=bindings,
             would_fit_if=fix,
         )

@@ -2,17 +2,20 @@
 
 `cpsat` is hinted with the incumbent placement and the heuristic's plan; when it finds no
 feasible solution within its budget the heuristic's plan is returned and `solver.status`
-says so. Wall time is measured with a monotonic counter only for the report.
+says so. One `Deadline` (deadline.py) budgets every phase: the problem build and the
+heuristic spend from it, CP-SAT gets what remains less the reserve of the phases after it
+(staging, explanations, the caller's validation and output), and explanations shorten once it
+has run out. Wall time is measured with the deadline's monotonic clock, never the calendar.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Literal
 
 from grid.fleet.errors import GridError
-from grid.fleet.models import FleetSnapshot, Plan
+from grid.fleet.models import FleetSnapshot, Plan, Preemption
 from grid.planner.assemble import assemble_plan
+from grid.planner.deadline import Deadline, post_solve_reserve_s
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.levels import compare, score_placement
 from grid.planner.preemption import stage_changes
@@ -22,6 +25,7 @@ from grid.planner.targets import Target
 Engine = Literal["cpsat", "heuristic"]
 Key = tuple[str, str]
 ENGINES = ("cpsat", "heuristic")
+MIN_SOLVE_S = 0.05  # below this a CP-SAT solve cannot improve on the heuristic's hint
 
 
 def incumbent_placement(problem: PlacementProblem) -> set[tuple[str, str]]:
@@ -37,7 +41,10 @@ def make_plan(
     deterministic: bool = False,
     targets: dict[str, Target] | None = None,
     soft_stage_limit_s: float | None = None,
+    deadline: Deadline | None = None,
 ) -> Plan:
+    """`deadline`: the whole command's budget when the caller started it earlier (the CLI
+    starts it before loading the snapshot); else `time_limit_s` from now."""
     if engine not in ENGINES:
         raise GridError(
             "unknown_engine",
@@ -50,59 +57,92 @@ def make_plan(
             f"time limit {time_limit_s} must be a positive number of seconds",
             fix="pass --time-limit with a value such as 2.5",
         )
-    started = time.perf_counter()
+    deadline = deadline if deadline is not None else Deadline(time_limit_s)
+    started = deadline.clock()
     problem = build_problem(snap, targets)
+    clock = deadline.mark("build", started)
     greedy = heuristic_placement(problem)
+    clock = deadline.mark("heuristic", clock)
+
+    def wall_ms() -> float:
+        return (deadline.clock() - started) * 1000
+
     if engine == "heuristic":
-        wall = (time.perf_counter() - started) * 1000
-        return assemble_plan(problem, greedy, engine="heuristic", status="HEURISTIC", wall_ms=wall)
+        return assemble_plan(
+            problem,
+            greedy,
+            engine="heuristic",
+            status="HEURISTIC",
+            wall_ms=wall_ms(),
+            deadline=deadline,
+        )
+    reserve = post_solve_reserve_s(len(problem.candidates), deadline.spent["build"])
+    if deadline.remaining() - reserve < MIN_SOLVE_S:
+        return assemble_plan(
+            problem,
+            greedy,
+            engine="heuristic",
+            status="HEURISTIC_FALLBACK",
+            wall_ms=wall_ms(),
+            message=f"the time limit of {deadline.limit_s:g} s left no time for CP-SAT "
+            f"(loading and building took {deadline.elapsed():.1f} s)",
+            deadline=deadline,
+        )
 
     from grid.planner.cpsat.solve import solve_lexicographic
 
-    remaining = max(0.05, time_limit_s - (time.perf_counter() - started))
     result = solve_lexicographic(
         problem,
         hints=[greedy, incumbent_placement(problem)],
-        time_limit_s=remaining,
+        time_limit_s=deadline.remaining(),
         deterministic=deterministic,
         soft_stage_limit_s=soft_stage_limit_s,
+        reserve_s=reserve,
     )
-    wall = (time.perf_counter() - started) * 1000
+    deadline.mark("solve", clock)
     if result.placed is None:
         return assemble_plan(
             problem,
             greedy,
             engine="heuristic",
             status="HEURISTIC_FALLBACK",
-            wall_ms=wall,
+            wall_ms=wall_ms(),
             message=result.message or "CP-SAT found no feasible solution within the time limit",
+            deadline=deadline,
         )
     placed, message = result.placed, result.message
-    if placed != greedy and _after_preemption_better(problem, greedy, placed):
+    staged = stage_changes(problem, placed)
+    if placed != greedy:
         # Staged evictions depend on where everything else sits: a solver placement that is
         # at least as good before staging can lose replicas to a larger victim set after it.
-        placed = greedy
-        message = (message + " " if message else "") + (
-            "kept the heuristic's placement: it needs fewer evictions once preemption is staged"
-        )
+        greedy_staged = stage_changes(problem, greedy)
+        if _staged_better(problem, greedy_staged, staged):
+            placed, staged = greedy, greedy_staged
+            message = (message + " " if message else "") + (
+                "kept the heuristic's placement: it needs fewer evictions once preemption is staged"
+            )
     return assemble_plan(
         problem,
         placed,
         engine="cp-sat",
         status=result.status,
-        wall_ms=(time.perf_counter() - started) * 1000,
+        wall_ms=wall_ms(),
         bounds=result.bounds,
         message=message,
+        deadline=deadline,
+        staged=staged,
     )
 
 
-def _after_preemption_better(
-    problem: PlacementProblem, candidate: set[Key], incumbent: set[Key]
+def _staged_better(
+    problem: PlacementProblem,
+    candidate: tuple[list[Preemption], set[Key]],
+    incumbent: tuple[list[Preemption], set[Key]],
 ) -> bool:
     """Is `candidate` lexicographically better than `incumbent` once victims leave the plan?"""
-
-    def final_values(placed: set[Key]) -> dict[str, int]:
-        _preemptions, final = stage_changes(problem, placed)
-        return score_placement(problem, final)
-
-    return compare(problem, final_values(candidate), final_values(incumbent)) > 0
+    return (
+        compare(
+            problem, score_placement(problem, candidate[1]), score_placement(problem, incumbent[1])
+        )
+        > 0
+    )

@@ -141,11 +141,14 @@ def solve_lexicographic(
     time_limit_s: float,
     deterministic: bool,
     soft_stage_limit_s: float | None = None,
+    reserve_s: float | None = None,
 ) -> SolveResult:
     """`soft_stage_limit_s` caps each stage below the failure-domain level (disruption, quality,
     spare hosts): a latency-bound caller (the controller's tick) may act on a placement whose
-    soft levels are unproven, reported FEASIBLE with their bounds."""
-    run = _Run(problem, hints, time_limit_s, deterministic, soft_stage_limit_s)
+    soft levels are unproven, reported FEASIBLE with their bounds. `reserve_s`: the part of
+    `time_limit_s` the caller keeps for the phases after the solve (default: the assembly
+    reserve below)."""
+    run = _Run(problem, hints, time_limit_s, deterministic, soft_stage_limit_s, reserve_s)
     failure = run.execute()
     if failure is not None:
         return failure
@@ -173,11 +176,16 @@ class _Run:
         time_limit_s: float,
         deterministic: bool,
         soft_stage_limit_s: float | None = None,
+        reserve_s: float | None = None,
     ) -> None:
         self.problem = problem
         self.deterministic = deterministic
         self.soft_stage_limit_s = soft_stage_limit_s
-        reserve = min(ASSEMBLY_RESERVE_S, ASSEMBLY_RESERVE_SHARE * max(0.0, time_limit_s))
+        reserve = (
+            reserve_s
+            if reserve_s is not None
+            else min(ASSEMBLY_RESERVE_S, ASSEMBLY_RESERVE_SHARE * max(0.0, time_limit_s))
+        )
         self.deadline = time.perf_counter() + max(0.0, time_limit_s - reserve)
         self.scorer = Scorer(problem)
         self.static = static_bounds(problem, self.scorer.quality)
