@@ -300,3 +300,14 @@ def test_a_multi_turn_conversation_reads_the_newest_user_turn_first() -> None:
         ],
     }
     assert classify_request(body).workload == "marketing"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    head=st.lists(st.sampled_from([w for _word, p in PROMPTS for w in p.split()]), min_size=1),
+    tail=st.text(max_size=300),
+)
+def test_nothing_past_the_prefix_changes_the_word(head: list[str], tail: str) -> None:
+    prefix = (" ".join(head) + " ") * (4096 // (len(" ".join(head)) + 1) + 1)
+    assert len(prefix) >= 4096
+    assert classify_request(chat(prefix + tail)) == classify_request(chat(prefix))
