@@ -1,7 +1,8 @@
 """What-if capacity analysis: edit a fleet snapshot, plan each variant, tabulate the differences.
 
 Every edit is pure: it takes a `FleetSnapshot` and returns a new one (the input is never
-mutated), so a notebook can build variants freely. Plans come from the real planner
+mutated; unchanged hosts, profiles and demand entries are shared, never modified), so a
+notebook can build variants freely. Plans come from the real planner
 (`grid.planner.plan.make_plan`), in deterministic mode by default so that a notebook's figures
 are repeatable. Counting rules (docs/whatif.md):
 
@@ -49,9 +50,8 @@ def remove_hosts(snap: FleetSnapshot, host_ids: Iterable[str]) -> FleetSnapshot:
             f"no host {unknown[0]!r} in the snapshot",
             fix="name a host_id that the snapshot lists under `hosts`",
         )
-    out = snap.model_copy(deep=True)
-    out.hosts = [h for h in out.hosts if h.host_id not in gone]
-    return out
+    # Shallow: the remaining hosts are shared, never mutated (every edit builds new objects).
+    return snap.model_copy(update={"hosts": [h for h in snap.hosts if h.host_id not in gone]})
 
 
 def referenced_host_ids(snap: FleetSnapshot) -> set[str]:
@@ -95,21 +95,19 @@ def add_hosts(snap: FleetSnapshot, template: Host, count: int) -> FleetSnapshot:
     """The fleet plus `count` new, empty hosts like the template."""
     if count < 0:
         raise GridError("invalid_count", f"cannot add {count} hosts", fix="give a count ≥ 0")
-    out = snap.model_copy(deep=True)
-    out.hosts = [*out.hosts, *template_copies(snap, template, count)]
-    return out
+    return snap.model_copy(update={"hosts": [*snap.hosts, *template_copies(snap, template, count)]})
 
 
 def augment(
     snap: FleetSnapshot, added: Mapping[str, int], templates: list[Host]
 ) -> tuple[FleetSnapshot, dict[str, list[str]]]:
     """The fleet plus `added[template.host_id]` copies of each template, and each copy's ID."""
-    out = snap.model_copy(deep=True)
+    out = snap
     groups: dict[str, list[str]] = {}
     for template in templates:
         copies = template_copies(out, template, added.get(template.host_id, 0))
         groups[template.host_id] = [h.host_id for h in copies]
-        out.hosts = [*out.hosts, *copies]
+        out = out.model_copy(update={"hosts": [*out.hosts, *copies]})
     return out, groups
 
 
@@ -131,16 +129,18 @@ def scale_demand(snap: FleetSnapshot, factor: float, model_id: str | None = None
             f"no model {model_id!r} in the snapshot",
             fix="name a model_id that the snapshot lists under `models`",
         )
-    out = snap.model_copy(deep=True)
-    for name, entry in out.demand.items():
+    demand = dict(snap.demand)
+    for name, entry in snap.demand.items():
         if model_id is not None and name != model_id:
             continue
-        entry.offered_concurrency *= factor
-        entry.rpm *= factor
-        entry.queue_depth *= factor
-        if entry.desired_replicas is not None:
-            entry.desired_replicas = math.ceil(entry.desired_replicas * factor - 1e-9)
-    return out
+        scaled = entry.model_copy()
+        scaled.offered_concurrency *= factor
+        scaled.rpm *= factor
+        scaled.queue_depth *= factor
+        if scaled.desired_replicas is not None:
+            scaled.desired_replicas = math.ceil(scaled.desired_replicas * factor - 1e-9)
+        demand[name] = scaled
+    return snap.model_copy(update={"demand": demand})
 
 
 def change_profile(snap: FleetSnapshot, model_id: str, **changes: object) -> FleetSnapshot:
@@ -172,9 +172,9 @@ def change_profile(snap: FleetSnapshot, model_id: str, **changes: object) -> Fle
             fix="lower min_replicas or raise max_replicas",
             path=f"models[{index}].min_replicas",
         )
-    out = snap.model_copy(deep=True)
-    out.models[index] = profile
-    return out
+    models = list(snap.models)
+    models[index] = profile
+    return snap.model_copy(update={"models": models})
 
 
 # ----------------------------------------------------------------------------- planning

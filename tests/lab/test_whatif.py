@@ -77,6 +77,7 @@ def test_scale_demand_all_models_and_one_model() -> None:
     assert doubled.desired_replicas == {"a": 5, "b": 5}
     only_a = whatif.plan(whatif.scale_demand(snap, 2.0, "a"))
     assert only_a.desired_replicas == {"a": 5, "b": 3}
+    assert snap.demand["a"].offered_concurrency == 1.5  # the input is left alone
     override = snapshot([host("h", 8000)], [model("a", 10, max_replicas=9)], {"a": want(3)})
     assert whatif.scale_demand(override, 1.5).demand["a"].desired_replicas == math.ceil(4.5)
     with pytest.raises(GridError) as err:
