@@ -9,7 +9,7 @@ import pytest
 from grid.fleet.actions import ActionKind
 from grid.fleet.models import FleetSnapshot
 from grid.runtime.reconcile import reconcile
-from tests.runtime.builders import host, model, plan, res, snapshot
+from tests.runtime.builders import host, model, plan, record, res, snapshot
 
 pytestmark = pytest.mark.unit
 
@@ -115,3 +115,17 @@ def test_optional_model_on_a_draining_host_is_released_at_once() -> None:
     )
     result = reconcile(plan(("m", "h2")), snap, mode="automatic")
     assert {(a.kind, a.host_id) for a in result.actions} == {(WARM, "h2"), (DRAIN, "h1")}
+
+
+def test_an_open_drain_counts_against_the_floor_of_every_later_drain() -> None:
+    # m needs two managed replicas; a drain of h1 is already pending, so h2 must stay.
+    pending = record("drain", "h1", "m", "pending")
+    snap = snapshot(
+        [host(h, residencies=[res("m")]) for h in ("h1", "h2", "h3")],
+        [model("m", min_replicas=2, max_replicas=3)],
+    )
+    result = reconcile(plan(("m", "h3")), snap, [pending], mode="automatic")
+    assert result.action(DRAIN, "h2", "m") is None
+    deferral = result.deferral(DRAIN, "h2", "m")
+    assert deferral is not None and deferral.code == "managed_baseline_floor"
+    assert pending.action_id in result.in_flight

@@ -30,6 +30,7 @@ from grid.fleet.models import FleetSnapshot, Plan
 from grid.runtime.reconcile.constructive import propose_constructive
 from grid.runtime.reconcile.destructive import (
     block_dangling,
+    note_open_drains,
     propose_cleanup,
     revalidate_open_batches,
 )
@@ -64,6 +65,7 @@ def reconcile(
     victims = preemption_victims(view)
     block_dangling(view, index, tick)
     revalidate_open_batches(view, index, tick, victims)
+    note_open_drains(view, index, tick)  # every later floor check sees them as gone
     propose_constructive(view, index, tick)
     propose_preemptions(view, index, tick, victims)
     propose_cleanup(view, index, tick, victims)

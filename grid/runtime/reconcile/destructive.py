@@ -80,9 +80,7 @@ def revalidate_open_batches(
         drains = [
             r
             for r in records
-            if r.kind is ActionKind.DRAIN
-            and ready_here(view, model_id, r.host_id)
-            and (model_id, r.host_id) not in victims  # a staged preemption is exempt
+            if r.kind is ActionKind.DRAIN and ready_here(view, model_id, r.host_id)
         ]
         removing = frozenset(r.host_id for r in drains)
         blocker: Blocker | None = None
@@ -90,7 +88,8 @@ def revalidate_open_batches(
             res = view.residency(model_id, r.host_id)
             if res is None:
                 continue
-            path = cleanup_path(view, model_id, r.host_id)
+            victim = (model_id, r.host_id) in victims  # a staged preemption needs no replacement
+            path = Path.PREEMPTION if victim else cleanup_path(view, model_id, r.host_id)
             candidate = Candidate(ActionKind.DRAIN, model_id, r.host_id, res, path, removing)
             blocker = floor_blocker(ctx, candidate)
             if blocker is not None:
