@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 Clock = Callable[[], float]
 
 # Measured on a generated 1,000-host x 200-model fleet (166,000 candidates) on two shared
-# cores: preemption staging 0.15 s, shortened explanations 0.1 s, the CLI's validation 0.05-0.7
-# s, JSON output 0.05 s. The reserve covers them with margin; below 0.3 s a solve is not
-# worth starting.
+# cores: preemption staging 0.15-0.75 s (twice when the solver's placement differs from the
+# heuristic's), shortened explanations 0.1-0.25 s, the CLI's validation 0.05-0.2 s, JSON
+# output 0.05 s. The reserve covers them with margin.
 RESERVE_BASE_S = 0.3
-RESERVE_PER_CANDIDATE_S = 5e-6
-# The same phases cost about 0.4x the problem build on that fleet, loaded or not: on a busy
-# machine the reserve grows with the build that was just measured.
-RESERVE_BUILD_SHARE = 0.4
+RESERVE_PER_CANDIDATE_S = 6e-6
+# Together those phases cost up to ~0.85x the problem build on that fleet, loaded or not (load
+# average 7 on two cores doubles both): the reserve grows with the build just measured.
+RESERVE_BUILD_SHARE = 0.9
 # A full explanation (CP-SAT cores within their work budget, refusal scans) takes up to ~0.6 s;
 # after it the caller still validates and prints (~2 us per candidate).
 FULL_EXPLANATION_S = 0.6
