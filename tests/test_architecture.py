@@ -162,10 +162,7 @@ def test_relative_and_from_imports_resolve_to_modules() -> None:
 
 # Cycles in other engineers' in-flight work (issue 8), to be removed by their owner; the guard
 # below refuses every other cycle.
-IN_FLIGHT_CYCLES = {
-    # a TYPE_CHECKING import of the agent loop in status.py (the grid/node/agent move)
-    frozenset({"grid.node.agent.loop", "grid.node.agent.status"}),
-}
+IN_FLIGHT_CYCLES: set[frozenset[str]] = set()  # none left (the node agent's went with its split)
 
 
 def test_no_new_import_cycle_among_product_modules() -> None:
@@ -178,7 +175,6 @@ def test_no_import_cycle_among_product_modules_at_run_time() -> None:
     assert _cycles(_graph(type_only=False)) == []
 
 
-@pytest.mark.xfail(strict=False, reason="the IN_FLIGHT_CYCLES of other engineers' work")
 def test_no_import_cycle_among_product_modules_type_imports_included() -> None:
     assert _cycles(_graph(type_only=True)) == []
 

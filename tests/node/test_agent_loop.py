@@ -63,8 +63,7 @@ class Rig:
 
     def stop(self) -> None:
         for agent in self.agents:
-            agent._worker_stop.set()
-            agent._wake_worker.set()
+            agent.worker.stop()
 
 
 @pytest.fixture
@@ -346,5 +345,4 @@ def test_heartbeats_stay_responsive_while_a_side_effect_runs(tmp_path: Path) -> 
         assert client.outbox == []  # idle again: the control heartbeat took the drain
     finally:
         supervisor.release.set()
-        agent._worker_stop.set()
-        agent._wake_worker.set()
+        agent.worker.stop()

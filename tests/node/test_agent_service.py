@@ -50,8 +50,7 @@ class Node:
         self.agent.start_worker()
 
     def close(self) -> None:
-        self.agent._worker_stop.set()
-        self.agent._wake_worker.set()
+        self.agent.worker.stop()
         self.client.close()
 
 

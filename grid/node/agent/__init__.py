@@ -4,7 +4,10 @@ The face of this package (what the CLI, the lab and the tests use):
     config.py     `node.json`: the agent's configuration and model catalog
     process.py    the detached daemon: start, find, stop (`python -m grid.node.agent`)
     main.py       the daemon's entry point: wiring the supervisor, store, telemetry and client
-    loop.py       `NodeAgent`: the heartbeat loop and the worker
+    loop.py       `NodeAgent`: the agent's state and the heartbeat cycle that wires the rest
+    link.py       `ControllerLink`: one heartbeat exchange and what the node knows of it
+    inbox.py      `CommandInbox`: admission, the durable queue, authority deadlines
+    worker.py     `Worker`: one side effect at a time on its own thread
     fence.py      the controller-authority fence (pure)
     admission.py  what a heartbeat's commands may do, at receipt and at start (pure)
     commands.py   the side effects of LOAD, WARM, DRAIN and UNLOAD

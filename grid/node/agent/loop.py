@@ -12,9 +12,12 @@ Each heartbeat cycle (every `heartbeat_interval_s`, or sooner when the worker fi
      commands; while it is busy, a lease heartbeat keeps the route fresh without taking more.
    Every heartbeat carries the receipts the controller has not yet answered.
 Accepted commands, the term fence and the plan generation are persisted before the worker may
-start anything; the worker persists `in_flight` before each side effect (the durable
-action-start boundary), checks `start_check` (authority deadline, protection, dependencies,
-local free memory), runs it and persists the receipt with its monotonic duration.
+start anything.
+
+`NodeAgent` holds the state (the durable `Keeper`, the protection decision, whether it stops)
+and wires named collaborators with explicit inputs: `ControllerLink` (the heartbeat exchange),
+`CommandInbox` (admission, the durable queue, authority deadlines), `Worker` (one side effect at
+a time), `CommandExecutor` (the side effects) and `status_document` (status.json).
 """
 
 from __future__ import annotations
@@ -25,22 +28,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from grid.fleet.actions import ReceiptStatus
-from grid.fleet.errors import GridError
 from grid.fleet.models import ADMITTING_STATES, HostState, ResidencyState
-from grid.fleet.wire import NodeReply, NodeUpdate, WireCommand
-from grid.node.agent.admission import (
-    Authority,
-    admit_batch,
-    local_free_mb,
-    order_by_dependencies,
-    remaining_ttl,
-    start_check,
-)
+from grid.fleet.wire import NodeReply, NodeUpdate
+from grid.node.agent.admission import local_free_mb, remaining_ttl
 from grid.node.agent.commands import CommandExecutor, Outcome
 from grid.node.agent.config import NodeConfig
+from grid.node.agent.inbox import CommandInbox
+from grid.node.agent.link import ControllerLink, NodeClient
 from grid.node.agent.report import (
     CLAIMING,
     activity_of,
@@ -59,19 +55,17 @@ from grid.node.agent.state import (
     AgentState,
     AgentStateStore,
     Keeper,
-    QueuedCommand,
     clear_override,
     read_override,
-    receipt_for,
     recover_after_restart,
 )
-from grid.node.agent.status import write_status
+from grid.node.agent.status import status_document, write_status
 from grid.node.agent.telemetry import TelemetrySource
+from grid.node.agent.worker import Worker
 from grid.node.artifacts import ArtifactStore
 from grid.node.engines.base import EngineStatus, EngineSupervisor
 from grid.node.protection import Decision, ProtectionPolicy, evaluate
 from grid.node.protection.conditions import most_restrictive
-from grid.wire import AllocatorClient
 
 log = logging.getLogger("grid.node")
 
@@ -81,7 +75,7 @@ class AgentDeps:
     supervisor: EngineSupervisor
     artifacts: ArtifactStore
     telemetry: TelemetrySource
-    client: AllocatorClient
+    client: NodeClient
     child_pids: Callable[[], list[int]] = field(default=lambda: [])
 
 
@@ -117,30 +111,30 @@ class NodeAgent:
         self.keeper.update(lambda s: None)  # persist the recovery before anything else
         for receipt in ended:
             log.warning("action %s (%s): %s", receipt.action_id, receipt.status, receipt.message)
+        self.decision: Decision | None = None
+        self.stopping = False
+        self.instance = ""  # the launch's instance id, proved by `node start` via status.json
+        self._wake_loop = threading.Event()
+        self.link = ControllerLink(deps.client, config.record_id, clock=clock, monotonic=monotonic)
+        self.inbox = CommandInbox(self.keeper, config.host_id, clock=clock, monotonic=monotonic)
         self.executor = CommandExecutor(
             config, self.keeper, deps.supervisor, deps.artifacts, clock=clock
         )
-        self.decision: Decision | None = None
-        self.registered = False
-        self.stopping = False
-        self.last_error = ""
-        self.last_heartbeat_at: float | None = None
-        self.controller_mode = ""
-        self.instance = ""  # the launch's instance id, proved by `node start` via status.json
-        self._reported_lifecycle: str | None = None
-        self._deadlines: dict[str, float] = {}
-        self._busy_model: str | None = None
-        self._wake_worker = threading.Event()
-        self._wake_loop = threading.Event()
-        self._worker_stop = threading.Event()
-        self._worker: threading.Thread | None = None
+        self.worker = Worker(
+            self.keeper,
+            self.executor,
+            self.inbox,
+            lifecycle=lambda: self._lifecycle(self.decision),
+            free_mb=self.free_mb,
+            finished=self.wake,
+            clock=clock,
+            monotonic=monotonic,
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
     def start_worker(self) -> None:
-        if self._worker is None:
-            self._worker = threading.Thread(target=self._work, name="grid-node-worker", daemon=True)
-            self._worker.start()
+        self.worker.start()
 
     def run(self, stop: threading.Event, *, force_stop: Callable[[], bool] = lambda: False) -> None:
         """Heartbeat until `stop` is set, then shut down gracefully."""
@@ -159,24 +153,17 @@ class NodeAgent:
 
     @property
     def worker_idle(self) -> bool:
-        state = self.keeper.read()
-        return state.in_flight is None and not state.queue
+        return self.worker.idle
 
     def wait_idle(self, timeout_s: float) -> bool:
-        deadline = self.monotonic() + timeout_s
-        while not self.worker_idle:
-            if self.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-        return True
+        return self.worker.wait_idle(timeout_s)
 
     def shutdown(self, *, force: bool = False) -> list[Outcome]:
         """Graceful stop: fence, finish the running action, stop owned children, report."""
         self.stopping = True
-        self._cancel_queued(lambda _c: True, "agent_stopping", "the node agent is stopping")
+        self.inbox.cancel_queued(lambda _c: True, "agent_stopping", "the node agent is stopping")
         self.wait_idle(self.config.ready_timeout_s + self.config.stop_grace_s + 5.0)
-        self._worker_stop.set()
-        self._wake_worker.set()
+        self.worker.stop()
         self.cycle()  # the fence heartbeat: draining, no commands taken
         outcomes: list[Outcome] = []
         for model_id, record in sorted(self.keeper.read().residencies.items()):
@@ -200,21 +187,32 @@ class NodeAgent:
         decision = self._protect(now)
         lifecycle = self._lifecycle(decision)
         if lifecycle not in ADMITTING_STATES:
-            self._cancel_queued(
+            self.inbox.cancel_queued(
                 lambda c: c.kind in ("load", "warm"),
                 "local_protection",
                 f"this host became {lifecycle.value} by its local protection",
             )
         statuses = self._observe_engines()
         results: list[HeartbeatResult] = []
-        fence = self._reported_lifecycle != lifecycle.value
-        if fence or not self.registered:
+        fence = self.link.reported_lifecycle != lifecycle.value
+        if fence or not self.link.registered:
             results.append(self._send(lifecycle, decision, kind="fence" if fence else "lease"))
-        if self.registered and not self.stopping and self.worker_idle:
+        if self.link.registered and not self.stopping and self.worker_idle:
             results.append(self._send(lifecycle, decision, kind="control"))
         elif not results:
             results.append(self._send(lifecycle, decision, kind="lease"))
-        write_status(self, lifecycle, decision, statuses)
+        doc = status_document(
+            config=self.config,
+            instance=self.instance,
+            lifecycle=lifecycle,
+            decision=decision,
+            stopping=self.stopping,
+            link=self.link,
+            state=self.keeper.read(),
+            statuses=statuses,
+            now=self.clock(),
+        )
+        write_status(self.state_dir, doc)
         return results
 
     def _protect(self, now: float) -> Decision:
@@ -246,14 +244,16 @@ class NodeAgent:
     def _observe_engines(self) -> dict[str, EngineStatus]:
         """Poll the children once per cycle; returns what was seen (status.json reuses it)."""
         statuses = self.deps.supervisor.poll()
-        changes = engine_observations(self.keeper.read().residencies, statuses, self._busy_model)
+        changes = engine_observations(
+            self.keeper.read().residencies, statuses, self.worker.busy_model
+        )
         if not changes:
             return statuses
 
         def apply(state: AgentState) -> None:
             for change in changes:
                 record = state.residencies.get(change.model_id)
-                if record is None or change.model_id == self._busy_model:
+                if record is None or change.model_id == self.worker.busy_model:
                     continue
                 state.residencies[change.model_id] = record.model_copy(
                     update={"state": change.state, "reason": change.reason[:300]}
@@ -321,27 +321,16 @@ class NodeAgent:
     def _send(self, lifecycle: HostState, decision: Decision, *, kind: str) -> HeartbeatResult:
         request = kind == "control"
         body, ack_ids = self.build_body(lifecycle, decision, request=request)
-        started = self.monotonic()
-        try:
-            reply = self.deps.client.put_node(self.config.record_id, body)
-        except GridError as err:
-            self.last_error = f"{err.code}: {err.message}"
-            if err.code in ("controller_unreachable", "controller_timeout", "not_registered"):
-                self.registered = False
-            log.warning("%s heartbeat failed: %s", kind, self.last_error)
-            return HeartbeatResult(kind, False, error=self.last_error)
-        duration = self.monotonic() - started
-        self.registered = True
-        self.last_error = ""
-        self.last_heartbeat_at = self.clock()
-        self._reported_lifecycle = lifecycle.value
-        block = reply.allocator
-        self.controller_mode = block.mode
+        exchange = self.link.exchange(kind, body)
+        if exchange is None:
+            return HeartbeatResult(kind, False, error=self.link.last_error)
+        reply = exchange.reply
         self._after_reply(reply, set(ack_ids))
-        commands = block.commands if request else []
+        commands = reply.allocator.commands if request else []
         if commands:
-            ttl = remaining_ttl(block.controller_lease_ttl_seconds, duration)
-            self._accept([c for c in commands if isinstance(c, dict)], ttl)
+            ttl = remaining_ttl(reply.allocator.controller_lease_ttl_seconds, exchange.duration_s)
+            if self.inbox.accept([c for c in commands if isinstance(c, dict)], ttl):
+                self.worker.wake()
         return HeartbeatResult(kind, True, commands=len(commands))
 
     def _after_reply(self, reply: NodeReply, ack_ids: set[str]) -> None:
@@ -360,144 +349,6 @@ class NodeAgent:
             except OSError as exc:
                 log.error("cannot persist acknowledgements: %s", exc)
 
-    # ------------------------------------------------------------------ commands
-
-    def _accept(self, commands: list[dict[str, Any]], ttl_remaining_s: float) -> None:
-        """`commands`: as they came off the wire; each is read (typed) by the admission."""
-        deadline = self.monotonic() + ttl_remaining_s
-        now = self.clock()
-        accepted: list[WireCommand] = []
-
-        def change(state: AgentState) -> None:
-            fresh: list[dict[str, Any]] = []
-            batch_ids: set[str] = set()
-            for command in commands:
-                action_id = command.get("action_id")
-                if isinstance(action_id, str):
-                    if action_id in batch_ids:
-                        continue  # listed twice in one response: run it once
-                    batch_ids.add(action_id)
-                    if state.knows_action(action_id):
-                        known = state.receipt(action_id)
-                        if known is not None and known.acknowledged:  # say it again: harmless
-                            state.add_receipt(known.model_copy(update={"acknowledged": False}))
-                        continue
-                fresh.append(command)
-            verdicts, authority = admit_batch(
-                fresh,
-                host_id=self.config.host_id,
-                authority=Authority(
-                    state.highest_term, state.controller_id, state.plan_epoch, state.plan_sequence
-                ),
-                ttl_remaining_s=ttl_remaining_s,
-            )
-            for raw, verdict in verdicts:
-                if verdict.accepted and verdict.command is not None:
-                    accepted.append(verdict.command)
-                elif verdict.status is not None:
-                    state.add_receipt(
-                        receipt_for(raw, verdict.status, verdict.code, verdict.message, now)
-                    )
-                    log.warning(
-                        "refused %s: %s (%s)",
-                        raw.get("action_id"),
-                        verdict.code,
-                        verdict.message,
-                    )
-            state.highest_term = authority.highest_term
-            state.controller_id = authority.controller_id
-            state.plan_epoch = authority.plan_epoch
-            state.plan_sequence = authority.plan_sequence
-            state.queue.extend(
-                QueuedCommand(command=c, received_at=now) for c in order_by_dependencies(accepted)
-            )
-
-        try:
-            self.keeper.update(change)
-        except OSError as exc:
-            # Nothing may start without a durable fence. The commands stay delivered at the
-            # controller and keep their mutation slots: conservative, never unrecorded work.
-            log.error("cannot persist accepted commands; none will run: %s", exc)
-            return
-        for typed in accepted:
-            self._deadlines[typed.action_id] = deadline
-            log.info("accepted %s %s %s", typed.action_id, typed.kind, typed.model_id)
-        if accepted:
-            self._wake_worker.set()
-
-    def _cancel_queued(self, which: Callable[[WireCommand], bool], code: str, message: str) -> None:
-        state = self.keeper.read()
-        if not any(which(q.command) for q in state.queue):
-            return
-        now = self.clock()
-
-        def change(draft: AgentState) -> None:
-            kept: list[QueuedCommand] = []
-            for queued in draft.queue:
-                if which(queued.command):
-                    draft.add_receipt(
-                        receipt_for(queued.command, ReceiptStatus.CANCELLED, code, message, now)
-                    )
-                else:
-                    kept.append(queued)
-            draft.queue = kept
-
-        self.keeper.update(change)
-
-    # ------------------------------------------------------------------ the worker
-
-    def _work(self) -> None:
-        while not self._worker_stop.is_set():
-            command = self._take_next()
-            if command is None:
-                self._wake_worker.wait(0.5)
-                self._wake_worker.clear()
-                continue
-            try:
-                self._execute(command)
-            except Exception as exc:  # never leave in_flight set by a bug
-                log.exception("command %s crashed", command.action_id)
-                self._finish(command, Outcome(ReceiptStatus.FAILED, str(exc), "node_error"), 0.0)
-
-    def _take_next(self) -> WireCommand | None:
-        taken: list[WireCommand] = []
-
-        def change(state: AgentState) -> None:
-            if state.in_flight is None and state.queue:
-                state.in_flight = state.queue.pop(0)
-                taken.append(state.in_flight.command)
-
-        with self.keeper.lock:
-            try:
-                self.keeper.update(change)
-            except OSError as exc:
-                log.error("cannot persist the action start; waiting: %s", exc)
-                return None
-            if taken:
-                self._busy_model = taken[0].model_id
-        return taken[0] if taken else None
-
-    def _execute(self, command: WireCommand) -> None:
-        state = self.keeper.read()
-        lifecycle = self._lifecycle(self.decision)
-        verdict = start_check(
-            command,
-            now_mono=self.monotonic(),
-            deadline_mono=self._deadlines.pop(command.action_id, float("-inf")),
-            admits_new_work=lifecycle in ADMITTING_STATES,
-            lifecycle=lifecycle.value,
-            dependency_status=state.dependency_outcome,
-            free_mb=self.free_mb(state, command.model_id) if command.kind == "warm" else 0,
-        )
-        if not verdict.accepted:
-            status = verdict.status or ReceiptStatus.CANCELLED
-            self._finish(command, Outcome(status, verdict.message, verdict.code), 0.0)
-            return
-        log.info("starting %s %s %s", command.action_id, command.kind, command.model_id)
-        started = self.monotonic()
-        outcome = self.executor.run(command)
-        self._finish(command, outcome, self.monotonic() - started)
-
     def free_mb(self, state: AgentState, model_id: str) -> int | None:
         reading = read_memory(self.deps.child_pids())
         live = sum(
@@ -512,39 +363,3 @@ class NodeAgent:
             managed_live_mb=live,
             physical_available_mb=reading.available_mb,
         )
-
-    def _finish(self, command: WireCommand, outcome: Outcome, duration_s: float) -> None:
-        receipt = receipt_for(
-            command,
-            outcome.status,
-            outcome.code,
-            outcome.message,
-            self.clock(),
-            duration_s=duration_s,
-            fetched=outcome.artifact_fetched,
-        )
-
-        def change(state: AgentState) -> None:
-            if state.in_flight is not None and state.in_flight.command.action_id == (
-                command.action_id
-            ):
-                state.in_flight = None
-            state.add_receipt(receipt)
-
-        try:
-            self.keeper.update(change)
-        except OSError as exc:
-            log.error("cannot persist the receipt of %s: %s", command.action_id, exc)
-        self._busy_model = None
-        level = logging.INFO if outcome.status is ReceiptStatus.SUCCEEDED else logging.WARNING
-        log.log(
-            level,
-            "%s %s %s: %s %s (%.2f s)",
-            command.action_id,
-            command.kind,
-            command.model_id,
-            outcome.status.value,
-            outcome.code or outcome.message,
-            duration_s,
-        )
-        self.wake()

@@ -10,7 +10,6 @@ import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from grid.fleet.files import atomic_write_text
 from grid.fleet.models import HostState
@@ -21,40 +20,45 @@ from grid.fleet.wire import (
     StatusResidency,
     WireCommand,
 )
-from grid.node.agent.state import ResidencyRecord
+from grid.node.agent.config import NodeConfig
+from grid.node.agent.link import ControllerLink
+from grid.node.agent.state import AgentState, ResidencyRecord
 from grid.node.engines.base import EngineStatus
 from grid.node.protection import Decision
-
-if TYPE_CHECKING:
-    from grid.node.agent.loop import NodeAgent
 
 STATUS_NAME = "status.json"
 
 
-def write_status(
-    agent: NodeAgent,
+def status_document(
+    *,
+    config: NodeConfig,
+    instance: str,
     lifecycle: HostState,
     decision: Decision,
+    stopping: bool,
+    link: ControllerLink,
+    state: AgentState,
     statuses: Mapping[str, EngineStatus],
-) -> None:
-    """`statuses`: the supervisor's view polled earlier in the same cycle."""
-    state = agent.keeper.read()
-    doc = NodeStatus(
+    now: float,
+) -> NodeStatus:
+    """What the agent saw and did in one cycle (`statuses`: the supervisor's view polled in the
+    same cycle)."""
+    return NodeStatus(
         schema_version=1,
-        updated_at=agent.clock(),
+        updated_at=now,
         pid=os.getpid(),
-        instance=agent.instance,
-        host_id=agent.config.host_id,
-        node_id=agent.config.record_id,
-        grid_url=agent.config.grid_url,
+        instance=instance,
+        host_id=config.host_id,
+        node_id=config.record_id,
+        grid_url=config.grid_url,
         lifecycle=lifecycle.value,
         reasons=list(decision.reasons),
         throttle_fraction=decision.throttle_fraction,
-        stopping=agent.stopping,
-        registered=agent.registered,
-        controller_mode=agent.controller_mode,
-        last_heartbeat_at=agent.last_heartbeat_at,
-        last_error=agent.last_error,
+        stopping=stopping,
+        registered=link.registered,
+        controller_mode=link.controller_mode,
+        last_heartbeat_at=link.last_heartbeat_at,
+        last_error=link.last_error,
         highest_term=state.highest_term,
         plan_sequence=state.plan_sequence,
         in_flight=_brief(state.in_flight.command) if state.in_flight is not None else None,
@@ -67,8 +71,12 @@ def write_status(
             StatusReceipt.model_validate(r.model_dump(mode="json")) for r in state.receipts[-20:]
         ],
     )
+
+
+def write_status(state_dir: Path, doc: NodeStatus) -> None:
+    """Atomic, owner-only; a failed write is skipped (readers treat a stale file as stale)."""
     with contextlib.suppress(OSError):
-        atomic_write_text(agent.state_dir / STATUS_NAME, doc.model_dump_json(indent=1) + "\n")
+        atomic_write_text(state_dir / STATUS_NAME, doc.model_dump_json(indent=1) + "\n")
 
 
 def _residency(
