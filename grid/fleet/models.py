@@ -178,6 +178,11 @@ class Host(_Strict):
     def domain(self) -> str:
         return self.failure_domain or f"host:{self.host_id}"
 
+    @property
+    def hardware_tokens_per_s(self) -> float:
+        """The hardware prior of a model's token throughput here, before any measurement."""
+        return self.memory_bandwidth_gbps / 10 + self.compute_gflops / 1000
+
 
 class ModelProfile(_Strict):
     model_id: str = Field(min_length=1)

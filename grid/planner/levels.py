@@ -232,11 +232,7 @@ def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
             score = 0
         score -= min(300, math.ceil(startup_seconds(problem, cand)))
         measured = host.measured_tokens_per_s.get(cand.model_id)
-        perf = (
-            measured
-            if measured is not None
-            else host.memory_bandwidth_gbps / 10 + host.compute_gflops / 1000
-        )
+        perf = measured if measured is not None else host.hardware_tokens_per_s
         score += round(min(100.0, perf) * boost[cand.model_id])
         if budget.allocatable_mb > 0:
             score += round(50 * min(1.0, cand.memory_mb / budget.allocatable_mb))
