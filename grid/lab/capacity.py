@@ -32,7 +32,7 @@ from ortools.sat.python import cp_model
 
 from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot, Host, Plan
-from grid.lab.capacity_explain import blocked_models, plan_bindings
+from grid.lab.capacity_explain import blocked_models, joint_core, plan_bindings
 from grid.lab.capacity_templates import DEFAULT_MAX, check_demand, check_max
 from grid.lab.whatif import augment, placed_by_model, plan
 from grid.planner.cpsat.build import add_hard_constraints
@@ -186,14 +186,18 @@ def capacity(
         need = reduced
         result = _search(snap, templates, max_per_template, need, [], first_bound, time_limit_s)
         if result.counts is None:
-            binding.append(
-                _binding(
-                    "max_hosts",
-                    f"even {max_per_template} host(s) of each template cannot place the "
-                    "remaining replicas together (solver status "
-                    f"{result.status}); raise --max or add a larger template",
+            ceiling = max(1, min(max_per_template, sum(need.values())))
+            binding += joint_core(snap, templates, ceiling, need)
+            if ceiling < sum(need.values()):
+                binding.append(
+                    _binding(
+                        "max_hosts",
+                        f"{max_per_template} host(s) of each template cannot place the "
+                        f"remaining replicas together (solver status {result.status}); "
+                        "raise --max or add a larger template",
+                        value=max_per_template,
+                    )
                 )
-            )
             return CapacityAnswer(
                 zero, placed_before, placed_before, desired, "INFEASIBLE", binding, rounds=0
             )

@@ -14,12 +14,14 @@ reason is read from the planner's own refusal codes for the model on a template 
 
 from __future__ import annotations
 
+import json
+
 from ortools.sat.python import cp_model
 
 from grid.fleet.models import FleetSnapshot, Host, ModelProfile, Plan
 from grid.lab.whatif import augment
 from grid.planner.cpsat.build import add_hard_constraints
-from grid.planner.cpsat.variables import PlacementVars
+from grid.planner.cpsat.variables import Guard, PlacementVars
 from grid.planner.eligibility import REASON_TEXT
 from grid.planner.problem import PlacementProblem, build_problem
 
@@ -71,27 +73,47 @@ def _eligibility_entry(code: str, model: ModelProfile, template: Host) -> dict[s
 def _pin_entries(
     problem: PlacementProblem, fleet: FleetSnapshot, model: ModelProfile
 ) -> list[dict[str, object]]:
+    """Pins the model cannot be given even with nothing else competing."""
     out: list[dict[str, object]] = []
+    m = model.model_id
     for pin in sorted(set(model.pinned_hosts)):
-        if (model.model_id, pin) in problem.candidates:
-            continue
         host = fleet.host(pin)
-        if host is None:
+        if (m, pin) in problem.candidates:
+            if _alone(problem, m, forced=(m, pin)) >= 0:
+                continue
+            why = "cannot hold it: " + _ledger_text(problem, m, pin)
+        elif host is None:
             why = "is not in the fleet"
         else:
-            codes = problem.refusals.get((model.model_id, pin), [])
+            codes = problem.refusals.get((m, pin), [])
             why = "refuses it: " + ("; ".join(REASON_TEXT.get(c, c) for c in codes) or "full")
         out.append(
             {
                 "constraint": "pin",
-                "model_id": model.model_id,
+                "model_id": m,
                 "host_id": pin,
                 "value": pin,
-                "detail": f"{model.model_id} is pinned to {pin}, which {why}; an added host "
-                f"is never {pin}, and a pin is never moved",
+                "detail": f"{m} is pinned to {pin}, which {why}; an added host is never {pin}, "
+                "and a pin is never moved",
             }
         )
     return out
+
+
+def _ledger_text(problem: PlacementProblem, model_id: str, host_id: str) -> str:
+    """Which of the host's own ledgers a new replica of the model breaks."""
+    cand = problem.candidates[(model_id, host_id)]
+    budget = problem.host_by_id[host_id]
+    if cand.new_mb > budget.new_budget_mb:
+        return (
+            f"live memory (needs {cand.new_mb} MB free now, {budget.new_budget_mb} MB free after "
+            "live models and headroom)"
+        )
+    if cand.memory_mb > budget.footprint_budget_mb:
+        return f"memory (needs {cand.memory_mb} MB, {budget.footprint_budget_mb} MB allocatable)"
+    if budget.disk_free_mb is not None and cand.disk_mb > budget.disk_free_mb:
+        return f"disk (needs {cand.disk_mb} MB, {budget.disk_free_mb} MB free)"
+    return "its model slots, colocation ceilings or exclusions"
 
 
 def _fit_entry(
@@ -123,20 +145,23 @@ def _fit_entry(
     return None
 
 
-def _alone(problem: PlacementProblem, model_id: str) -> int:
-    """The most replicas of one model the fleet can place with nothing else competing."""
+def _alone(problem: PlacementProblem, model_id: str, forced: tuple[str, str] | None = None) -> int:
+    """The most replicas of one model the fleet can place with nothing else competing
+    (with `forced`, that placement must be among them; −1 when it cannot be)."""
     keys = [k for k in problem.candidates if k[0] == model_id]
     if not keys:
         return 0
     model = cp_model.CpModel()
     xs = PlacementVars(model, problem, keys)
     add_hard_constraints(model, xs, problem)
+    if forced is not None:
+        model.add(xs.x[forced] == 1)
     model.maximize(xs.total(keys))
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.max_time_in_seconds = 5.0
     if solver.solve(model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return 0
+        return -1 if forced is not None else 0
     return round(solver.objective_value)
 
 
@@ -175,7 +200,8 @@ def blocked_models(
                 fits_somewhere = True
             else:
                 found.append(entry)
-        if fits_somewhere and not any(e["constraint"] == "pin" for e in found):
+        pinned = any(e["constraint"] == "pin" for e in found)
+        if fits_somewhere and not pinned and max_per_template < wanted:
             found.append(
                 {
                     "constraint": "max_hosts",
@@ -185,10 +211,95 @@ def blocked_models(
                     f"{max_per_template} hosts per template leave room for {best}; raise --max",
                 }
             )
+        elif not found:
+            found.append(
+                {
+                    "constraint": "placement",
+                    "model_id": model_id,
+                    "detail": f"{model_id} places only {best} of {wanted} replica(s) even alone "
+                    f"on the fleet plus {bound} host(s) of each template",
+                }
+            )
         for entry in found:
             entry["missing_replicas"] = wanted - best
         entries += found
     return entries, reduced
+
+
+def joint_core(
+    snap: FleetSnapshot,
+    templates: list[Host],
+    bound: int,
+    need: dict[str, int],
+) -> list[dict[str, object]]:
+    """When every model fits alone but not all together: the constraint families (per host)
+    and the models' replica demands in an infeasibility core of the count model with `bound`
+    copies of each template (assumption literals, one worker, no presolve)."""
+    fleet, groups = augment(snap, {t.host_id: bound for t in templates}, templates)
+    template_of = {hid: tid for tid, ids in groups.items() for hid in ids}
+    problem = build_problem(fleet)
+    model = cp_model.CpModel()
+    guard = Guard(model)
+    xs = PlacementVars(model, problem)
+    add_hard_constraints(model, xs, problem, host_guard=guard, replica_guard=guard)
+    for model_id, wanted in sorted(need.items()):
+        if wanted > 0:
+            lit = guard.literal("need", model_id)
+            model.add(xs.total(xs.keys_of_model(model_id)) >= wanted).only_enforce_if(lit)
+    literals = list(guard.literals.values())
+    model.add_assumptions(literals)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.cp_model_presolve = False
+    solver.parameters.max_time_in_seconds = 5.0
+    if solver.solve(model) != cp_model.INFEASIBLE:
+        return []
+    out: list[dict[str, object]] = []
+    for index in sorted(solver.sufficient_assumptions_for_infeasibility()):
+        found = guard.describe(index)
+        if found is None:
+            continue
+        family, scope = found
+        if family == "need":
+            out.append(
+                {
+                    "constraint": "desired_replicas",
+                    "model_id": scope,
+                    "value": need[scope],
+                    "detail": f"{scope} needs {need[scope]} replica(s) placed",
+                }
+            )
+        elif family == "replicas":
+            pins = sorted(set(problem.model_by_id[scope].pinned_hosts))
+            out.append(
+                {
+                    "constraint": "pin" if pins else "replicas",
+                    "model_id": scope,
+                    "value": pins if pins else need.get(scope, 0),
+                    "detail": f"{scope}'s replicas are bounded"
+                    + (f" and pinned to {', '.join(pins)} (a pin is never moved)" if pins else ""),
+                }
+            )
+        elif scope in template_of:
+            out.append(
+                {
+                    "constraint": family,
+                    "template": template_of[scope],
+                    "detail": f"{family} on every added {template_of[scope]} host",
+                }
+            )
+        else:
+            out.append(
+                {
+                    "constraint": family,
+                    "host_id": scope,
+                    "detail": f"{family} on {scope}, which added hosts do not change",
+                }
+            )
+    unique: dict[str, dict[str, object]] = {}
+    for entry in out:
+        unique.setdefault(json.dumps(entry, sort_keys=True), entry)
+    return list(unique.values())
 
 
 def plan_bindings(before: Plan) -> list[dict[str, object]]:

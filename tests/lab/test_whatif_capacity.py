@@ -18,7 +18,7 @@ from grid.fleet.models import FleetSnapshot, Host
 from grid.lab import whatif
 from grid.lab.capacity import capacity, solve_counts
 from grid.planner.problem import allocatable_mb
-from tests.planner.fleets import host, model, snapshot, want
+from tests.planner.fleets import host, model, resident, snapshot, want
 
 pytestmark = pytest.mark.unit
 
@@ -282,3 +282,37 @@ def test_an_optimal_answer_places_everything_and_one_host_less_does_not(
             fewer = dict(answer.added) | {t.host_id: answer.added[t.host_id] - 1}
             smaller, _ = whatif.augment(snap, fewer, templates)
             assert _placed(smaller) < desired
+
+
+def test_a_pin_to_a_host_whose_memory_is_live_now_is_named() -> None:
+    # h0 (10000 MB) runs b (8000 MB, managed, ready); a (5000 MB) is pinned to h0. Only 2000 MB
+    # is free now, and a new replica must fit the free memory: no added host moves the pin.
+    snap = snapshot(
+        [host("h0", 10000, residencies=[resident("b", 8000)])],
+        [model("a", 5000, pinned_hosts=["h0"]), model("b", 8000)],
+        {"a": want(1), "b": want(1)},
+        policy=NO_HEADROOM,
+    )
+    answer = capacity(snap, [_template("t", 64000)])
+    assert answer.status == "INFEASIBLE"
+    pins = [b for b in answer.binding if b["constraint"] == "pin"]
+    assert pins and pins[0]["host_id"] == "h0" and pins[0]["model_id"] == "a"
+    assert "2000 MB free" in str(pins[0]["detail"])
+
+
+def test_models_that_fit_alone_but_not_together_get_a_core() -> None:
+    # a and c (6000 MB each) are both pinned to h0 (10000 MB): either fits alone, not both.
+    snap = snapshot(
+        [host("h0", 10000)],
+        [model("a", 6000, pinned_hosts=["h0"]), model("c", 6000, pinned_hosts=["h0"])],
+        {"a": want(1), "c": want(1)},
+        policy=NO_HEADROOM,
+    )
+    answer = capacity(snap, [_template("t", 64000)])
+    assert answer.status == "INFEASIBLE"
+    assert answer.added == {"t": 0}
+    on_h0 = {b["constraint"] for b in answer.binding if b.get("host_id") == "h0"}
+    assert on_h0 & {"memory", "live_memory"}
+    pinned = {b["model_id"] for b in answer.binding if b["constraint"] == "pin"}
+    assert pinned <= {"a", "c"} and pinned
+    assert "max_hosts" not in {b["constraint"] for b in answer.binding}
