@@ -9,6 +9,8 @@ Pure: no I/O and no clock; `now` is the snapshot's. One tick runs these stages i
 4. availability work (LOAD, WARM) for missing planned replicas;
 5. staged preemptions (prefetch, victim drain and unload);
 6. cleanup of obsolete and retired managed residencies (drain, then unload once idle);
+   stages 3, 5 and 6 pass every drain and unload through the one gate list (`gates.py`), and
+   open drains count as gone for every floor check after stage 3;
 7. undelivered open records that no stage still wants are withdrawn (`plan_changed`);
 8. the governors admit proposals in service order; the mode sets their authority.
 An open record whose work is still wanted keeps its id and is not proposed again (`in_flight`).
