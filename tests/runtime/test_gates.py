@@ -15,7 +15,9 @@ import pytest
 from grid.fleet.actions import ActionKind, ReconcileResult
 from grid.fleet.models import Assignment, Plan, Preemption, SolverReport
 from grid.runtime.reconcile import reconcile
-from grid.runtime.reconcile.gates import GATES, Path, Stage
+from grid.runtime.reconcile.gates import GATES, Candidate, Gate, GateContext, Path, Stage
+from grid.runtime.reconcile.history import HistoryIndex
+from grid.runtime.reconcile.view import FleetView
 from tests.runtime.builders import NOW, host, model, plan, record, res, snapshot
 
 pytestmark = pytest.mark.unit
@@ -178,3 +180,104 @@ def test_gate_list_names_and_codes_are_stable() -> None:
     # Only the wait for a READY replacement is left out of the preemption path.
     skipped = [g.name for g in GATES if Path.PREEMPTION not in g.paths]
     assert skipped == ["replacements_ready"]
+
+
+# -- each gate alone: one row per gate, evaluated as a unit ---------------------------------
+
+UNIT: dict[str, tuple[dict[str, Any], ActionKind, str]] = {
+    # gate name: (hazard, kind, expected code)
+    "managed_residency": ({"victim": {"managed": False}}, DRAIN, "not_managed"),
+    "known_model": ({"unknown": True}, DRAIN, "unknown_model"),
+    "pinned_host": ({"m": {"pinned_hosts": ["h1"]}}, DRAIN, "pinned_residency"),
+    "manual_host": ({"h1": {"ownership": "manual"}}, DRAIN, "host_manual"),
+    "reachable_host": ({"h1": {"last_heartbeat": NOW - 3600}}, DRAIN, "host_unreachable"),
+    "no_dangling_destructive": ({"blocked": True}, DRAIN, "destructive_blocked"),
+    "lifecycle_finished": (
+        {"history": [record("warm", "h1", "m", "running")]},
+        DRAIN,
+        "constructive_in_flight",
+    ),
+    "minimum_residency": (
+        {"victim": {"loaded_at": NOW - 10}, "m": {"min_residency_s": 60.0}},
+        DRAIN,
+        "minimum_residency",
+    ),
+    "scale_down_cooldown": (
+        {"victim": {"last_used_at": NOW - 10}, "m": {"scale_down_cooldown_s": 60.0}},
+        DRAIN,
+        "scale_down_cooldown",
+    ),
+    "replacements_ready": ({"h2_state": "warming"}, DRAIN, "replacement_not_ready"),
+    "evacuation_make_before_break": (
+        {"h1": {"state": "draining"}, "m": {"min_replicas": 1}, "h2_state": "warming"},
+        DRAIN,
+        "replacement_not_ready",
+    ),
+    "managed_baseline_floor": (
+        {"m": {"min_replicas": 2, "max_replicas": 2}},
+        DRAIN,
+        "managed_baseline_floor",
+    ),
+    "failure_domain_floor": (
+        # The target spans rack-a (h3, still warming) and rack-b; h1 is rack-a's only replica.
+        {"h1": {"failure_domain": "rack-a"}, "m": {"min_failure_domains": 2}, "h3": True},
+        DRAIN,
+        "failure_domain_floor",
+    ),
+    "drained_and_idle": (
+        {"victim": {"state": "draining", "active_requests": 1}},
+        UNLOAD,
+        "requests_in_flight",
+    ),
+    "failure_backoff": (
+        {"history": [record("drain", "h1", "m", "failed", finished_at=NOW - 1)]},
+        DRAIN,
+        "backoff",
+    ),
+}
+
+
+def _unit(setup: dict[str, Any], kind: ActionKind) -> tuple[GateContext, Candidate]:
+    victim = res("m", **setup.get("victim", {}))
+    h2 = host(
+        "h2", 12000, failure_domain="rack-b", residencies=[res("m", setup.get("h2_state", "ready"))]
+    )
+    models = [model("m", **setup.get("m", {}))] if not setup.get("unknown") else []
+    h3 = host("h3", 12000, failure_domain="rack-a", residencies=[res("m", "warming")])
+    snap = snapshot(
+        [
+            host(
+                "h1",
+                12000,
+                residencies=[victim],
+                **{"failure_domain": "rack-b", **setup.get("h1", {})},
+            ),
+            h2,
+            *([h3] if setup.get("h3") else []),
+        ],
+        models,
+    )
+    target = plan(("m", "h2"), ("m", "h3")) if setup.get("h3") else plan(("m", "h2"))
+    view = FleetView(snap=snap, plan=target)
+    ctx = GateContext(
+        view, HistoryIndex(setup.get("history", [])), {"m"} if setup.get("blocked") else set()
+    )
+    row = view.residency("m", "h1")
+    assert row is not None
+    scale_down = "scale_down_cooldown_s" in setup.get("m", {})
+    return ctx, Candidate(kind, "m", "h1", row, Path.CLEANUP, scale_down=scale_down)
+
+
+def test_every_gate_has_a_row() -> None:
+    assert set(UNIT) == {g.name for g in GATES}
+
+
+@pytest.mark.parametrize("gate", GATES, ids=[g.name for g in GATES])
+def test_each_gate_alone_refuses_its_hazard_and_passes_a_clean_candidate(gate: Gate) -> None:
+    setup, kind, code = UNIT[gate.name]
+    assert gate.code == code or gate.name == "drained_and_idle"
+    ctx, candidate = _unit(setup, kind)
+    blocker = gate.check(ctx, candidate)
+    assert blocker is not None and blocker.code == code, (gate.name, blocker)
+    clean_ctx, clean = _unit({"victim": {"state": "draining"}} if kind is UNLOAD else {}, kind)
+    assert gate.check(clean_ctx, clean) is None, gate.name
