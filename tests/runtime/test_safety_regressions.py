@@ -129,3 +129,12 @@ def test_an_open_drain_counts_against_the_floor_of_every_later_drain() -> None:
     deferral = result.deferral(DRAIN, "h2", "m")
     assert deferral is not None and deferral.code == "managed_baseline_floor"
     assert pending.action_id in result.in_flight
+
+
+def test_pending_drain_is_withdrawn_when_its_replacement_stops_being_routable() -> None:
+    pending = record("drain", "h1", "m", "pending")
+    result = reconcile(plan(("m", "h2")), _migration([]), [pending], mode="automatic")
+    assert [(w.action_id, w.code) for w in result.withdrawn] == [
+        (pending.action_id, "unsafe_destructive_batch")
+    ]
+    assert result.blocked_models == ["m"]
