@@ -26,11 +26,14 @@ import hashlib
 import hmac
 import math
 from collections import OrderedDict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from grid.fleet.errors import GridError
 
+STATE_VERSION = 1
 MIN_SECRET_BYTES = 16
 MAX_WORD_CHARS = 32
 
@@ -201,3 +204,47 @@ class WorkflowLearner:
 
     def workflow_ids(self) -> list[str]:
         return list(self._cursors)
+
+    # -------------------------------------------------------------------------- persistence
+
+    def to_state(self) -> dict[str, Any]:
+        """The counted transitions (bounded by `max_transitions`); cursors are not kept: their
+        names depend on this learner's secret, and a restarted learner has another one."""
+        rows = [[t.source, t.target, t.at] for t in self._transitions]
+        return {"version": STATE_VERSION, "transitions": rows}
+
+    def restore(self, state: Mapping[str, Any] | None) -> int:
+        """Count the transitions a `to_state` document holds (oldest first, the bounds apply);
+        GridError `invalid_workflow_state` for a document of another shape. Returns how many."""
+        if not state:
+            return 0
+        rows = state.get("transitions")
+        if state.get("version") != STATE_VERSION or not isinstance(rows, list):
+            raise GridError(
+                "invalid_workflow_state",
+                "the workflow state has an unknown version or shape",
+                fix="discard the workflow state; workflows are learned again from new requests",
+            )
+        valid = sorted(
+            (Transition(row[0], row[1], float(row[2])) for row in rows if _valid_row(row)),
+            key=lambda t: t.at,
+        )
+        for transition in valid:  # oldest first, as they were counted
+            self._clock = max(self._clock, transition.at)
+            self._transitions.append(transition)
+            pair = (transition.source, transition.target)
+            self._counts[pair] = self._counts.get(pair, 0) + 1
+            while len(self._transitions) > self.config.max_transitions:
+                self._drop_oldest_transition()
+        return len(valid)
+
+
+def _valid_row(row: object) -> bool:
+    if not (isinstance(row, list) and len(row) == 3):
+        return False
+    source, target, at = row
+    if not (isinstance(source, str) and isinstance(target, str) and source != target):
+        return False
+    if not (0 < len(source) <= MAX_WORD_CHARS and 0 < len(target) <= MAX_WORD_CHARS):
+        return False
+    return isinstance(at, int | float) and not isinstance(at, bool) and math.isfinite(at)

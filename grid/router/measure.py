@@ -110,3 +110,95 @@ class Measurements:
         """Completion tokens per second, or None without fresh evidence for this model."""
         blended = self._blend(key, peers, now, throughput=True)
         return blended if blended is not None and blended > 0 else None
+
+
+# ----------------------------------------------------------------------------- for placement
+
+RevisionKey = tuple[str, str, str]  # (engine_id, model_id, artifact_sha256 or "")
+
+
+@dataclass(frozen=True)
+class PlacementEstimate:
+    """One host's measured token throughput for one model revision, blended with its prior."""
+
+    tokens_per_s: float
+    weight: float  # the measurement's share: samples / 8, at most 1
+    samples: int
+
+
+def ramp_weight(samples: int) -> float:
+    """The share a measurement of `samples` responses gets against the prior (full at 8)."""
+    return min(max(samples, 0), FULL_CONFIDENCE_SAMPLES) / FULL_CONFIDENCE_SAMPLES
+
+
+class RevisionMeasurements:
+    """Token-throughput EWMAs per (engine, model, artifact revision) for the planning snapshot.
+
+    The router's own `Measurements` rate engines for routing; these feed placement. A sample
+    of one revision never touches another's EWMA, so a replaced artifact starts at the prior
+    (the host's hardware estimate) and ramps to its own measurement over eight responses.
+    Bounded (`MAX_TRACKED`, stalest first out); an estimate older than `MAX_AGE_S` is ignored.
+    """
+
+    def __init__(self) -> None:
+        self._ewmas: dict[RevisionKey, _Ewma] = {}
+        self._hosts: dict[RevisionKey, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._ewmas)
+
+    def record(
+        self,
+        host_id: str,
+        engine_id: str,
+        model_id: str,
+        artifact_sha256: str | None,
+        latency_s: float,
+        completion_tokens: float | None,
+        now: float,
+    ) -> bool:
+        """One successful response; False (nothing recorded) without a usable rate."""
+        if completion_tokens is None or not (completion_tokens > 0 and 0 < latency_s <= 86_400):
+            return False
+        rate = completion_tokens / latency_s
+        if not math.isfinite(rate):
+            return False
+        key = (engine_id, model_id, (artifact_sha256 or "").lower())
+        ewma = self._ewmas.get(key)
+        if ewma is None:
+            while len(self._ewmas) >= MAX_TRACKED:
+                stalest = min(self._ewmas, key=lambda k: self._ewmas[k].updated_at)
+                del self._ewmas[stalest]
+                self._hosts.pop(stalest, None)
+            ewma = self._ewmas[key] = _Ewma()
+            self._hosts[key] = host_id
+        ewma.fold(rate, now)
+        return True
+
+    def estimate(
+        self,
+        host_id: str,
+        model_id: str,
+        artifact_sha256: str | None,
+        prior_tokens_per_s: float,
+        now: float,
+    ) -> PlacementEstimate:
+        """weight x measured + (1 - weight) x prior, weight = samples / 8 of the host's
+        best-sampled fresh engine of exactly this revision (none: the prior alone)."""
+        sha = (artifact_sha256 or "").lower()
+        best: _Ewma | None = None
+        for key, ewma in self._ewmas.items():
+            if key[1] != model_id or key[2] != sha or self._hosts.get(key) != host_id:
+                continue
+            if now - ewma.updated_at > MAX_AGE_S:
+                continue
+            if best is None or ewma.samples > best.samples:
+                best = ewma
+        if best is None:
+            return PlacementEstimate(prior_tokens_per_s, 0.0, 0)
+        weight = ramp_weight(best.samples)
+        value = weight * best.value + (1 - weight) * prior_tokens_per_s
+        return PlacementEstimate(value, weight, best.samples)
+
+    def models_of(self, host_id: str) -> set[str]:
+        return {key[1] for key, host in self._hosts.items() if host == host_id}

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from grid.demand import DemandTracker, Observation
+from grid.demand import Outcome as ObsOutcome
 from grid.fleet.actions import (
     DESTRUCTIVE_KINDS,
     Action,
@@ -51,10 +52,11 @@ from grid.fleet.errors import GridError
 from grid.fleet.generation import PlanGeneration
 from grid.fleet.models import FleetSnapshot, ModelProfile, Plan, Policy
 from grid.planner.plan import make_plan
+from grid.router.measure import RevisionMeasurements
 from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig
-from grid.runtime.controller.evidence_store import EvidenceKeeper
+from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
 from grid.runtime.controller.generation import GenerationCounter, input_digest
 from grid.runtime.controller.lease import LeaseFile
 from grid.runtime.controller.live_state import (
@@ -79,6 +81,11 @@ from grid.runtime.controller.status import StatusView
 from grid.runtime.controller.store import Store
 from grid.runtime.controller.timings import Phase, TimingTable
 from grid.runtime.controller.wire import NodeUpdate
+from grid.runtime.controller.workload_inputs import (
+    classifier_config,
+    measured_hosts,
+    prewarm_demand,
+)
 from grid.runtime.reconcile import reconcile
 from grid.runtime.reconcile.modes import parse_mode
 
@@ -95,6 +102,7 @@ class Controller:
     timings = StateField[TimingTable]("state", "timings")
     model_last_used_at = StateField[dict[str, float]]("state", "model_last_used_at")
     tracker = StateField[DemandTracker]("state", "tracker")
+    signals = StateField[RequestSignals]("state", "signals")
     restored = StateField[bool]("state", "restored")
     warnings = StateField[Warnings]("state", "warnings")
     counters = StateField[Counters]("state", "counters")
@@ -132,8 +140,9 @@ class Controller:
         self.lock = threading.RLock()
         self._tick_lock = threading.RLock()
         self.registry = Registry()
-        self.evidence = EvidenceKeeper()  # outcome evidence (issue 9); not yet persisted
         self.state: ControllerState = restore_state(store, self.config.demand)
+        self.classifier = classifier_config(self.policy)  # the policy's vocabulary, once
+        self.measured = RevisionMeasurements()  # router throughput per revision (placement)
         self.keeper = LeaseKeeper(lease, self.state.warnings)
         self.grace = Grace(restored=self.state.restored)
         self.outbox = Outbox(
@@ -158,6 +167,11 @@ class Controller:
                 )
             else:
                 self.ensure_lease(now)
+
+    @property
+    def evidence(self) -> EvidenceKeeper:
+        """The outcome evidence store (persisted with the state; evaluations record here)."""
+        return self.signals.evidence
 
     # ------------------------------------------------------------------------ state, save
     def document(self, now: float) -> dict[str, Any]:
@@ -323,6 +337,49 @@ class Controller:
                 self._bump(safety=False)
         return {"accepted": accepted, "ignored": ignored}
 
+    def observe_request(
+        self,
+        obs: Observation,
+        now: float,
+        *,
+        served_sha256: str | None = None,
+        affinity_digest: str | None = None,
+        engine: tuple[str, str] | None = None,
+    ) -> bool:
+        """One classified request at the proxy boundary. A request that names a configured
+        model is demand for it; any other (`auto`, no model) is workload demand only, and the
+        model that served it gets outcome evidence for its revision, never demand. `engine`
+        (host_id, engine_id) of a successful response feeds the placement measurements.
+        True when anything was recorded."""
+        with self.lock:
+            signal = self.signals.observe(
+                obs,
+                profiles=self.profiles,
+                policy=self.policy.portfolio,
+                now=now,
+                served_sha256=served_sha256,
+                affinity_digest=affinity_digest,
+            )
+            served = obs.served_model_id
+            if engine is not None and served is not None and obs.outcome is ObsOutcome.OK:
+                self.measured.record(
+                    engine[0],
+                    engine[1],
+                    served,
+                    served_sha256,
+                    obs.service_time_s,
+                    obs.output_units,
+                    now,
+                )
+            if signal.workload_demand:
+                accepted = obs.workload in self.signals.workloads.vocabulary
+                self.counters.observations_accepted += int(accepted)
+                self.counters.observations_ignored += int(not accepted)
+                if accepted:
+                    self._bump(safety=False)
+                return accepted or signal.evidence
+        return self.observe([obs], now)["accepted"] > 0 or signal.evidence
+
     def request_tick(self) -> int:
         with self.lock:
             return self._bump(safety=False)
@@ -333,14 +390,25 @@ class Controller:
         models = [self.profiles[m] for m in sorted(self.profiles)]
         learned = self.timings.learned_startup(self.profiles, [h.host_id for h in hosts], now)
         self.tracker.prune(now)
-        demand = self.tracker.forecast(now, models)
+        workloads, outcomes = self.signals.snapshot_fields(now, self.profiles)
+        last = self.last_plan
+        mapping = last.portfolio.mapping if last is not None and last.portfolio else {}
+        demand = prewarm_demand(
+            self.signals.edges(now),
+            workloads,
+            mapping,
+            self.profiles,
+            self.tracker.forecast(now, models),
+        )
         return FleetSnapshot(
             now=now,
             policy=self.policy,
-            hosts=hosts,
+            hosts=measured_hosts(hosts, self.profiles, self.measured, now),
             models=models,
             demand=demand,
             learned_startup=learned,
+            workloads=workloads,
+            outcomes=outcomes,
         )
 
     def tick(self, now: float) -> TickReport:

@@ -10,18 +10,20 @@ It decides nothing and touches no clock; the collaborators in this package act o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import secrets
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar, overload
 
 from pydantic import ValidationError
 
-from grid.demand import DemandTracker
+from grid.demand import DemandTracker, WorkloadTracker
 from grid.demand.config import DemandConfig
 from grid.fleet.actions import Action, Deferral, Mode, ReconcileResult, Tombstone
 from grid.fleet.errors import GridError
 from grid.fleet.generation import PlanGeneration
 from grid.fleet.models import ModelProfile, Plan, Policy
 from grid.runtime.controller.commands import CommandBook
+from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
 from grid.runtime.controller.generation import GenerationCounter
 from grid.runtime.controller.reports import Counters, TickReport
 from grid.runtime.controller.state import ControllerDocument
@@ -87,14 +89,17 @@ class ControllerState:
     model_last_used_at: dict[str, float]
     tracker: DemandTracker
     restored: bool
+    signals: RequestSignals  # workload demand, outcome evidence, workflows (issue 9)
     warnings: Warnings = field(default_factory=Warnings)
     revisions: Revisions = field(default_factory=Revisions)
     last: LastTick = field(default_factory=LastTick)
     counters: Counters = field(default_factory=Counters)
 
     def configure_tracking(self) -> None:
-        """After a profile change: demand series and learned timings follow the profiles."""
+        """After a profile change: demand series, learned timings and outcome evidence follow
+        the profiles."""
         self.tracker.configure(self.profiles, retiring=self.tombstones)
+        self.signals.evidence.forget(self.profiles)
         self.timings.forget_other_revisions(
             {m: p.artifact_sha256 or "" for m, p in self.profiles.items()}
         )
@@ -121,6 +126,9 @@ class ControllerState:
             timings=self.timings.to_state(),
             demand=self.tracker.to_state(),
             model_last_used_at=self.model_last_used_at,
+            workloads=self.signals.workloads.to_state(),
+            evidence=self.signals.evidence.to_state(),
+            workflow=self.signals.workflow.to_state(),
         )
         return doc.model_dump(mode="json")
 
@@ -157,6 +165,7 @@ def restore_state(store: Store, demand: DemandConfig) -> ControllerState:
         model_last_used_at=dict(doc.model_last_used_at),
         tracker=_restore_tracker(doc.demand, demand, warnings),
         restored=restored,
+        signals=restore_signals(doc, demand, warnings),
         warnings=warnings,
     )
     state.tracker.configure(state.profiles, retiring=state.tombstones)
@@ -172,6 +181,41 @@ def _restore_tracker(
         except GridError as err:
             warnings.warn("demand_state_dropped", f"the demand history was dropped: {err.message}")
     return DemandTracker(config=config)
+
+
+def workload_config(demand: DemandConfig, policy: Policy) -> DemandConfig:
+    """One vocabulary: the workload tracker counts exactly the policy's words (the ones the
+    snapshot accepts), with the demand tracker's buckets and smoothing."""
+    return replace(demand, workloads=tuple(policy.workload_vocabulary))
+
+
+def restore_signals(
+    doc: ControllerDocument, demand: DemandConfig, warnings: Warnings
+) -> RequestSignals:
+    """Workload tracker, evidence store and workflow transitions from the document; a part
+    that does not load is dropped with a warning and starts empty (the others stay)."""
+    config = workload_config(demand, doc.policy)
+    evidence, workloads = EvidenceKeeper(), WorkloadTracker(config)
+    try:
+        evidence = EvidenceKeeper.from_state(doc.evidence)
+    except GridError as err:
+        warnings.warn("evidence_state_dropped", f"the outcome evidence was dropped: {err.message}")
+    if doc.workloads:
+        try:
+            workloads = WorkloadTracker.from_state(doc.workloads, config)
+        except GridError as err:
+            warnings.warn(
+                "workload_state_dropped", f"the workload history was dropped: {err.message}"
+            )
+    signals = RequestSignals(
+        config, secret=secrets.token_bytes(32), evidence=evidence, workloads=workloads
+    )
+    try:
+        signals.workflow.restore(doc.workflow)
+    except GridError as err:
+        warnings.warn("workflow_state_dropped", f"learned workflows were dropped: {err.message}")
+    evidence.forget({p.model_id: p for p in doc.profiles})
+    return signals
 
 
 T = TypeVar("T")

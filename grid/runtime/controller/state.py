@@ -2,8 +2,10 @@
 
 Kept: mode, policy, model profiles, retirement tombstones, the plan-generation counter, the
 highest controller term issued, action records (bounded history) with the command envelope of
-every open one, learned timings, the demand tracker's bounded state and per-model last-used
-watermarks. Not kept: host membership (hosts must re-register after a restart) and secrets.
+every open one, learned timings, the demand tracker's bounded state, per-model last-used
+watermarks, workload forecasts, outcome evidence and learned workflow transitions. Not kept:
+host membership (hosts must re-register after a restart), secrets and the workflow cursors
+(named with a per-process secret).
 """
 
 from __future__ import annotations
@@ -80,6 +82,12 @@ class ControllerDocument(_Strict):
     timings: list[dict[str, Any]] = Field(default_factory=list)
     demand: dict[str, Any] = Field(default_factory=dict)
     model_last_used_at: dict[str, float] = Field(default_factory=dict)
+    # Issue 9 (absent in older files: they load with empty workload history): the workload
+    # tracker, the outcome evidence store and the learned workflow transitions, each bounded
+    # by its own module (grid/demand/workloads.py, evidence.py, workflow.py).
+    workloads: dict[str, Any] = Field(default_factory=dict)
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    workflow: dict[str, Any] = Field(default_factory=dict)
 
 
 def bound_records(records: list[ActionRecord]) -> list[ActionRecord]:

@@ -1,0 +1,99 @@
+"""What the request side adds to the planning snapshot (issue 9), as pure functions of `now`.
+
+- `classifier_config(policy)`: the request classifier speaks the policy's vocabulary, so it
+  can never produce a word the snapshot would refuse (one vocabulary).
+- `measured_hosts(hosts, profiles, measured, now)`: each host's `measured_tokens_per_s` for a
+  model becomes the router's measurement of the model's configured artifact revision on that
+  host, blended with the hardware prior by weight samples / 8 (full weight at eight samples;
+  grid/router/measure.py). A revision nobody has measured yet keeps the prior: the hardware
+  estimate, or the value the host reported itself when it reported one.
+- `prewarm_demand(...)`: a learned workflow edge source -> target whose source workload has
+  demand now asks for the target workload's model as INFERRED demand (spare capacity only,
+  never an eviction: the planner's inferred stage), sized confidence x the source's offered
+  concurrency. The target's model is the one the last plan's portfolio maps it to, else the
+  profile with the highest workload score for it. A model with direct demand is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from grid.demand import ClassifierConfig, LearnedEdge
+from grid.fleet.models import DemandEntry, Evidence, Host, ModelProfile, Policy
+from grid.fleet.workloads import WorkloadForecast
+from grid.router.measure import RevisionMeasurements
+
+FALLBACK_WORD = "general"
+
+
+def classifier_config(policy: Policy) -> ClassifierConfig:
+    words = tuple(policy.workload_vocabulary)
+    fallback = FALLBACK_WORD if FALLBACK_WORD in words else words[-1]
+    return ClassifierConfig(workloads=words, fallback=fallback)
+
+
+def measured_hosts(
+    hosts: Sequence[Host],
+    profiles: Mapping[str, ModelProfile],
+    measured: RevisionMeasurements,
+    now: float,
+) -> list[Host]:
+    out: list[Host] = []
+    for host in hosts:
+        rates = dict(host.measured_tokens_per_s)
+        for model_id in sorted(measured.models_of(host.host_id)):
+            profile = profiles.get(model_id)
+            if profile is None:
+                continue
+            prior = rates.get(model_id, host.hardware_tokens_per_s)
+            estimate = measured.estimate(
+                host.host_id, model_id, profile.artifact_sha256, prior, now
+            )
+            if estimate.samples:
+                rates[model_id] = round(estimate.tokens_per_s, 6)
+        changed = rates != host.measured_tokens_per_s
+        out.append(host.model_copy(update={"measured_tokens_per_s": rates}) if changed else host)
+    return out
+
+
+def target_model(
+    workload: str, mapping: Mapping[str, str], profiles: Mapping[str, ModelProfile]
+) -> str | None:
+    mapped = mapping.get(workload)
+    if mapped is not None and mapped in profiles:
+        return mapped
+    scored = [
+        (p.workload_scores[workload], m)
+        for m, p in profiles.items()
+        if workload in p.workload_scores
+    ]
+    if not scored:
+        return None
+    best = max(score for score, _m in scored)
+    return min(m for score, m in scored if score == best)
+
+
+def prewarm_demand(
+    edges: Sequence[LearnedEdge],
+    workloads: Mapping[str, WorkloadForecast],
+    mapping: Mapping[str, str],
+    profiles: Mapping[str, ModelProfile],
+    demand: Mapping[str, DemandEntry],
+) -> dict[str, DemandEntry]:
+    """`demand` with the INFERRED entries learned workflow edges add (a new dict)."""
+    out = dict(demand)
+    for edge in edges:
+        source = workloads.get(edge.source)
+        if source is None or source.offered_concurrency <= 0:
+            continue
+        model_id = target_model(edge.target, mapping, profiles)
+        if model_id is None:
+            continue
+        current = out.get(model_id)
+        if current is not None and current.evidence is Evidence.DIRECT:
+            continue
+        offered = edge.confidence * source.offered_concurrency
+        if current is not None and current.offered_concurrency >= offered:
+            continue
+        out[model_id] = DemandEntry(offered_concurrency=offered, evidence=Evidence.INFERRED)
+    return out
