@@ -1,7 +1,8 @@
 """Hypothesis: whatever a stale plan says, no destructive action breaks an ownership or floor rule.
 
-Fleets of up to four hosts (managed or manual, admitting or not, fresh or stale, in two racks)
-carry replicas of three models with random owners, states, activity and pins. The plan is drawn
+Fleets of up to four hosts (managed or manual, admitting or not, fresh or stale, in two racks,
+with or without a report of their live child routes) carry replicas of three models with random
+owners, states, activity and pins. The plan is drawn
 independently of the fleet (random assignments, preemptions and repacks naming any pair), as a
 plan stored long ago might. The oracle below recomputes each rule from the spec's wording on the
 raw snapshot, without the reconciler's view or gates.
@@ -64,6 +65,8 @@ def fleets(draw: st.DrawFn) -> FleetSnapshot:
         }
         if draw(st.integers(0, 5)) == 0:
             fields["last_heartbeat"] = NOW - 3600
+        if draw(st.booleans()):  # the node reports its live child routes (invariant 4)
+            fields["routes"] = draw(st.lists(st.sampled_from(MODELS), unique=True))
         hosts.append(host(host_id, 16384, residencies=rows, **fields))
     host_ids = [h["host_id"] for h in hosts]
     models = [
@@ -108,7 +111,7 @@ def _owner(row: Any) -> Ownership:
 
 
 def _counted(snap: FleetSnapshot, model_id: str) -> dict[str, str]:
-    """Managed READY replicas on hosts that admit work: host -> failure domain."""
+    """Managed READY replicas with their child route, on hosts that admit work: host -> domain."""
     out = {}
     for h in snap.hosts:
         fresh = h.last_heartbeat is not None and NOW - h.last_heartbeat <= 90
@@ -116,7 +119,8 @@ def _counted(snap: FleetSnapshot, model_id: str) -> dict[str, str]:
             continue
         for r in h.residencies:
             ready = r.model_id == model_id and r.state is ResidencyState.READY
-            if ready and _owner(r) is Ownership.MANAGED:
+            routed = h.routes is None or model_id in h.routes
+            if ready and routed and _owner(r) is Ownership.MANAGED:
                 out[h.host_id] = h.failure_domain or h.host_id
     return out
 
