@@ -119,6 +119,13 @@ def capacity_cmd(
     """Fewest hosts per template that place every desired replica (verified by planning)."""
     templates_paths = list(add or [])
     check_max(max_hosts)
+    if not time_limit > 0:
+        raise GridError(
+            "invalid_time_limit",
+            f"--time-limit {time_limit} must be a positive number of seconds",
+            fix="pass --time-limit with a value such as 5",
+            next_command=f"grid capacity {snapshot} --add TEMPLATE.json --time-limit 5",
+        )
     if not templates_paths and not with_drill:
         raise GridError(
             "no_template",

@@ -185,6 +185,11 @@ def test_max_must_be_positive(tmp_path: Path, value: str) -> None:
     _refused([str(_fleet(tmp_path)), "--add", str(GPU_SERVER), "--max", value], "invalid_max")
 
 
+def test_time_limit_must_be_positive(tmp_path: Path) -> None:
+    args = [str(_fleet(tmp_path)), "--add", str(GPU_SERVER), "--time-limit", "0"]
+    _refused(args, "invalid_time_limit")
+
+
 def test_snapshot_without_demand(tmp_path: Path) -> None:
     fleet = _fleet(tmp_path, demand={})
     err = _refused([str(fleet), "--add", str(GPU_SERVER)], "no_demand")
