@@ -139,9 +139,20 @@ def start(
         Path | None, typer.Option("--token-file", help="File holding the node credential.")
     ] = None,
     host_id: Annotated[str | None, typer.Option("--host-id", help="Stable host id.")] = None,
-    failure_domain: Annotated[str | None, typer.Option("--failure-domain")] = None,
-    capacity_mb: Annotated[int | None, typer.Option("--capacity-mb", min=0)] = None,
-    reserved_mb: Annotated[int | None, typer.Option("--reserved-mb", min=0)] = None,
+    failure_domain: Annotated[
+        str | None,
+        typer.Option("--failure-domain", help="Failure domain (rack, room, site) of this host."),
+    ] = None,
+    capacity_mb: Annotated[
+        int | None,
+        typer.Option(
+            "--capacity-mb", min=0, help="Memory share for models, MB (default: all RAM)."
+        ),
+    ] = None,
+    reserved_mb: Annotated[
+        int | None,
+        typer.Option("--reserved-mb", min=0, help="Memory kept free for the host itself, MB."),
+    ] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Placement tag (repeat).")] = None,
     model: Annotated[
         list[str] | None,
@@ -154,7 +165,10 @@ def start(
         bool | None,
         typer.Option("--dedicated/--workstation", help="Always-on server (ignore user activity)."),
     ] = None,
-    heartbeat_s: Annotated[float | None, typer.Option("--heartbeat-seconds", min=0.1)] = None,
+    heartbeat_s: Annotated[
+        float | None,
+        typer.Option("--heartbeat-seconds", min=0.1, help="Seconds between heartbeats."),
+    ] = None,
     telemetry: Annotated[
         str | None,
         typer.Option("--telemetry", help="host: this machine's sensors; logical: a lab partition."),
@@ -229,7 +243,10 @@ def stop(
     force: Annotated[
         bool, typer.Option("--force", help="Cut requests still running in owned engines.")
     ] = False,
-    timeout_s: Annotated[float, typer.Option("--timeout-seconds", min=1.0)] = 120.0,
+    timeout_s: Annotated[
+        float,
+        typer.Option("--timeout-seconds", min=1.0, help="How long to wait for the agent to stop."),
+    ] = 120.0,
 ) -> None:
     """Drain, stop owned model processes, and stop the node agent."""
     folder = _folder(node_dir)

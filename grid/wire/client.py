@@ -88,6 +88,7 @@ class AllocatorClient:
                 "controller_timeout",
                 f"the controller at {self.base_url} did not answer in time",
                 fix="check the controller's log, or retry",
+                next_command="grid allocator status",
             ) from None
         except httpx.TransportError:
             raise GridError(
@@ -179,5 +180,21 @@ def _refusal(response: httpx.Response) -> GridError:
     code = str(error.get("code") or f"http_{response.status_code}")
     message = str(error.get("message") or f"the controller answered HTTP {response.status_code}")
     return GridError(
-        code, message, fix=str(error.get("fix", "")), details={"http_status": response.status_code}
+        code,
+        message,
+        fix=str(error.get("fix") or _default_fix(response.status_code)),
+        next_command=str(error.get("next_command", "")),
+        details={"http_status": response.status_code},
     )
+
+
+def _default_fix(status: int) -> str:
+    """What to do about a refusal whose body says nothing more (an older or foreign server)."""
+    if status in (401, 403):
+        return (
+            "check the credential this command sends (GRID_ALLOCATOR_CONTROL_TOKEN, or the "
+            "node's token file)"
+        )
+    if status >= 500:
+        return "read the controller's log, then retry"
+    return "correct the request, then retry"

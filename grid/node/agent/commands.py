@@ -142,6 +142,7 @@ class CommandExecutor:
                     "artifact_missing",
                     f"the catalog file {path} for {model_id} does not exist",
                     fix="restore the file, or correct the node's catalog",
+                    next_command=f"ls -l {path}",
                 )
             digest = sha256_file(path)
             if entry.sha256 is not None and digest != entry.sha256:
@@ -149,6 +150,7 @@ class CommandExecutor:
                     "artifact_digest_mismatch",
                     f"{path} has SHA-256 {digest}, not the declared {entry.sha256}",
                     fix="replace the file with the exact artifact",
+                    next_command=f"sha256sum {path}",
                 )
             if wanted in (None, digest):
                 return _artifact(model_id, path, digest), False
@@ -157,6 +159,7 @@ class CommandExecutor:
                     "artifact_digest_mismatch",
                     f"{path} has SHA-256 {digest}, but the profile of {model_id} declares {wanted}",
                     fix="replace the catalog file with that revision, or declare its source",
+                    next_command=f"sha256sum {path}",
                 )
         spec = declared.transfer()
         if spec is None:

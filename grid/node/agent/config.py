@@ -142,6 +142,7 @@ def parse_config(data: object, where: str = CONFIG_NAME) -> NodeConfig:
             f"{first.get('msg', 'bad value')}",
             fix="correct the value (or run `grid allocator node start` again with other flags)",
             path=path,
+            next_command="grid allocator node start --help",
         ) from None
 
 
@@ -161,6 +162,7 @@ def load_config(state_dir: Path) -> NodeConfig:
             "invalid_node_config",
             f"{path} cannot be read ({type(exc).__name__})",
             fix="restore the file, or remove it and start the node again with flags",
+            next_command="grid allocator node start --grid URL --host-id ID --token-file FILE",
         ) from None
     return parse_config(data, str(path))
 

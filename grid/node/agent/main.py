@@ -33,6 +33,16 @@ ENGINES_DIR = "engines"
 ARTIFACTS_DIR = "artifacts"
 
 
+def refusal_text(err: GridError) -> str:
+    """A refusal as the CLI shows it: code and sentence, `To fix:` and the next command."""
+    lines = [f"Error [{err.code}]: {err.message}"]
+    if err.fix:
+        lines.append(f"To fix: {err.fix}")
+    if err.next_command:
+        lines.append(f"Next: {err.next_command}")
+    return "\n".join(lines)
+
+
 def read_token(config: NodeConfig, *, from_stdin: bool) -> str:
     if from_stdin:
         token = sys.stdin.readline().strip()
@@ -45,6 +55,7 @@ def read_token(config: NodeConfig, *, from_stdin: bool) -> str:
                 "token_file_unreadable",
                 f"cannot read the node credential file {config.token_file} ({exc.strerror})",
                 fix="check the --token-file path and its permissions",
+                next_command=f"ls -l {config.token_file}",
             ) from None
         source = config.token_file
     else:
@@ -52,12 +63,14 @@ def read_token(config: NodeConfig, *, from_stdin: bool) -> str:
             "no_node_credential",
             "the node agent has no credential",
             fix="set GRID_ALLOCATOR_NODE_TOKEN or pass --token-file to `node start`",
+            next_command="grid allocator token write FILE --host-id ID",
         )
     if not token:
         raise GridError(
             "no_node_credential",
             f"the node credential from {source} is empty",
             fix="write a credential with `grid allocator token write FILE --host-id ID`",
+            next_command="grid allocator token write FILE --host-id ID",
         )
     return token
 
@@ -106,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         token = read_token(config, from_stdin=args.token_stdin)
         agent = build_agent(config, state_dir, token)
     except GridError as err:
-        print(f"Error [{err.code}]: {err.message} {err.fix}", file=sys.stderr)
+        print(refusal_text(err), file=sys.stderr)
         return 2
     agent.instance = args.instance
     stop = threading.Event()

@@ -135,6 +135,7 @@ def start_agent(
                 f"the node agent exited with status {child.returncode} while starting: "
                 f"{log_tail(state_dir, 3)}",
                 fix=f"read {state_dir / LOG_NAME}",
+                next_command=f"tail -n 50 {state_dir / LOG_NAME}",
             )
         status = read_status(state_dir)
         if status is not None and status.instance == instance:
@@ -162,6 +163,7 @@ def stop_agent(state_dir: Path, *, force: bool = False, timeout_s: float = STOP_
                 "ambiguous_process",
                 f"process {raw} matches the agent's birth marker but not its command line",
                 fix="inspect it by hand; Grid never signals a process it cannot identify",
+                next_command=f"ps -o pid,lstart,args -p {raw}",
             )
         (state_dir / PID_NAME).unlink(missing_ok=True)
         return "stale"

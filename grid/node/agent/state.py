@@ -237,6 +237,7 @@ class AgentStateStore:
                 "will not start blank because that would forget its controller-term fence",
                 fix="inspect the file; if this host should start over, move it aside",
                 path=str(self.path),
+                next_command=f"mv {self.path} {self.path}.corrupt",
             ) from None
         if state.host_id != host_id:
             raise GridError(
@@ -244,6 +245,7 @@ class AgentStateStore:
                 f"{self.path} belongs to host {state.host_id!r}, not {host_id!r}",
                 fix="use one state folder per host id",
                 path=str(self.path),
+                next_command="grid allocator node start --node-dir NEW_DIR --host-id ID",
             )
         return state
 

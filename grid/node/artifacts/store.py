@@ -82,6 +82,10 @@ class ArtifactSpec:
                 ),
                 fix="Declare all three fields in the profile, or place the verified GGUF "
                 "in the cache by hand.",
+                next_command=(
+                    f"grid allocator model set {model_id} --memory-mb MB --artifact-source SOURCE "
+                    "--artifact-sha256 SHA256 --artifact-size-mb MB"
+                ),
             )
         return cls(model_id=model_id, source=source, sha256=sha256, max_size_bytes=size_mb * MIB)
 
@@ -290,6 +294,7 @@ def _io_error(exc: OSError, where: Path) -> GridError:
         code="artifact_io_error",
         message=f"File-system error in the artifact cache at {where}: {exc}.",
         fix="Check free disk space and permissions of the cache folder.",
+        next_command=f"df -h {where.parent}",
     )
 
 

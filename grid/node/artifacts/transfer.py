@@ -37,6 +37,7 @@ def _check_disk(staging: Path, needed_bytes: int) -> None:
             code="artifact_disk_full",
             message=f"The artifact needs {needed_bytes} more bytes; {free} are free.",
             fix="Free disk space on the node, then retry the load.",
+            next_command=f"df -h {staging.parent}",
         )
 
 
@@ -62,6 +63,7 @@ def copy_file_resumable(source: Path, staging: Path, max_size_bytes: int) -> int
             code="artifact_source_missing",
             message=f"The artifact source file {source} cannot be read: {exc}.",
             fix="Check the file:// path in the profile.",
+            next_command=f"ls -l {source}",
         ) from exc
     if total > max_size_bytes:
         raise _too_large(max_size_bytes, total)
@@ -127,6 +129,7 @@ class HttpTransfer:
                         ),
                         fix="Retry the load; it resumes where this one stopped.",
                         details={"partial_bytes": kept},
+                        next_command="grid allocator node status",
                     ) from exc
 
     def _attempt(self) -> None:

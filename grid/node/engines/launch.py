@@ -121,4 +121,5 @@ def allocate_port(config: LlamaCppConfig, taken: Collection[int]) -> int:
         code="engine_no_free_port",
         message=f"No free port in the engine range {low}-{high}.",
         fix="Stop an engine or widen the configured port range.",
+        next_command="grid allocator node start --engine-ports LOW-HIGH",
     )

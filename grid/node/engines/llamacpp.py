@@ -211,6 +211,7 @@ class LlamaCppSupervisor:
                 code="engine_model_missing",
                 message=f"The weights file {model_path} does not exist.",
                 fix="Load (fetch and verify) the artifact before warming it.",
+                next_command=f"ls -l {model_path}",
             )
         binary = self._binary_path()
         port = allocate_port(self._config, {e.record.port for e in self._engines.values()})
@@ -234,6 +235,7 @@ class LlamaCppSupervisor:
                 code="engine_spawn_failed",
                 message=f"Cannot start {binary}: {exc}.",
                 fix="Run scripts/install-engine.sh, or configure the llama-server path.",
+                next_command="bash scripts/install-engine.sh",
             ) from exc
         record = EngineRecord(
             model_id=model_id,
@@ -257,6 +259,7 @@ class LlamaCppSupervisor:
                 message=f"The llama-server child for {model_id} could not be identified "
                 f"right after spawn. {self._log_tail(model_id)}",
                 fix="Check the engine log in the state folder.",
+                next_command=f"tail -n 50 {log_path(self._config.state_dir, model_id)}",
             )
         record.executable = identity.executable
         record.birth = BirthRecord(
@@ -280,6 +283,7 @@ class LlamaCppSupervisor:
                 ),
                 fix="Free disk space or fix permissions of the node state folder, then retry.",
                 details={"pid": engine.record.pid, "port": engine.record.port},
+                next_command=f"df -h {self._config.state_dir}",
             ) from exc
 
     def _await_ready(self, engine: _Engine) -> EngineStatus:
@@ -301,6 +305,7 @@ class LlamaCppSupervisor:
                         message=f"The {model_id} engine exited before it became ready: "
                         f"{self._failures.get(model_id, '')}. {self._log_tail(model_id)}",
                         fix="Check the engine log; a new warm starts a fresh child.",
+                        next_command=f"tail -n 50 {log_path(self._config.state_dir, model_id)}",
                     )
                 if engine.state is EngineState.READY:
                     return self._status_of(engine)
@@ -323,6 +328,7 @@ class LlamaCppSupervisor:
                         f"{cfg.ready_timeout_s:.0f} s; it was stopped."
                     ),
                     fix="Check the engine log, or raise the readiness timeout.",
+                    next_command=f"tail -n 50 {log_path(cfg.state_dir, model_id)}",
                 )
             time.sleep(cfg.poll_interval_s)
 
@@ -413,6 +419,7 @@ class LlamaCppSupervisor:
             ),
             fix="Inspect that process by hand; once it is gone the record is released.",
             details={"pid": record.pid, "port": record.port},
+            next_command=f"ps -o pid,lstart,args -p {record.pid}",
         )
 
     def _status_of(self, engine: _Engine) -> EngineStatus:
@@ -446,6 +453,7 @@ class LlamaCppSupervisor:
                     f"request(s); it was left running."
                 ),
                 fix="Wait for the drain to finish, or stop with force to cut the requests.",
+                next_command="grid allocator node stop --force",
             )
         raise GridError(
             code="engine_activity_unknown",
@@ -454,6 +462,7 @@ class LlamaCppSupervisor:
                 "it was left running."
             ),
             fix="Retry once the engine answers /slots, or stop with force.",
+            next_command="grid allocator node stop --force",
         )
 
     def _signal_if_proven(self, engine: _Engine, signum: int) -> bool:
@@ -490,6 +499,7 @@ class LlamaCppSupervisor:
                     code="engine_stop_failed",
                     message=f"PID {pid} of {model_id} is still alive after SIGKILL.",
                     fix="Inspect the process by hand.",
+                    next_command=f"ps -o pid,stat,args -p {pid}",
                 )
         if self._alive(engine):
             self._keep_failed(engine, proven=False, why="identity proof failed before a signal")

@@ -77,6 +77,7 @@ class EngineStateStore:
                 code="engine_state_unwritable",
                 message=f"Cannot create the engine state folder {self.state_dir}: {exc}.",
                 fix="Choose a state folder this user can write.",
+                next_command=f"ls -ld {self.state_dir.parent}",
             ) from exc
         if not self.state_path.exists():
             doc = EngineStateDoc(engine_key=secrets.token_urlsafe(32))
@@ -97,6 +98,7 @@ class EngineStateStore:
                 message=f"The engine state file {self.state_path} cannot be read: {exc}.",
                 fix="Inspect the file; if no engine is running, move it aside and start again.",
                 path=str(self.state_path),
+                next_command=f"mv {self.state_path} {self.state_path}.corrupt",
             ) from exc
         if doc.schema_version != STATE_SCHEMA_VERSION:
             raise GridError(
@@ -107,6 +109,7 @@ class EngineStateStore:
                 ),
                 fix="Run the agent version that wrote it, or move the file aside.",
                 path=str(self.state_path),
+                next_command=f"mv {self.state_path} {self.state_path}.v{doc.schema_version}",
             )
         return doc
 
@@ -122,4 +125,5 @@ class EngineStateStore:
                 code="engine_state_unwritable",
                 message=f"Cannot write the engine key file {self.key_path}: {exc}.",
                 fix="Make the state folder writable by this user.",
+                next_command=f"ls -ld {self.state_dir}",
             ) from exc
