@@ -29,6 +29,46 @@ from grid.runtime.controller.core import Controller
 LISTED_REFUSALS = frozenset({None, "at_capacity"})  # still an admitted ready model
 
 
+@dataclass(frozen=True)
+class Preparing:
+    """Why an automatic request has no ready model: what the current plan prepares for it."""
+
+    workload: str
+    model_id: str | None  # the model the portfolio chose (or its best candidate), if any
+    state: str  # the admission state (grid/fleet/workloads.py AdmissionState)
+    reason: str  # starts with a stable code
+    route_refusal: str | None = None  # the router's code when the mapped model has no route
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "workload": self.workload,
+            "model_id": self.model_id,
+            "state": self.state,
+            "reason": self.reason,
+            "route_refusal": self.route_refusal,
+        }
+
+
+def portfolio_choice(ctl: Controller, workload: str) -> tuple[str | None, Preparing]:
+    """The model the current plan's portfolio maps `workload` to (None when unmapped) and the
+    admission row that explains it, read under the controller lock."""
+    with ctl.lock:
+        plan = ctl.last_plan
+        report = plan.portfolio if plan is not None else None
+    if report is None:
+        reason = (
+            "awaiting_plan: the current plan has no portfolio yet (it forms once "
+            "automatic requests are observed)"
+        )
+        return None, Preparing(workload, None, "awaiting-plan", reason)
+    mapped = report.mapping.get(workload)
+    row = next((r for r in report.admission if r.workload == workload), None)
+    if row is None:
+        reason = f"awaiting_plan: no admission row for workload {workload!r} yet"
+        return mapped, Preparing(workload, mapped, "awaiting-plan", reason)
+    return mapped, Preparing(workload, row.model_id or mapped, row.state.value, row.reason)
+
+
 @dataclass
 class Upstream:
     """One chosen engine for one request; `finish` must be called exactly once."""
@@ -72,6 +112,7 @@ def _routes(
                         throttle_fraction=entry.host.throttle_fraction,
                         concurrency=wire.concurrency,
                         queued=wire.queued,
+                        artifact_sha256=residency.artifact_sha256,
                     )
                 )
     # Proxy-owned counters survive heartbeats (the node's own slot count lags behind them).
@@ -125,6 +166,25 @@ class ProxyState:
             self._active[route.breaker_key] += 1
             self.breakers.begin(route.breaker_key, now)
             return Upstream(route, keys[route.host_id], decision.by_affinity)
+
+    def choose_auto(
+        self,
+        ctl: Controller,
+        workload: str,
+        now: float,
+        *,
+        affinity: AffinityKey | None,
+        max_tokens: int | None,
+    ) -> Upstream | Preparing:
+        """A ready engine of the model the portfolio maps `workload` to, or what is being
+        prepared for it (never another model: an unmapped workload waits for the plan)."""
+        mapped, preparing = portfolio_choice(ctl, workload)
+        if mapped is None:
+            return preparing
+        chosen = self.choose(ctl, mapped, now, affinity=affinity, max_tokens=max_tokens)
+        if isinstance(chosen, RouteRefusal):
+            return replace(preparing, route_refusal=chosen.code)
+        return chosen
 
     def finish(
         self,

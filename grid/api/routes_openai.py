@@ -2,9 +2,14 @@
 POST /v1/completions, proxied to the chosen Grid-owned child over loopback.
 
 This is the permissionless LAN boundary (spec): no Grid credential is needed, and only
-configured model ids create demand. The client's headers are not forwarded: the upstream hop
-carries only the content type and the host's private engine key, so neither a client's
-Authorization header nor its X-Grid-Affinity-Key (hashed on arrival) ever leaves this process.
+configured model ids create model demand. A request with `model: "auto"` (or no model) is
+classified in memory (grid/demand/classify.py) and routed to a READY model the current plan's
+portfolio maps its workload to; when none is ready it gets an honest 503 whose `preparing`
+object says what is being prepared (workload, model, admission state and reason). Either way
+it is workload demand, never demand for the model that served it. The client's headers are
+not forwarded: the upstream hop carries only the content type and the host's private engine
+key, so neither a client's Authorization header nor its X-Grid-Affinity-Key (hashed on
+arrival) ever leaves this process.
 A failed POST is never replayed; the circuit breaker only redirects later requests. After each
 request one bounded observation (no prompt or response content) is folded into the demand
 tracker, best effort, after the response is sent.
@@ -15,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -29,11 +35,13 @@ from grid.api.openai_support import (
     MAX_BODY_BYTES,
     MAX_RESPONSE_BYTES,
     RequestFacts,
+    Served,
+    bind_model,
     observe_quietly,
     openai_error,
     read_facts,
 )
-from grid.api.proxy_state import ProxyState, Upstream
+from grid.api.proxy_state import Preparing, ProxyState, Upstream
 from grid.demand import EndpointFamily, Outcome
 from grid.fleet.errors import GridError
 from grid.router import BreakerOutcome, RouteRefusal, classify_status, hash_affinity_key
@@ -81,24 +89,59 @@ def _refusal_response(refusal: RouteRefusal) -> JSONResponse:
     )
 
 
+def _preparing_response(preparing: Preparing) -> JSONResponse:
+    model = preparing.model_id
+    what = f"model {model!r}" if model else "a model"
+    error = {
+        "message": f"no ready model serves {preparing.workload!r} work yet; Grid is preparing "
+        f"{what} for it ({preparing.state}: {preparing.reason})",
+        "type": "server_error",
+        "code": "workload_preparing",
+        "fix": "retry shortly; `grid allocator status` shows the workload's admission row",
+    }
+    return JSONResponse(
+        {"error": error, "preparing": preparing.to_dict()},
+        status_code=503,
+        headers={"Retry-After": "5"},
+    )
+
+
 async def _proxy(request: Request, service: Service, family: EndpointFamily, path: str) -> Response:
     started = time.perf_counter()
+    ctl = service.controller
     try:
         body = await _read_request(request)
-        facts = read_facts(body, family)
+        facts = read_facts(body, family, ctl.classifier)
         affinity = hash_affinity_key(request.headers.get(AFFINITY_HEADER))
     except GridError as err:
         return openai_error(status_for(err), err.code, err.message, err.fix)
-    ctl = service.controller
+    if affinity is not None:
+        facts = replace(facts, affinity_digest=affinity.digest)
     proxy = proxy_state(request)
-    chosen = await run_in_threadpool(
-        proxy.choose,
-        ctl,
-        facts.model_id,
-        service.clock(),
-        affinity=affinity,
-        max_tokens=facts.max_tokens,
-    )
+    if facts.auto:
+        picked = await run_in_threadpool(
+            proxy.choose_auto,
+            ctl,
+            facts.shape.workload,
+            service.clock(),
+            affinity=affinity,
+            max_tokens=facts.max_tokens,
+        )
+        if isinstance(picked, Preparing):
+            # Workload demand: the arrival counts for the workload, no engine saw it.
+            facts_done = facts.finished(Outcome.NO_ROUTE, time.perf_counter() - started, None)
+            return _with_observation(_preparing_response(picked), service, facts_done)
+        body = bind_model(body, picked.route.model_id)
+        chosen: Upstream | RouteRefusal = picked
+    else:
+        chosen = await run_in_threadpool(
+            proxy.choose,
+            ctl,
+            facts.model_id,
+            service.clock(),
+            affinity=affinity,
+            max_tokens=facts.max_tokens,
+        )
     if isinstance(chosen, RouteRefusal):
         if chosen.code == "no_route" and facts.model_id not in ctl.profiles:
             return openai_error(
@@ -110,6 +153,10 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
         # No engine saw it: demand for the model, never an engine error (no error rate).
         facts_done = facts.finished(Outcome.NO_ROUTE, time.perf_counter() - started, None)
         return _with_observation(_refusal_response(chosen), service, facts_done)
+    route = chosen.route
+    facts = facts.served_by(
+        Served(route.model_id, route.artifact_sha256, route.host_id, route.engine_id, route.queued)
+    )
     client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, trust_env=False)
     try:
         upstream_request = _build_upstream(chosen, path, body, request)
@@ -148,9 +195,17 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
         content,
         status_code=reply.status_code,
         media_type=reply.headers.get("content-type", "application/json"),
-        headers={"X-Grid-Served-By": chosen.route.host_id},
+        headers=_served_headers(chosen, facts),
     )
     return _with_observation(response, service, facts.finished(outcome, elapsed, usage))
+
+
+def _served_headers(chosen: Upstream, facts: RequestFacts) -> dict[str, str]:
+    headers = {"X-Grid-Served-By": chosen.route.host_id}
+    if facts.auto:
+        headers["X-Grid-Model"] = chosen.route.model_id
+        headers["X-Grid-Workload"] = facts.shape.workload
+    return headers
 
 
 async def _read_request(request: Request) -> bytes:
@@ -266,7 +321,7 @@ def _stream(
         relay(),
         status_code=reply.status_code,
         media_type=reply.headers.get("content-type", "text/event-stream"),
-        headers={"X-Grid-Served-By": chosen.route.host_id, "Cache-Control": "no-cache"},
+        headers={**_served_headers(chosen, facts), "Cache-Control": "no-cache"},
         background=BackgroundTask(after_stream),
     )
 

@@ -29,6 +29,9 @@ class Route:
     concurrency: int | None = None  # advertised simultaneous requests; None: unknown
     active: int = 0  # requests the proxy has in flight on this route
     queued: int = 0  # advertised queued work
+    # The serving residency's artifact revision: outcome evidence is kept per revision, so a
+    # late response of a replaced artifact can never update the new one's evidence.
+    artifact_sha256: str | None = None
 
     @property
     def engine_id(self) -> str:
