@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path
 
 from grid.api.deps import Node, Service
-from grid.runtime.controller.wire import NodeUpdate
+from grid.fleet.wire import AckAnswer, NodeReply, NodeUpdate, ReplyAllocator, wire_json
 
 router = APIRouter(tags=["nodes"])
 
@@ -34,20 +34,21 @@ def put_node(node_id: NodeId, update: NodeUpdate, service: Service, node: Node) 
     else:
         service.notify()
     now = service.clock()
-    return {
-        "node_id": node_id,
-        "host_id": reply.host_id,
-        "ttl_seconds": ctl.config.node_ttl_s,
-        "model_last_used_at": ctl.last_used_for(reply.host_id),
-        "acknowledgements": [
-            {"action_id": o.action_id, "result": o.result.value} for o in reply.acknowledgements
+    answer = NodeReply(
+        node_id=node_id,
+        host_id=reply.host_id,
+        ttl_seconds=ctl.config.node_ttl_s,
+        model_last_used_at=ctl.last_used_for(reply.host_id),
+        acknowledgements=[
+            AckAnswer(action_id=o.action_id, result=o.result.value) for o in reply.acknowledgements
         ],
-        "allocator": {
-            "schema_version": 1,
-            "mode": ctl.mode.value,
-            "controller_lease_ttl_seconds": round(ctl.lease_ttl(now), 3),
-            "revision": reply.revision,
-            "commands": commands,
-            "held_destructive": held,
-        },
-    }
+        allocator=ReplyAllocator(
+            schema_version=1,
+            mode=ctl.mode.value,
+            controller_lease_ttl_seconds=round(ctl.lease_ttl(now), 3),
+            revision=reply.revision,
+            commands=commands,
+            held_destructive=held,
+        ),
+    )
+    return wire_json(answer)
