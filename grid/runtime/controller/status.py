@@ -94,6 +94,30 @@ def _forecasts(state: ControllerState, now: float) -> dict[str, Any]:
     return out
 
 
+def _workloads(state: ControllerState, snap: FleetSnapshot, now: float) -> dict[str, Any]:
+    """Workload demand, learned workflow edges and outcome evidence (issue 9). The plan's
+    portfolio (admission rows, candidates) is under `plan.portfolio`."""
+    plan = state.last.plan
+    portfolio = plan.portfolio if plan is not None else None
+    return {
+        "vocabulary": list(state.policy.workload_vocabulary),
+        "forecasts": {w: f.model_dump(mode="json") for w, f in sorted(snap.workloads.items())},
+        "ignored": state.signals.workloads.ignored,
+        "edges": [
+            {
+                "source": e.source,
+                "target": e.target,
+                "count": e.count,
+                "departures": e.departures,
+                "confidence": round(e.confidence, 4),
+            }
+            for e in state.signals.edges(now)
+        ],
+        "outcomes": [o.model_dump(mode="json") for o in snap.outcomes],
+        "portfolio": None if portfolio is None else portfolio.model_dump(mode="json"),
+    }
+
+
 def _pending(state: ControllerState) -> list[dict[str, Any]]:
     rows = []
     for record, command in state.book.pending_commands():
@@ -187,6 +211,7 @@ class StatusView:
                 "ignored": state.tracker.ignored,
                 "series": state.tracker.footprint().series,
             },
+            "workloads": _workloads(state, snap, now),
             "plan": None if plan is None else plan.model_dump(mode="json"),
             "plan_generation": str(last.generation) if last.generation else None,
             "unmet": [] if plan is None else [u.model_dump(mode="json") for u in plan.unsatisfied],
