@@ -1,8 +1,10 @@
-"""The CP-SAT level expressions equal levels.score_placement on feasible placements.
+"""The CP-SAT level expressions equal an independently written scorer on feasible placements.
 
 Placements come from the heuristic and from random subsets made feasible by dropping what does
 not fit; the independent validator confirms each is feasible before it is compared. The model
-pins every x to the placement, so each expression (auxiliaries included) has one value.
+pins every x to the placement, so each expression (auxiliaries included) has one value. The
+oracle is reference_levels.all_levels (every level, 1-6, restated from the level definitions);
+levels.score_placement and the solver's cached Scorer must both agree with it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from grid.planner.levels import levels, score_placement
 from grid.planner.problem import PlacementProblem, build_problem
 from grid.planner.validate import violations
 from tests.planner.cpsat_support import plan_of, random_fleet
+from tests.planner.reference_levels import all_levels
 
 pytestmark = pytest.mark.unit
 
@@ -62,10 +65,11 @@ def test_level_expressions_equal_the_scorer(seed: int) -> None:
     for placed in _placements(seed, problem):
         found = [v for v in violations(snap, plan_of(problem, placed), problem.targets)]
         assert [v for v in found if v.code not in EXPLANATION_CODES] == []
-        expected = score_placement(problem, placed)
+        expected = all_levels(problem, placed)
         values = _expression_values(problem, placed)
         assert list(values) == names, "one expression per level, in level order"
         assert values == expected
+        assert score_placement(problem, placed) == expected
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -76,7 +80,9 @@ def test_cached_scorer_equals_the_scorer(seed: int) -> None:
     keys = sorted(problem.candidates)
     for _ in range(5):
         placed = {k for k in keys if rng.random() < 0.5}  # need not be feasible
-        assert scorer.score(placed) == score_placement(problem, placed)
+        expected = all_levels(problem, placed)
+        assert scorer.score(placed) == expected
+        assert score_placement(problem, placed) == expected
 
 
 @pytest.mark.parametrize("seed", SEEDS)
