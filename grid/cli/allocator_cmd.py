@@ -19,7 +19,9 @@ from rich.table import Table
 from rich.text import Text
 
 from grid.api.settings import default_state_dir, load_settings
+from grid.cli.render_portfolio import render_report
 from grid.fleet.errors import GridError
+from grid.fleet.workloads import PortfolioReport
 from grid.wire import AllocatorClient
 
 TOKEN_ENV = "GRID_ALLOCATOR_CONTROL_TOKEN"
@@ -361,6 +363,7 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
         for level in solver["objective"]:
             levels.add_row(level["level"], str(level["value"]), str(level["bound"]))
         parts.append(levels)
+    parts += _workload_parts(doc.get("workloads") or {})
     if doc["unmet"]:
         unmet = _table("Unmet replicas", ["model", "code", "missing", "binding", "would fit if"])
         for u in doc["unmet"]:
@@ -419,6 +422,41 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
     return Group(*parts)
 
 
+def _workload_parts(section: dict[str, Any]) -> list[RenderableType]:
+    """Workload demand, the portfolio's admission rows and candidates, learned workflows."""
+    parts: list[RenderableType] = []
+    forecasts = section.get("forecasts") or {}
+    if forecasts:
+        table = _table(
+            "Workload demand", ["workload", "offered", "observations", "rpm", "modality"]
+        )
+        for word, f in forecasts.items():
+            table.add_row(
+                word,
+                f"{f['offered_concurrency']:.3g}",
+                str(f["observations"]),
+                f"{f['rpm']:.3g}",
+                f["modality"],
+            )
+        parts.append(table)
+    portfolio = section.get("portfolio")
+    if portfolio:
+        parts.append(render_report(PortfolioReport.model_validate(portfolio)))
+    edges = section.get("edges") or []
+    if edges:
+        table = _table("Learned workflows", ["from", "to", "count", "departures", "confidence"])
+        for e in edges:
+            table.add_row(
+                e["source"],
+                e["target"],
+                str(e["count"]),
+                str(e["departures"]),
+                f"{e['confidence']:.2f}",
+            )
+        parts.append(table)
+    return parts
+
+
 @allocator_app.command("status")
 def status(
     grid: GridOpt = None,
@@ -426,7 +464,8 @@ def status(
     as_json: JsonOpt = False,
     history: Annotated[int, typer.Option("--history", min=0, max=512)] = 50,
 ) -> None:
-    """Show hosts, the plan, unmet replicas, pending commands, revisions and warnings."""
+    """Show hosts, the plan, workload admission and candidates, learned workflows, unmet
+    replicas, pending commands, revisions and warnings."""
     with client(grid, state_dir, admin=False) as api:
         doc = api.status(history=history)
     if as_json:

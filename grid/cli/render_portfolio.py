@@ -86,9 +86,11 @@ def candidates_table(report: PortfolioReport) -> Table:
 
 def render_portfolio(plan: Plan) -> RenderableType:
     """The portfolio section of `grid plan` (nothing without workloads)."""
-    report = plan.portfolio
-    if report is None:
-        return Text("")
+    return Text("") if plan.portfolio is None else render_report(plan.portfolio)
+
+
+def render_report(report: PortfolioReport) -> RenderableType:
+    """A portfolio report (`grid plan`, `grid allocator status`)."""
     mapping = ", ".join(f"{w} → {m}" for w, m in report.mapping.items()) or "none"
     head = Text("Portfolio: ", style="bold")
     head.append(mapping)
