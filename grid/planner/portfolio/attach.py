@@ -17,6 +17,7 @@ from collections.abc import Callable
 from grid.fleet.models import Assignment, FleetSnapshot, Plan, Unsatisfied
 from grid.fleet.workloads import PortfolioLevel, PortfolioReport, PortfolioSolver
 from grid.planner.portfolio.context import Key, PortfolioContext, build_context
+from grid.planner.portfolio.preempt import preemptions_of, stage_preemptions
 from grid.planner.portfolio.report import admission_rows, candidate_rows
 from grid.planner.portfolio.score import LEVELS, compare, evaluate
 from grid.planner.portfolio.search import coordinate_search, explorers
@@ -95,7 +96,7 @@ def attach_portfolio(
     for m in sorted(set(mapping.values())):
         asked = sum(ctx.pairs[(w, mm)].need for w, mm in mapping.items() if mm == m)
         want = min(asked, ctx.room.get(m, 0))
-        desired[m] = ctx.base_desired.get(m, 0) + want
+        desired[m] = ctx.base_level.get(m, 0) + want
         short = want - counts.get(m, 0)
         if short > 0:
             unsatisfied.append(
@@ -107,6 +108,20 @@ def attach_portfolio(
                     would_fit_if="more free memory or model slots on a compatible host",
                 )
             )
+    staged = stage_preemptions(ctx, mapping, placement)
+    for item in staged:
+        unsatisfied.append(
+            Unsatisfied(
+                model_id=item.model_id,
+                code="preemption_staged",
+                missing_replicas=1,
+                message=(
+                    f"{item.model_id} loads on {item.host_id} for workload {item.workload} "
+                    f"once {', '.join(item.victims)} drain"
+                ),
+                host_id=item.host_id,
+            )
+        )
     assignments = sorted(
         [*plan.assignments, *_assignments(ctx, extra, mapping, assignments_of)],
         key=lambda a: (a.host_id, a.model_id),
@@ -117,6 +132,7 @@ def attach_portfolio(
             "assignments": assignments,
             "desired_replicas": desired,
             "unsatisfied": unsatisfied,
+            "preemptions": [*plan.preemptions, *preemptions_of(staged)],
         }
     )
     final = out
@@ -124,7 +140,7 @@ def attach_portfolio(
         mapping=dict(sorted(mapping.items())),
         selected_models=sorted(set(mapping.values())),
         exploration_model=explore[0] if explore else None,
-        admission=admission_rows(ctx, final, mapping),
+        admission=admission_rows(ctx, final, mapping, staged),
         candidates=candidate_rows(ctx),
         solver=solver,
     )

@@ -81,7 +81,7 @@ class PortfolioContext:
     base_keys: frozenset[Key]  # base placements that are candidate keys (fixed at 1)
     outside_hosts: frozenset[str]  # hosts with staged preemptions/repacks: left as planned
     base_counts: dict[str, int]  # replicas of each model in the base plan (fixed included)
-    base_desired: dict[str, int]
+    base_level: dict[str, int]  # max(base desired, base replicas): workload replicas go beyond
     gates: dict[str, GateResult]
     pairs: dict[tuple[str, str], PairInfo]  # every (w, m) with a score, feasible or not
     room: dict[str, int]  # workload replicas each model may receive
@@ -116,6 +116,18 @@ class PortfolioContext:
 
     def outside_keys(self) -> list[Key]:
         return sorted(k for k in self.base_keys if k[1] in self.outside_hosts)
+
+    def off_pin_allowance(self, model_id: str) -> int | None:
+        """Workload-free room off the pins (None: no pins). Pins are reserved, never substituted:
+        placements off the pins ≤ base_level + D_m − |pins| − fixed replicas off the pins, so
+        this value plus the model's desired workload replicas bounds them."""
+        pins = set(self.problem.model_by_id[model_id].pinned_hosts)
+        if not pins:
+            return None
+        fixed_off = sum(
+            1 for f in self.problem.fixed if f.model_id == model_id and f.host_id not in pins
+        )
+        return self.base_level.get(model_id, 0) - len(pins) - fixed_off
 
     def forecast(self, workload: str) -> WorkloadForecast:
         return self.snapshot.workloads[workload]
@@ -282,7 +294,7 @@ def build_context(snap: FleetSnapshot, base_plan: Plan) -> PortfolioContext:
             for (w, mid), p in pairs.items()
             if mid == m.model_id and p.feasible and gates[w].admitted
         )
-        base_desired = base_targets[m.model_id].desired
+        base_desired = max(base_targets[m.model_id].desired, counts[m.model_id])
         ceiling = max(m.max_replicas, len(set(m.pinned_hosts)))
         desired = max(base_desired, min(ceiling, base_desired + asked))
         room[m.model_id] = desired - base_desired
@@ -299,7 +311,7 @@ def build_context(snap: FleetSnapshot, base_plan: Plan) -> PortfolioContext:
         base_keys=base_keys,
         outside_hosts=outside,
         base_counts=dict(counts),
-        base_desired={m: t.desired for m, t in base_targets.items()},
+        base_level={m: max(t.desired, counts[m]) for m, t in base_targets.items()},
         gates=gates,
         pairs=pairs,
         room=room,

@@ -6,6 +6,8 @@
     D_m   = min(N_m, room_m)                       (desired workload replicas)
     wr_m ≤ D_m                                     (no replica without a workload asking for it)
     miss_m = D_m − wr_m ≥ 0
+    Σ_{h ∉ pins(m)} x[m, h] ≤ base_level_m + D_m − |pins(m)| − fixed_off(m)   (pins never
+                                                  substituted, against the final desired count)
 Base keys are fixed: x_k = 1 for k ∈ B, so the base plan's replicas stay where they are.
 """
 
@@ -50,4 +52,10 @@ def add_links(
         miss = model.new_int_var(0, min(room, ceiling), f"miss[{m}]")
         model.add(miss == demand - wr)
         missing[m] = miss
+        allowance = ctx.off_pin_allowance(m)
+        if allowance is not None:
+            pins = set(ctx.problem.model_by_id[m].pinned_hosts)
+            off = [k for k in xs.keys_of_model(m) if k[1] not in pins]
+            outside_off = sum(1 for mm, h in xs.outside if mm == m and h not in pins)
+            model.add(xs.total(off) + outside_off <= allowance + demand)
     return missing

@@ -1,6 +1,8 @@
 """Admission rows and candidate rows of the plan's `portfolio` (pure: they explain, not decide).
 
 One admission row per active workload, from the final plan and observed residencies:
+    awaiting-plan         a staged preemption of stale speculative capacity makes room; the
+                          model is placed once a later snapshot shows the memory free
     deferred              below the evidence gate, the spare-capacity proof failed, or a
                           feasible workload the portfolio left out under current capacity
     infeasible            no profile scores it, or no live host can ever host a candidate
@@ -14,9 +16,12 @@ Every reason starts with a stable code (`below_evidence_gate: 2 of 3 observation
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from grid.fleet.models import Plan, ResidencyState
 from grid.fleet.workloads import AdmissionRow, AdmissionState, CandidateRow
 from grid.planner.portfolio.context import PairInfo, PortfolioContext
+from grid.planner.portfolio.preempt import StagedWorkload
 
 
 def candidate_rows(ctx: PortfolioContext) -> list[CandidateRow]:
@@ -73,16 +78,28 @@ def _unmapped(ctx: PortfolioContext, workload: str) -> tuple[AdmissionState, str
 
 
 def admission_rows(
-    ctx: PortfolioContext, plan: Plan, mapping: dict[str, str]
+    ctx: PortfolioContext,
+    plan: Plan,
+    mapping: dict[str, str],
+    staged: Sequence[StagedWorkload] = (),
 ) -> list[AdmissionRow]:
     states = _residency_states(ctx)
+    waiting = {s.workload: s for s in staged}
     rows: list[AdmissionRow] = []
     for workload, forecast in sorted(ctx.snapshot.workloads.items()):
         gate = ctx.gates[workload]
         offered = round(forecast.offered_concurrency, 3)
         model_id = mapping.get(workload)
         if model_id is None:
-            if gate.admitted:
+            if workload in waiting:
+                item = waiting[workload]
+                state = AdmissionState.AWAITING_PLAN
+                reason = (
+                    f"preemption_staged: {item.model_id} loads on {item.host_id} once "
+                    f"{', '.join(item.victims)} drain"
+                )
+                pair: PairInfo | None = ctx.pairs[(workload, item.model_id)]
+            elif gate.admitted:
                 state, reason, pair = _unmapped(ctx, workload)
             else:
                 state, reason = AdmissionState.DEFERRED, gate.reason

@@ -91,14 +91,34 @@ def place(ctx: PortfolioContext, mapping: dict[str, str]) -> set[Key]:
         keys.sort(key=lambda k: (problem.candidates[k].incumbent is None, -quality[k], k[1]))
         keys_of[m] = keys
     added = {m: 0 for m in order}
+    off_room: dict[str, int] = {}  # placements still allowed off the pins (pinned models)
+    for m in order:
+        allowance = ctx.off_pin_allowance(m)
+        if allowance is not None:
+            pins = set(problem.model_by_id[m].pinned_hosts)
+            used = sum(1 for mm, h in ctx.base_keys if mm == m and h not in pins)
+            off_room[m] = allowance + want[m] - used
+
+    def fits(k: Key) -> bool:
+        if ledger.blockers(k):
+            return False
+        if k[0] in off_room and k[1] not in problem.model_by_id[k[0]].pinned_hosts:
+            return off_room[k[0]] > 0
+        return True
+
+    def take(k: Key) -> None:
+        ledger.add(k)
+        added[k[0]] += 1
+        if k[0] in off_room and k[1] not in problem.model_by_id[k[0]].pinned_hosts:
+            off_room[k[0]] -= 1
+
     # First replica of each selected model without one, then further replicas round by round.
     for m in order:
         if ctx.base_counts.get(m, 0) > 0 or want[m] == 0:
             continue
         for k in keys_of[m]:
-            if not ledger.blockers(k):
-                ledger.add(k)
-                added[m] += 1
+            if fits(k):
+                take(k)
                 break
     progress = True
     while progress:
@@ -107,9 +127,8 @@ def place(ctx: PortfolioContext, mapping: dict[str, str]) -> set[Key]:
             if added[m] >= want[m]:
                 continue
             for k in keys_of[m]:
-                if k not in ledger.placed and not ledger.blockers(k):
-                    ledger.add(k)
-                    added[m] += 1
+                if k not in ledger.placed and fits(k):
+                    take(k)
                     progress = True
                     break
     return set(ledger.placed) | set(ctx.outside_keys())
