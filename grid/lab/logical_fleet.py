@@ -34,7 +34,7 @@ from grid.api.settings import (
 )
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
-from grid.lab.logical_fleet_settings import FleetSettings
+from grid.lab.logical_fleet_settings import CandidateModel, FleetSettings
 from grid.node.agent.config import CatalogEntry, NodeConfig, save_config
 from grid.node.agent.process import AgentProcess, running_agent, start_agent, stop_agent
 from grid.node.agent.status import read_status
@@ -152,6 +152,8 @@ class LogicalFleet:
                 self._start_node(admin, settings, index)
             if not already:
                 admin.put_model(settings.model.model_id, self._profile(settings))
+                for candidate in settings.candidates:
+                    admin.put_model(candidate.model_id, candidate_profile(settings, candidate))
                 admin.set_mode("automatic")
         atomic_write_text(self.run_dir / FLEET_NAME, settings.model_dump_json(indent=2) + "\n")
         report = StartReport(url, self.controller_dir / CONFIG_NAME, not already, hosts)
@@ -193,11 +195,8 @@ class LogicalFleet:
             engine_port_range=settings.engine_ports(index),
             engine_threads=settings.threads,
             catalog=[
-                CatalogEntry(
-                    model_id=settings.model.model_id,
-                    path=settings.model.path,
-                    sha256=settings.model.sha256,
-                )
+                CatalogEntry(model_id=m.model_id, path=m.path, sha256=m.sha256)
+                for m in settings.catalog_models()
             ],
             heartbeat_interval_s=settings.heartbeat_s,
             telemetry="logical",
@@ -217,6 +216,7 @@ class LogicalFleet:
             "priority": settings.priority,
             "min_residency_s": settings.min_residency_s,
             "scale_down_cooldown_s": settings.scale_down_cooldown_s,
+            "workload_scores": dict(settings.model_scores),
         }
 
     def wait_ready(self, settings: FleetSettings, timeout_s: float) -> list[str]:
@@ -316,6 +316,20 @@ class LogicalFleet:
             time.sleep(0.05)
         leftover += [p for p in killed if is_alive(p)]
         return StopReport(agents, controller, killed, leftover)
+
+
+def candidate_profile(settings: FleetSettings, candidate: CandidateModel) -> dict[str, Any]:
+    """A candidate: no replica floor, one replica at most, its workload scores."""
+    return {
+        "memory_mb": candidate.memory_mb,
+        "runtimes": ["llama.cpp"],
+        "artifact_sha256": candidate.sha256,
+        "min_replicas": 0,
+        "max_replicas": 1,
+        "min_residency_s": settings.min_residency_s,
+        "scale_down_cooldown_s": settings.scale_down_cooldown_s,
+        "workload_scores": dict(candidate.workload_scores),
+    }
 
 
 def recorded_children(engines_dir: Path) -> list[tuple[int, bool]]:

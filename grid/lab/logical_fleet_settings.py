@@ -42,6 +42,14 @@ class FleetModel(BaseModel):
     memory_mb: int = Field(gt=0)
 
 
+class CandidateModel(FleetModel):
+    """A model every logical node holds but nothing pins: the allocator may load it on its own
+    (`grid test start --candidate-model`), scored for the workloads named by
+    `--workload-model WORKLOAD=MODEL`."""
+
+    workload_scores: dict[str, float] = Field(default_factory=dict)
+
+
 class FleetSettings(BaseModel):
     """What `grid test start` was asked for; a second start with equal settings is a no-op."""
 
@@ -59,6 +67,11 @@ class FleetSettings(BaseModel):
     min_residency_s: float = Field(default=60.0, ge=0)
     scale_down_cooldown_s: float = Field(default=120.0, ge=0)
     threads: int = Field(default=1, ge=1)
+    model_scores: dict[str, float] = Field(default_factory=dict)  # the baseline's workloads
+    candidates: list[CandidateModel] = Field(default_factory=list)
+
+    def catalog_models(self) -> list[FleetModel]:
+        return [self.model, *self.candidates]
 
     def host_id(self, index: int) -> str:
         return f"logical-{index + 1:02d}"
