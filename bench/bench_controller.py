@@ -28,12 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from grid.demand import Observation
 from grid.fleet.models import Host
+from grid.fleet.wire import NodeUpdate, WireAllocator, WireResources
 from grid.lab.fleetgen import generate_fleet
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.core import Controller
 from grid.runtime.controller.lease import LeaseFile
 from grid.runtime.controller.store import StateStore
-from grid.runtime.controller.wire import NodeUpdate
 
 MODELS_FOR_HOSTS = {8: 6, 64: 32, 256: 96}
 NOW = 1_785_300_000.0
@@ -41,34 +41,33 @@ MAX_OBS_PER_MODEL = 300
 
 
 def wire_update(host: Host, *, external_mb: int | None = None) -> NodeUpdate:
-    return NodeUpdate.model_validate(
-        {
-            "role": "allocator",
-            "host_id": host.host_id,
-            "request_commands": False,
-            "resources": {
-                "capacity_mb": host.capacity_mb,
-                "reserved_mb": host.reserved_mb,
-                "external_mb": host.external_mb if external_mb is None else external_mb,
-                "runtimes": host.runtimes,
-                "backends": host.backends,
-                "memory_bandwidth_gbps": host.memory_bandwidth_gbps,
-                "compute_gflops": host.compute_gflops,
-                "failure_domain": host.failure_domain,
-                "tags": host.tags,
-                "data_tiers": host.data_tiers,
-                "max_models": host.max_models,
-                "disk_free_mb": host.disk_free_mb,
-            },
-            "allocator": {
-                "schema_version": 1,
-                "state": host.state.value,
-                "throttle_fraction": host.throttle_fraction,
-                "cached_models": host.cached_models,
-                "residencies": [r.model_dump(mode="json") for r in host.residencies],
-                "actuator_capabilities": host.actuator_capabilities,
-            },
-        }
+    """The registration a node of this host would send (the fleet wire models, typed)."""
+    return NodeUpdate(
+        role="allocator",
+        host_id=host.host_id,
+        request_commands=False,
+        resources=WireResources(
+            capacity_mb=host.capacity_mb,
+            reserved_mb=host.reserved_mb,
+            external_mb=host.external_mb if external_mb is None else external_mb,
+            runtimes=host.runtimes,
+            backends=host.backends,
+            memory_bandwidth_gbps=host.memory_bandwidth_gbps,
+            compute_gflops=host.compute_gflops,
+            failure_domain=host.failure_domain,
+            tags=host.tags,
+            data_tiers=host.data_tiers,
+            max_models=host.max_models,
+            disk_free_mb=host.disk_free_mb,
+        ),
+        allocator=WireAllocator(
+            schema_version=1,
+            state=host.state.value,
+            throttle_fraction=host.throttle_fraction,
+            cached_models=host.cached_models,
+            residencies=[r.model_dump(mode="json") for r in host.residencies],
+            actuator_capabilities=host.actuator_capabilities,
+        ),
     )
 
 
