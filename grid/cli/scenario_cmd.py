@@ -1,0 +1,280 @@
+"""`grid test scenario` and `grid test graduate`: the deterministic scenario lab
+(grid/lab/scenario, docs/scenario.md). Registered on the `test` sub-app."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from grid.fleet.errors import GridError
+from grid.lab.scenario import (
+    STRATEGIES,
+    WORDS,
+    ScenarioConfig,
+    document,
+    graduate,
+    oracle_document,
+    parse_option,
+    read_trace,
+    run_oracle,
+    run_scenario,
+)
+
+DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
+NEXT = "grid test scenario --help"
+
+
+def parse_duration(text: str) -> int:
+    """'2h', '30m', '90s' or plain seconds -> whole minutes' seconds (at least one minute)."""
+    found = DURATION.match(text.lower())
+    if found is None:
+        raise GridError(
+            "invalid_duration",
+            f"--duration {text!r} is not a duration",
+            fix="pass e.g. 2h, 30m or 600s",
+            path="--duration",
+            next_command=NEXT,
+        )
+    value = float(found.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[found.group(2)]
+    seconds = int(value // 60) * 60
+    if seconds < 60 or seconds > 24 * 3600:
+        raise GridError(
+            "invalid_duration",
+            f"--duration {text!r} must be between one minute and 24 hours",
+            fix="pass e.g. 30m or 2h",
+            path="--duration",
+            next_command=NEXT,
+        )
+    return seconds
+
+
+def _ints(text: str, option: str) -> list[int]:
+    try:
+        values = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise GridError(
+            "invalid_list",
+            f"{option} {text!r} is not a comma-separated list of positive whole numbers",
+            fix=f"pass e.g. {option} 2,4,8",
+            path=option,
+            next_command="grid test graduate --help",
+        )
+    return values
+
+
+def _check_strategy(strategy: str) -> None:
+    if strategy not in STRATEGIES:
+        raise GridError(
+            "unknown_strategy",
+            f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}",
+            fix="pass --strategy smart, reactive, greedy or static",
+            path="--strategy",
+            next_command=NEXT,
+        )
+
+
+def _dump(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=False, allow_nan=False)
+
+
+def scenario_cmd(
+    machines: Annotated[
+        int, typer.Option("--machines", min=1, max=64, help="Logical machines.")
+    ] = 8,
+    models: Annotated[int, typer.Option("--models", min=1, max=40, help="Catalogue models.")] = 8,
+    users: Annotated[int, typer.Option("--users", min=1, max=5000, help="Simulated users.")] = 50,
+    duration: Annotated[
+        str, typer.Option("--duration", help="Virtual run length: 30m, 2h, 600s.")
+    ] = "30m",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of topology, users and arrivals.")] = 42,
+    strategy: Annotated[
+        str, typer.Option("--strategy", help="smart | reactive | greedy | static.")
+    ] = "smart",
+    oracle: Annotated[
+        bool, typer.Option("--oracle", help="Also solve the hindsight oracle on the run's trace.")
+    ] = False,
+    oracle_time_limit: Annotated[
+        float, typer.Option("--oracle-time-limit", min=0.1, help="Oracle budget in seconds.")
+    ] = 30.0,
+    workload_trace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workload-trace",
+            help="WORKLOAD=CSV (headerless timestamp_seconds,request_rate); repeatable.",
+        ),
+    ] = None,
+    timeline: Annotated[
+        bool, typer.Option("--timeline", help="Print every changing tick.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one stable JSON document.")
+    ] = False,
+) -> None:
+    """Run one seeded workday on logical machines with the production planner and reconciler."""
+    _check_strategy(strategy)
+    seconds = parse_duration(duration)
+    traces: dict[str, list[tuple[float, float]]] = {}
+    for option in workload_trace or []:
+        word, path = parse_option(option, WORDS)
+        traces[word] = read_trace(path)
+    cfg = ScenarioConfig(
+        machines=machines,
+        models=models,
+        users=users,
+        duration_s=seconds,
+        seed=seed,
+        strategy=strategy,
+        traces=traces,
+    )
+    started = time.perf_counter()
+    run = run_scenario(cfg)
+    doc = document(run, timeline=timeline)
+    if oracle:
+        doc["oracle"] = run_oracle(run, oracle_time_limit)
+    doc["wall_s"] = round(time.perf_counter() - started, 3)
+    if as_json:
+        typer.echo(_dump(doc))
+        return
+    _render(doc, timeline)
+
+
+def _render(doc: dict[str, Any], timeline: bool) -> None:
+    console = Console(highlight=False)
+    s = doc["summary"]
+    console.print(
+        f"scenario {doc['strategy']}: {doc['machines']} machines, {doc['models']} models, "
+        f"{doc['users']} users, {doc['duration_s'] // 60} min, seed {doc['seed']}"
+    )
+    if timeline:
+        for e in doc.get("timeline", []):
+            parts = [f"t+{e['minute']:>3} {e['phase']:<17} served {e['served_fraction']:.0%}"]
+            for key in ("events", "actions", "withdrawn", "evicted", "overloaded", "violations"):
+                if e[key]:
+                    parts.append(f"{key}: {' '.join(e[key])}")
+            if e["portfolio_changes"]:
+                parts.append(
+                    "portfolio: "
+                    + " ".join(f"{w}->{m or '-'}" for w, m in e["portfolio_changes"].items())
+                )
+            console.print("  ".join(parts))
+    table = Table(title="Workloads", box=box.SIMPLE_HEAD)
+    for col in ("workload", "demand", "served", "SLO", "best model", "admission minutes"):
+        table.add_column(col, justify="left" if col in ("workload", "best model") else "right")
+    for word, w in doc["workloads"].items():
+        adm = " ".join(f"{k}:{v}" for k, v in w["admission_minutes"].items())
+        table.add_row(
+            word,
+            f"{w['demand']:.2f}",
+            f"{w['served_fraction']:.1%}",
+            f"{w['slo_attainment']:.1%}",
+            w["best_model"] or "(none)",
+            adm,
+        )
+    console.print(table)
+    console.print(
+        f"served {s['served_fraction']:.1%}  least workload {s['least_workload_service']:.1%}  "
+        f"SLO {s['slo_attainment']:.1%}  suitability {s['suitability']:.2f}  "
+        f"score {s['score']:.1f}"
+    )
+    console.print(
+        f"loads {s['loads']}  unloads {s['unloads']}  cold starts {s['cold_starts']}  "
+        f"startup {s['startup_s']:.0f} s  cache locality {s['cache_locality']:.0%}  "
+        f"memory {s['memory_use_mean']:.0%} (peak {s['memory_use_peak']:.0%})  "
+        f"disk peak {s['disk_used_mb_peak']} MB  safety violations {s['safety_violations']}"
+    )
+    p = doc["prefetch"]
+    console.print(
+        f"prefetch: {p['downloads']} downloads, {p['hits']} hits, {p['unused']} unused, "
+        f"{p['avoided_load_s']:.0f} s of load avoided"
+    )
+    if doc["overloaded_model_minutes"]:
+        console.print(
+            "overloaded: "
+            + ", ".join(f"{m} {n} min" for m, n in doc["overloaded_model_minutes"].items())
+        )
+    for rec in doc["capacity_recommendations"]:
+        console.print(f"[yellow]recommendation[/] {rec['code']}: {rec['message']}")
+    if "oracle" in doc:
+        o = doc["oracle"]
+        console.print(
+            f"oracle {o['status']}: ceiling {o['service_ceiling']:.1%}, potential gain "
+            f"{o['potential_gain']:.1%}, gap {o['gap']:.2%}, {o['winning_changes']} placement "
+            f"changes (run served on the oracle's models {o['run_served_on_target']:.2f} of "
+            f"{o['served']:.2f})"
+        )
+    console.print(f"wall {doc['wall_s']:.1f} s")
+
+
+def graduate_cmd(
+    machines: Annotated[
+        str, typer.Option("--machines", help="Fleet sizes, comma-separated.")
+    ] = "2,4,8",
+    seeds: Annotated[str, typer.Option("--seeds", help="Seeds, comma-separated.")] = "42,144",
+    duration: Annotated[str, typer.Option("--duration", help="Virtual run length.")] = "2h",
+    models: Annotated[int, typer.Option("--models", min=1, max=40, help="Catalogue models.")] = 8,
+    users: Annotated[int, typer.Option("--users", min=1, max=5000, help="Users per cell.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """All four strategies on every (machines, seed) cell, then the graduation gates."""
+    sizes, seed_list = _ints(machines, "--machines"), _ints(seeds, "--seeds")
+    seconds = parse_duration(duration)
+    started = time.perf_counter()
+    result = graduate(sizes, seed_list, models=models, users=users, duration_s=seconds)
+    result["wall_s"] = round(time.perf_counter() - started, 3)
+    if as_json:
+        typer.echo(_dump(result))
+    else:
+        _render_graduate(result)
+    if not result["passed"]:
+        raise typer.Exit(1)
+
+
+def _render_graduate(result: dict[str, Any]) -> None:
+    console = Console(highlight=False)
+    cells = Table(title="Graduate matrix (served / score / churn / startup s)", box=box.SIMPLE_HEAD)
+    cells.add_column("machines", justify="right")
+    cells.add_column("seed", justify="right")
+    for name in STRATEGIES:
+        cells.add_column(name, justify="right")
+    for c in result["cells"]:
+        row = [str(c["machines"]), str(c["seed"])]
+        for name in STRATEGIES:
+            v = c["strategies"][name]
+            row.append(
+                f"{v['served_fraction']:.1%} / {v['score']:.1f} / {v['churn']}"
+                f" / {v['startup_s']:.0f}"
+            )
+        cells.add_row(*row)
+    console.print(cells)
+    gates = Table(title="Gates", box=box.SIMPLE_HEAD)
+    for col in ("gate", "", "value", "threshold", "missed by"):
+        gates.add_column(col, justify="left" if col in ("gate", "") else "right")
+    for g in result["gates"]:
+        gates.add_row(
+            g["name"],
+            "[green]pass[/]" if g["passed"] else "[red]FAIL[/]",
+            str(g["value"]),
+            f"{g['comparison']} {g['threshold']}",
+            "" if g["passed"] else str(g["miss"]),
+        )
+    console.print(gates)
+    failed = [g["name"] for g in result["gates"] if not g["passed"]]
+    verdict = "graduated" if not failed else f"not graduated: {', '.join(failed)} failed"
+    console.print(f"{verdict} (wall {result['wall_s']:.1f} s)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("scenario")(scenario_cmd)
+    app.command("graduate")(graduate_cmd)
+
+
+__all__ = ["graduate_cmd", "oracle_document", "parse_duration", "register", "scenario_cmd"]

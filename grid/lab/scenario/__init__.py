@@ -1,0 +1,40 @@
+"""The single-machine scenario lab: logical machines, personas, a seeded workday, routing
+physics and four strategies, with the production demand signals, planner and reconciler on a
+virtual clock (docs/scenario.md). Pure and deterministic by seed.
+
+    run_scenario(ScenarioConfig(...)) -> RunResult; document(run) -> the stable JSON report
+    run_oracle(run)                    -> the hindsight oracle on the run's trace
+    graduate(...), gates(cells)        -> the graduation matrix and its gates
+"""
+
+from grid.lab.scenario.graduate import GATES, gates, graduate, run_cell
+from grid.lab.scenario.lab import RunResult, ScenarioConfig, World, build_world, run_scenario
+from grid.lab.scenario.oracle_bridge import oracle_document, run_oracle
+from grid.lab.scenario.report import coverage_term, document, overall_score, score_terms
+from grid.lab.scenario.strategies import STRATEGIES
+from grid.lab.scenario.traces import map_curve, parse_option, parse_rows, read_trace
+from grid.lab.scenario.workday import WORDS
+
+__all__ = [
+    "GATES",
+    "STRATEGIES",
+    "WORDS",
+    "RunResult",
+    "ScenarioConfig",
+    "World",
+    "build_world",
+    "coverage_term",
+    "document",
+    "gates",
+    "graduate",
+    "map_curve",
+    "oracle_document",
+    "overall_score",
+    "parse_option",
+    "parse_rows",
+    "read_trace",
+    "run_cell",
+    "run_oracle",
+    "run_scenario",
+    "score_terms",
+]

@@ -1,0 +1,165 @@
+"""`grid test graduate`: every strategy on every (fleet size, seed) cell, then the gates.
+
+`gates(cells)` is pure: it reads only the cells' numbers (tests feed it hand-made cells).
+A cell is `{"machines", "seed", "strategies": {name: {served_fraction, score,
+least_workload_service, churn, startup_s, safety_violations, demand_trace_sha256}}}`.
+
+Gates (name: value; passes when):
+- smart_safety: smart safety violations over all cells; <= 0
+- identical_demand_traces: cells whose strategies saw different arrival digests; <= 0
+- score_regression: worst (best other score - smart score), points; <= 5.0
+- service_regression: worst (best other served - smart served fraction); <= 0.03
+- median_service_gain_over_static: median of (smart - static served fraction); >= 0.02
+- churn_vs_greedy: sum of smart churn / sum of greedy churn; <= 0.5
+- least_workload_largest_fleet: worst (smart - best other least-workload service) on the
+  largest fleet; >= -0.05
+- startup_savings_over_reactive: sum of reactive startup s - sum of smart startup s; > 0
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from grid.lab.scenario.lab import ScenarioConfig, build_world, run_scenario
+from grid.lab.scenario.report import document
+from grid.lab.scenario.strategies import STRATEGIES
+
+CELL_KEYS = (
+    "served_fraction",
+    "score",
+    "least_workload_service",
+    "churn",
+    "startup_s",
+    "safety_violations",
+)
+# name, comparison, threshold
+GATES: tuple[tuple[str, str, float], ...] = (
+    ("smart_safety", "<=", 0.0),
+    ("identical_demand_traces", "<=", 0.0),
+    ("score_regression", "<=", 5.0),
+    ("service_regression", "<=", 0.03),
+    ("median_service_gain_over_static", ">=", 0.02),
+    ("churn_vs_greedy", "<=", 0.5),
+    ("least_workload_largest_fleet", ">=", -0.05),
+    ("startup_savings_over_reactive", ">", 0.0),
+)
+
+
+def run_cell(
+    machines: int, seed: int, *, models: int, users: int, duration_s: int
+) -> dict[str, Any]:
+    base = ScenarioConfig(
+        machines=machines, models=models, users=users, duration_s=duration_s, seed=seed
+    )
+    world = build_world(base)
+    out: dict[str, Any] = {"machines": machines, "seed": seed, "strategies": {}}
+    for name in STRATEGIES:
+        cfg = ScenarioConfig(
+            machines=machines,
+            models=models,
+            users=users,
+            duration_s=duration_s,
+            seed=seed,
+            strategy=name,
+        )
+        doc = document(run_scenario(cfg, world))
+        row = {k: doc["summary"][k] for k in CELL_KEYS}
+        row["demand_trace_sha256"] = doc["demand_trace_sha256"]
+        out["strategies"][name] = row
+    return out
+
+
+def _others(cell: dict[str, Any], key: str) -> float:
+    return max(v[key] for n, v in cell["strategies"].items() if n != "smart")
+
+
+def _values(cells: Sequence[dict[str, Any]]) -> dict[str, float]:
+    smart = [c["strategies"]["smart"] for c in cells]
+    largest = max(c["machines"] for c in cells)
+    greedy_churn = sum(c["strategies"]["greedy"]["churn"] for c in cells)
+    smart_churn = sum(s["churn"] for s in smart)
+    return {
+        "smart_safety": float(sum(s["safety_violations"] for s in smart)),
+        "identical_demand_traces": float(
+            sum(
+                len({v["demand_trace_sha256"] for v in c["strategies"].values()}) > 1 for c in cells
+            )
+        ),
+        "score_regression": max(
+            _others(c, "score") - c["strategies"]["smart"]["score"] for c in cells
+        ),
+        "service_regression": max(
+            _others(c, "served_fraction") - c["strategies"]["smart"]["served_fraction"]
+            for c in cells
+        ),
+        "median_service_gain_over_static": statistics.median(
+            c["strategies"]["smart"]["served_fraction"]
+            - c["strategies"]["static"]["served_fraction"]
+            for c in cells
+        ),
+        "churn_vs_greedy": (smart_churn / greedy_churn)
+        if greedy_churn
+        else (0.0 if smart_churn == 0 else float("inf")),
+        "least_workload_largest_fleet": min(
+            c["strategies"]["smart"]["least_workload_service"]
+            - _others(c, "least_workload_service")
+            for c in cells
+            if c["machines"] == largest
+        ),
+        "startup_savings_over_reactive": sum(
+            c["strategies"]["reactive"]["startup_s"] - c["strategies"]["smart"]["startup_s"]
+            for c in cells
+        ),
+    }
+
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<=": lambda v, t: v <= t,
+    ">=": lambda v, t: v >= t,
+    ">": lambda v, t: v > t,
+}
+
+
+def gates(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    if not cells:
+        return []
+    values = _values(cells)
+    out = []
+    for name, op, threshold in GATES:
+        value = values[name]
+        passed = _OPS[op](value, threshold)
+        out.append(
+            {
+                "name": name,
+                "passed": passed,
+                "value": round(value, 4) if value != float("inf") else "inf",
+                "threshold": threshold,
+                "comparison": op,
+                "miss": 0.0
+                if passed or value == float("inf")
+                else round(abs(value - threshold), 4),
+            }
+        )
+    return out
+
+
+def graduate(
+    machines: Sequence[int],
+    seeds: Sequence[int],
+    *,
+    models: int,
+    users: int,
+    duration_s: int,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    cells = []
+    for n in machines:
+        for seed in seeds:
+            cell = run_cell(n, seed, models=models, users=users, duration_s=duration_s)
+            cells.append(cell)
+            if progress is not None:
+                progress(cell)
+    found = gates(cells)
+    return {"passed": all(g["passed"] for g in found), "gates": found, "cells": cells}

@@ -1,0 +1,260 @@
+"""What one run measured, minute by minute (pure accumulators; report.py turns them into the
+document).
+
+Units: demand and served are concurrency-minutes (a request's base device seconds / 60), so a
+video job weighs what it costs and the oracle trace uses the same numbers. Per workload word
+(the classifier's word, what the allocator saw): demand, served, requests, successes, SLO hits,
+suitability-weighted service and admission-state minutes. Lifecycle counts come from the
+simulator's action records at the end (a started replica is a successful WARM; a cold start is
+one whose warm waited for a LOAD that fetched the artifact).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from grid.demand import Outcome
+from grid.fleet.actions import ActionKind, RecordStatus
+from grid.fleet.models import LIVE_STATES
+from grid.lab.scenario import workday
+from grid.lab.scenario.catalog import designated
+from grid.lab.scenario.physics import MinuteResult
+
+if TYPE_CHECKING:
+    from grid.lab.scenario.fleet import LabFleet
+    from grid.lab.scenario.lab import World
+    from grid.lab.simulator import TickReport
+
+SLO_S: Mapping[str, float] = {
+    "coding": 30.0,
+    "research": 40.0,
+    "marketing": 25.0,
+    "sales": 20.0,
+    "design": 25.0,
+    "general": 15.0,
+    "embedding": 2.0,
+    "image": 45.0,
+    "video": 300.0,
+}
+
+
+@dataclass
+class WordStats:
+    demand: float = 0.0
+    served: float = 0.0
+    requests: int = 0
+    ok: int = 0
+    slo_ok: int = 0
+    suitability: float = 0.0  # Σ served units × score / best score
+    admission: dict[str, int] = field(default_factory=dict)
+    blocking: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Lifecycle:
+    starts: int = 0
+    cold_starts: int = 0
+    unloads: int = 0
+    startup_s: float = 0.0
+    cold_start_s: float = 0.0
+    downloaded_mb: int = 0
+    prefetch_downloads: int = 0
+    prefetch_hits: int = 0
+    prefetch_unused: int = 0
+    prefetch_mb: int = 0
+    avoided_load_s: float = 0.0
+
+
+class Metrics:
+    def __init__(self, world: World, strategy: str) -> None:
+        self.world = world
+        self.strategy = strategy
+        self.minutes = len(world.arrivals)
+        self.words: dict[str, WordStats] = {}
+        self.best = {w: designated(world.profiles, world.machines, w) for w in workday.WORDS}
+        self.oracle_demand: dict[str, list[float]] = {}
+        self.served_by_minute: list[float] = []
+        self.on_target = 0.0  # served by the oracle key's own model (the oracle's units)
+        self.memory_fraction: list[float] = []
+        self.disk_used_mb: list[int] = []
+        self.overloaded: dict[str, int] = {}
+        self.timeline: list[dict[str, Any]] = []
+        self.life = Lifecycle()
+        self.prefetches: list[tuple[str, str, float]] = []
+        self.unsatisfied: dict[str, int] = {}
+        self.violations: list[dict[str, Any]] = []
+        self._last_mapping: dict[str, str] = {}
+        self._last_overloaded: list[str] = []
+        self._profiles = {p.model_id: p for p in world.profiles}
+
+    def prefetched(self, host_id: str, model_id: str, mb: int, now: float) -> None:
+        self.prefetches.append((host_id, model_id, now))
+        self.life.prefetch_downloads += 1
+        self.life.prefetch_mb += mb
+
+    # ------------------------------------------------------------------ per minute
+    def minute(
+        self,
+        t: int,
+        start: float,
+        result: MinuteResult,
+        report: TickReport,
+        fleet: LabFleet,
+        events: list[workday.Event],
+        mapping: dict[str, str],
+        evicted: list[tuple[str, str]],
+    ) -> None:
+        served_now = 0.0
+        for key in self.oracle_demand.values():
+            key.append(0.0)
+        for r in result.routed:
+            req = r.request
+            w = self.words.setdefault(req.workload, WordStats())
+            w.demand += req.units
+            w.requests += 1
+            oracle_key = req.requested if req.requested != "auto" else self.best.get(req.workload)
+            if oracle_key is not None:
+                series = self.oracle_demand.setdefault(oracle_key, [0.0] * (t + 1))
+                series[t] += req.units
+            if r.outcome is not Outcome.OK or r.model_id is None:
+                continue
+            w.served += req.units
+            w.ok += 1
+            if r.model_id == oracle_key:
+                self.on_target += req.units
+            served_now += req.units
+            if r.latency_s <= SLO_S.get(req.workload, 30.0):
+                w.slo_ok += 1
+            best = self.best.get(req.workload)
+            top = self._profiles[best].workload_scores.get(req.workload, 0.0) if best else 0.0
+            score = self._profiles[r.model_id].workload_scores.get(req.workload, 0.0)
+            if req.requested != "auto":
+                w.suitability += req.units
+            elif top > 0:
+                w.suitability += req.units * min(1.0, score / top)
+        self.served_by_minute.append(served_now)
+        self._admission(result, report, t)
+        self._resources(fleet)
+        overloaded = result.overloaded()
+        for model_id in overloaded:
+            self.overloaded[model_id] = self.overloaded.get(model_id, 0) + 1
+        for u in report.plan.unsatisfied:
+            self.unsatisfied[u.code] = self.unsatisfied.get(u.code, 0) + 1
+        for v in report.violations:
+            self.violations.append({"minute": t, "code": v.code, "detail": v.detail})
+        self._tick_entry(t, result, report, events, mapping, overloaded, evicted)
+
+    def _admission(self, result: MinuteResult, report: TickReport, t: int) -> None:
+        portfolio = report.plan.portfolio
+        if portfolio is not None:
+            for row in portfolio.admission:
+                w = self.words.setdefault(row.workload, WordStats())
+                state = row.state.value
+                w.admission[state] = w.admission.get(state, 0) + 1
+                if state in ("blocked-by-residency", "capacity-contended") and row.model_id:
+                    w.blocking[row.model_id] = w.blocking.get(row.model_id, 0) + 1
+            return
+        seen: dict[str, list[int]] = {}
+        for r in result.routed:
+            if r.request.requested == "auto":
+                counts = seen.setdefault(r.request.workload, [0, 0])
+                counts[0] += 1
+                counts[1] += r.outcome is Outcome.OK
+        for word, (n, ok) in sorted(seen.items()):
+            state = "ready" if ok == n else ("undersupplied" if ok else "awaiting-plan")
+            w = self.words[word]
+            w.admission[state] = w.admission.get(state, 0) + 1
+
+    def _resources(self, fleet: LabFleet) -> None:
+        live = alloc = 0
+        for m in self.world.machines:
+            host = fleet.hosts[m.host_id]
+            if not host.online:
+                continue
+            alloc += host.allocatable_raw_mb()
+            live += sum(r.memory_mb for r in host.residencies.values() if r.state in LIVE_STATES)
+        self.memory_fraction.append(live / alloc if alloc else 0.0)
+        self.disk_used_mb.append(sum(fleet.disk_used_mb(h) for h in fleet.hosts))
+
+    def _tick_entry(
+        self,
+        t: int,
+        result: MinuteResult,
+        report: TickReport,
+        events: list[workday.Event],
+        mapping: dict[str, str],
+        overloaded: list[str],
+        evicted: list[tuple[str, str]],
+    ) -> None:
+        actions = [f"{a.kind.value}:{a.model_id}@{a.host_id}" for a in report.result.actions]
+        withdrawn = [f"{w.code}:{w.model_id}@{w.host_id}" for w in report.result.withdrawn]
+        changed = {w: m for w, m in sorted(mapping.items()) if self._last_mapping.get(w) != m}
+        gone = sorted(set(self._last_mapping) - set(mapping))
+        entry: dict[str, Any] = {
+            "minute": t,
+            "phase": workday.phase_at(t, self.minutes),
+            "events": [f"{e.kind}:{e.host_id}" for e in events],
+            "actions": actions,
+            "withdrawn": withdrawn,
+            "deferred": sorted(
+                {f"{d.code}:{d.model_id}@{d.host_id}" for d in report.result.deferred}
+            ),
+            "portfolio_changes": {**changed, **dict.fromkeys(gone, None)},
+            "overloaded": overloaded,
+            "evicted": [f"{m}@{h}" for h, m in evicted],
+            "served_fraction": round(
+                sum(r.request.units for r in result.routed if r.outcome is Outcome.OK)
+                / max(1e-9, sum(r.request.units for r in result.routed)),
+                4,
+            )
+            if result.routed
+            else 1.0,
+            "violations": [v.code for v in report.violations],
+        }
+        interesting = (
+            "events",
+            "actions",
+            "withdrawn",
+            "portfolio_changes",
+            "evicted",
+            "violations",
+        )
+        if any(entry[k] for k in interesting) or overloaded != self._last_overloaded:
+            self.timeline.append(entry)
+        self._last_mapping = dict(mapping)
+        self._last_overloaded = overloaded
+
+    # ------------------------------------------------------------------ end of run
+    def finish(self, fleet: LabFleet) -> None:
+        records = sorted(fleet.records.values(), key=lambda r: (r.created_at, r.action_id))
+        by_id = {r.action_id: r for r in records}
+        life = self.life
+        used_prefetch: set[tuple[str, str]] = set()
+        for rec in records:
+            if rec.status is not RecordStatus.SUCCEEDED:
+                continue
+            prof = self._profiles.get(rec.model_id)
+            if prof is None:
+                continue
+            if rec.kind is ActionKind.UNLOAD:
+                life.unloads += 1
+            elif rec.kind is ActionKind.LOAD:
+                life.downloaded_mb += prof.artifact_size_mb
+            elif rec.kind is ActionKind.WARM:
+                life.starts += 1
+                cold = any(by_id[d].kind is ActionKind.LOAD for d in rec.dependencies if d in by_id)
+                seconds = prof.warm_estimate_s + (prof.load_estimate_s if cold else 0.0)
+                life.startup_s += seconds
+                if cold:
+                    life.cold_starts += 1
+                    life.cold_start_s += seconds
+                key = (rec.host_id, rec.model_id)
+                hit = any((h, m) == key and at <= rec.created_at for h, m, at in self.prefetches)
+                if hit and not cold and key not in used_prefetch:
+                    used_prefetch.add(key)
+                    life.prefetch_hits += 1
+                    life.avoided_load_s += prof.load_estimate_s
+        life.prefetch_unused = len({(h, m) for h, m, _ in self.prefetches} - used_prefetch)
+        life.downloaded_mb += life.prefetch_mb
