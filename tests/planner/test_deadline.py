@@ -1,0 +1,86 @@
+"""`grid plan --time-limit` is a promise about the whole command (issue 8, #7).
+
+One Deadline, started by the caller before the snapshot load, budgets every phase. A fake step
+clock (tests/support) makes "each phase takes a second" exact, so nothing here is timed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grid.fleet.models import FleetSnapshot
+
+from grid.planner.deadline import SHORTENED_NOTE, Deadline, post_solve_reserve_s
+from grid.planner.plan import make_plan
+from grid.planner.validate import violations
+from tests.planner.fleets import host, model, snapshot, want
+from tests.support.fake_clock import FakeStepClock
+
+pytestmark = pytest.mark.unit
+
+
+def _short_fleet() -> FleetSnapshot:
+    """`big` cannot fit anywhere: the plan must explain one missing replica."""
+    return snapshot(
+        [host("h1", 8192), host("h2", 8192)],
+        [model("small", 2000, max_replicas=2), model("big", 9000)],
+        {"small": want(2), "big": want(1)},
+    )
+
+
+def test_a_deadline_spent_before_the_solve_returns_the_heuristic_plan_and_says_why() -> None:
+    snap = _short_fleet()
+    # limit 3 s; the clock moves 1 s per reading: the load, build and heuristic leave no time
+    deadline = Deadline(3.0, clock=FakeStepClock(1.0))
+    plan = make_plan(snap, engine="cpsat", time_limit_s=3.0, deadline=deadline)
+    assert plan.solver.status == "HEURISTIC_FALLBACK"
+    assert "left no time for CP-SAT" in plan.solver.message
+    assert violations(snap, plan) == []
+    assert set(deadline.spent) == {"build", "heuristic"}
+
+
+def test_explanations_shorten_out_of_time_and_the_plan_says_so() -> None:
+    snap = _short_fleet()
+    full = make_plan(snap, engine="heuristic", time_limit_s=60)
+    late = make_plan(
+        snap,
+        engine="heuristic",
+        time_limit_s=3.0,
+        deadline=Deadline(3.0, clock=FakeStepClock(1.0)),
+    )
+    (entry,) = [u for u in late.unsatisfied if u.model_id == "big"]
+    assert SHORTENED_NOTE in entry.message
+    assert entry.missing_replicas == 1 and entry.binding  # still explained, from the ledger
+    assert "explanation(s) shortened" in late.solver.message
+    assert SHORTENED_NOTE not in " ".join(u.message for u in full.unsatisfied)
+    assert violations(snap, late) == []
+
+
+def test_the_solver_gets_what_the_later_phases_leave() -> None:
+    snap = _short_fleet()
+    # A generous limit on the fake clock: CP-SAT runs and the plan is complete and unshortened.
+    plan = make_plan(
+        snap,
+        engine="cpsat",
+        time_limit_s=1000.0,
+        deterministic=True,
+        deadline=Deadline(1000.0, clock=FakeStepClock(0.001)),
+    )
+    assert plan.solver.engine == "cp-sat"
+    assert SHORTENED_NOTE not in " ".join(u.message for u in plan.unsatisfied)
+
+
+def test_the_reserve_grows_with_the_problem_and_a_slow_build() -> None:
+    # hand-worked from the documented coefficients: 0.3 s + 6 us per candidate, or 0.9x build
+    assert post_solve_reserve_s(0) == pytest.approx(0.3)
+    assert post_solve_reserve_s(166_000) == pytest.approx(0.3 + 0.996)
+    assert post_solve_reserve_s(166_000, build_s=3.0) == pytest.approx(2.7)
+
+
+def test_a_deadline_counts_from_its_start() -> None:
+    clock = FakeStepClock(0.5)
+    deadline = Deadline(2.0, clock=clock)  # started at 0.0
+    assert deadline.remaining() == pytest.approx(1.5)  # read at 0.5
+    assert not deadline.expired()  # read at 1.0: 1.0 left
+    assert deadline.expired(margin_s=0.6)  # read at 1.5: 0.5 left
+    assert deadline.expired()  # read at 2.0: nothing left
