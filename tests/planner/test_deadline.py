@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 
 from grid.fleet.models import FleetSnapshot
-
 from grid.planner.deadline import SHORTENED_NOTE, Deadline, post_solve_reserve_s
 from grid.planner.plan import make_plan
 from grid.planner.validate import violations
