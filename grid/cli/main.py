@@ -16,6 +16,7 @@ from typer.core import TyperGroup
 from grid import __version__
 from grid.cli import allocator_cmd, lab_cmd, node_cmd, plan_cmd, reconcile_cmd, server_cmd, test_cmd
 from grid.cli.capacity_cmd import capacity_app
+from grid.cli.demo_cmd import register as register_demo
 from grid.cli.errors import report_grid_error, report_unexpected
 from grid.cli.scenario_cmd import register as register_scenario
 from grid.fleet.errors import GridError
@@ -77,6 +78,7 @@ app.command("down")(server_cmd.down)
 allocator_cmd.allocator_app.add_typer(node_cmd.node_app, name="node")
 app.add_typer(allocator_cmd.allocator_app, name="allocator")
 register_scenario(test_cmd.test_app)
+register_demo(test_cmd.test_app)
 app.add_typer(test_cmd.test_app, name="test")
 app.add_typer(lab_cmd.lab_app, name="lab")
 app.add_typer(capacity_app, name="capacity")
