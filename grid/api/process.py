@@ -21,7 +21,7 @@ from typing import Any
 
 from grid.api.settings import CONFIG_NAME, Settings, load_or_create_settings, load_settings
 from grid.fleet.errors import GridError
-from grid.node.engines.proc import read_argv
+from grid.node.engines import read_argv
 from grid.runtime.controller.lease import process_marker
 from grid.wire import AllocatorClient
 

@@ -25,17 +25,22 @@ import typer
 from grid.api.settings import default_state_dir, load_settings
 from grid.fleet.errors import GridError
 from grid.fleet.wire import NodeStatus
-from grid.node.agent.config import (
+from grid.node.agent import (
     CatalogEntry,
     NodeConfig,
+    clear_override,
     config_path,
     load_config,
     parse_config,
+    pid_record,
+    read_override,
+    read_status,
+    running_agent,
     save_config,
+    start_agent,
+    stop_agent,
+    write_override,
 )
-from grid.node.agent.process import pid_record, running_agent, start_agent, stop_agent
-from grid.node.agent.state import clear_override, read_override, write_override
-from grid.node.agent.status import read_status
 from grid.node.protection import LocalOverride, OverrideKind
 from grid.wire import AllocatorClient
 

@@ -18,8 +18,7 @@ from grid.api.process import start_server, stop_server
 from grid.api.settings import CONFIG_NAME, Settings, default_state_dir, load_settings
 from grid.cli.node_cmd import default_node_dir
 from grid.fleet.errors import GridError
-from grid.node.agent.config import load_config
-from grid.node.agent.process import running_agent, stop_agent
+from grid.node.agent import load_config, running_agent, stop_agent
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 

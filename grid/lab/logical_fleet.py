@@ -35,11 +35,17 @@ from grid.api.settings import (
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
 from grid.lab.logical_fleet_settings import CandidateModel, FleetSettings
-from grid.node.agent.config import CatalogEntry, NodeConfig, save_config
-from grid.node.agent.process import AgentProcess, running_agent, start_agent, stop_agent
-from grid.node.agent.status import read_status
-from grid.node.engines.proc import identity_mismatch, is_alive, read_identity
-from grid.node.engines.state import EngineStateStore
+from grid.node.agent import (
+    AgentProcess,
+    CatalogEntry,
+    NodeConfig,
+    read_status,
+    running_agent,
+    save_config,
+    start_agent,
+    stop_agent,
+)
+from grid.node.engines import EngineStateStore, identity_mismatch, is_alive, read_identity
 from grid.wire import AllocatorClient
 
 RUN_DIR_ENV = "GRID_TEST_DIR"

@@ -20,12 +20,20 @@ The face of this package (what the CLI, the lab and the tests use):
 from __future__ import annotations
 
 from grid.fleet.actions import ReceiptStatus
-from grid.node.agent.config import CatalogEntry, NodeConfig, load_config, save_config
+from grid.node.agent.config import (
+    CatalogEntry,
+    NodeConfig,
+    config_path,
+    load_config,
+    parse_config,
+    save_config,
+)
 from grid.node.agent.fence import CommandFence, FenceVerdict
 from grid.node.agent.loop import AgentDeps, HeartbeatResult, NodeAgent
 from grid.node.agent.process import (
     AGENT_MODULE,
     AgentProcess,
+    log_tail,
     pid_record,
     running_agent,
     start_agent,
@@ -57,7 +65,10 @@ __all__ = [
     "ReceiptStatus",
     "ResidencyRecord",
     "clear_override",
+    "config_path",
     "load_config",
+    "log_tail",
+    "parse_config",
     "pid_record",
     "read_override",
     "read_status",

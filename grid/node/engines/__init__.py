@@ -1,4 +1,5 @@
-"""Engine supervisors: the real llama.cpp one and the protocol its callers depend on.
+"""Engine supervisors: the real llama.cpp one, the protocol its callers depend on, and the
+process-identity checks (`proc`) the agent daemon and the lab share.
 
 (The fake supervisor for callers' unit tests lives in tests/support/fake_engine.py.)
 """
@@ -8,18 +9,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from grid.node.engines.base import EngineState, EngineStatus, EngineSupervisor, StopResult
+from grid.node.engines.binary import llama_server_binary
 from grid.node.engines.llamacpp import LlamaCppConfig, LlamaCppSupervisor
 from grid.node.engines.probes import Activity, ActivityState
+from grid.node.engines.proc import identity_mismatch, is_alive, read_argv, read_identity
+from grid.node.engines.state import EngineStateStore
 
 __all__ = [
     "Activity",
     "ActivityState",
     "EngineState",
+    "EngineStateStore",
     "EngineStatus",
     "EngineSupervisor",
     "LlamaCppConfig",
     "LlamaCppSupervisor",
     "StopResult",
+    "identity_mismatch",
+    "is_alive",
+    "llama_server_binary",
+    "read_argv",
+    "read_identity",
 ]
 
 if TYPE_CHECKING:  # the real supervisor satisfies the protocol callers depend on
