@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from grid.cli.candidates import candidate_models
 from grid.fleet.errors import GridError
 from grid.lab.logical_fleet import LogicalFleet
 from grid.lab.logical_fleet_settings import (
@@ -74,11 +75,30 @@ def start(
     wait_s: Annotated[
         float, typer.Option("--wait-seconds", min=0.0, help="Wait this long for READY.")
     ] = 180.0,
+    candidate_model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--candidate-model",
+            help="A model every node holds but nothing pins (min_replicas 0): the allocator "
+            "may load it on its own. Repeatable.",
+        ),
+    ] = None,
+    workload_model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workload-model",
+            help="WORKLOAD=MODEL: MODEL gets workload score 1 for WORKLOAD (a model not yet "
+            "named becomes a candidate). Repeatable.",
+        ),
+    ] = None,
     run_dir: RunDirOpt = None,
 ) -> None:
     """Start (or find) the logical fleet; the model becomes READY with no further step."""
     fleet = LogicalFleet(run_dir)
     chosen = resolve_model(model, fleet.run_dir / "weights", memory_mb)
+    model_scores, candidates = candidate_models(
+        chosen, candidate_model or [], workload_model or [], fleet.run_dir / "weights"
+    )
     capacities = _floats(capacities_gib)
     shares = (
         _previous_or_default(fleet, machines, chosen.memory_mb)
@@ -95,6 +115,8 @@ def start(
         min_replicas=min_replicas,
         max_replicas=max_replicas if max_replicas is not None else max(1, min_replicas),
         priority=priority,
+        model_scores=model_scores,
+        candidates=candidates,
     )
     report = fleet.start(settings, wait_ready_s=wait_s)
     verb = "Started" if report.started_now else "Already running:"
@@ -105,6 +127,9 @@ def start(
             f"  {host}: {settings.capacities_mb[index]} MB, domain "
             f"{settings.failure_domain(index)}, engine ports {low}-{high}"
         )
+    for candidate in candidates:
+        scores = ", ".join(f"{w}={s:g}" for w, s in candidate.workload_scores.items()) or "none"
+        typer.echo(f"  candidate {candidate.model_id} (workload scores: {scores})")
     typer.echo(f"Operator capability (owner-only): {report.token_file}")
     if wait_s > 0:
         if report.ready_hosts:
