@@ -122,4 +122,6 @@ def assemble_plan(
     if shortened:
         plan.solver.message = _with_shortened(message, deadline, unsatisfied_count=shortened)
     # Workload portfolio (issue 9): fixed on top of this plan, absent without workloads.
-    return attach_portfolio(problem.snapshot, plan, engine=engine, assignments_of=assignments_of)
+    return attach_portfolio(
+        problem.snapshot, plan, engine=engine, assignments_of=assignments_of, deadline=deadline
+    )

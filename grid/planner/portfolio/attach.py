@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from grid.fleet.models import Assignment, FleetSnapshot, Plan, Unsatisfied
 from grid.fleet.workloads import PortfolioLevel, PortfolioReport, PortfolioSolver
+from grid.planner.deadline import Deadline
 from grid.planner.portfolio.context import Key, PortfolioContext, build_context
 from grid.planner.portfolio.preempt import preemptions_of, stage_preemptions
 from grid.planner.portfolio.report import admission_rows, candidate_rows
@@ -24,6 +25,8 @@ from grid.planner.portfolio.search import coordinate_search, explorers
 from grid.planner.portfolio.solve import solve_portfolio
 from grid.planner.problem import PlacementProblem
 
+MIN_CPSAT_S = 0.05  # below this the coordinate search decides alone
+FINISH_RESERVE_S = 0.1  # rows, validation and output after the portfolio solve
 AssignmentsOf = Callable[[PlacementProblem, set[Key]], list[Assignment]]
 
 
@@ -45,8 +48,13 @@ def _assignments(
 
 
 def decide(
-    ctx: PortfolioContext, *, engine: str, deterministic: bool = True
+    ctx: PortfolioContext,
+    *,
+    engine: str,
+    deterministic: bool = True,
+    budget_s: float | None = None,
 ) -> tuple[dict[str, str], set[Key], dict[str, str], PortfolioSolver]:
+    """`budget_s`: what the command's deadline leaves (None: policy.portfolio.time_limit_s)."""
     started = time.perf_counter()
     search = coordinate_search(ctx)
     mapping, placement, exploit = search.mapping, search.placement, search.exploit_mapping
@@ -57,8 +65,11 @@ def decide(
         message=f"{search.evaluated} portfolio(s) planned by the greedy ledger"
         + (" (portfolio budget reached)" if search.exhausted else ""),
     )
-    if engine != "heuristic":
-        remaining = max(0.05, ctx.policy.time_limit_s - (time.perf_counter() - started))
+    limit = ctx.policy.time_limit_s if budget_s is None else min(budget_s, ctx.policy.time_limit_s)
+    if engine != "heuristic" and limit - (time.perf_counter() - started) < MIN_CPSAT_S:
+        solver.message = "no time left for CP-SAT under the time limit; " + solver.message
+    elif engine != "heuristic":
+        remaining = limit - (time.perf_counter() - started)
         result = solve_portfolio(
             ctx,
             hint_mapping=mapping,
@@ -80,13 +91,20 @@ def decide(
 
 
 def attach_portfolio(
-    snap: FleetSnapshot, plan: Plan, *, engine: str, assignments_of: AssignmentsOf
+    snap: FleetSnapshot,
+    plan: Plan,
+    *,
+    engine: str,
+    assignments_of: AssignmentsOf,
+    deadline: Deadline | None = None,
 ) -> Plan:
-    """`assignments_of` is assemble.assignments_of (passed in: assemble imports this module)."""
+    """`assignments_of` is assemble.assignments_of (passed in: assemble imports this module);
+    `deadline` the command's budget: CP-SAT gets what it leaves after a reserve for the rest."""
     if not snap.workloads:
         return plan
     ctx = build_context(snap, plan)
-    mapping, placement, exploit, solver = decide(ctx, engine=engine)
+    budget = None if deadline is None else deadline.remaining() - FINISH_RESERVE_S
+    mapping, placement, exploit, solver = decide(ctx, engine=engine, budget_s=budget)
     extra = placement - set(ctx.base_keys)
     desired = dict(plan.desired_replicas)
     unsatisfied = list(plan.unsatisfied)
