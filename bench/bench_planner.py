@@ -5,9 +5,9 @@
 
 `--process` times the whole `grid plan SNAPSHOT --time-limit S --json` process on a generated
 1,000-host x 200-model fleet (snapshot load, problem build, solve, staging, explanations,
-validation, output), next to the heuristic engine's process and to the interpreter start
-(`python -c pass`, and importing the CLI), so the promise "the process finishes within the
-limit plus interpreter start" can be read off one table.
+validation, output), next to the heuristic engine's process and a bare `python -c pass`.
+Each plan process reports its own CLI import time and the command's time after it, so the
+promise "the process finishes within the limit plus interpreter start" reads off one table.
 
 Per size it prints the heuristic's and CP-SAT's wall time, CP-SAT's status, whether CP-SAT
 proved every replica level (value equals bound), the lexicographic comparison of the two plans'
@@ -171,52 +171,87 @@ def print_table(results: list[SizeResult], *, all_levels: bool = False) -> None:
 
 
 PROCESS_HOSTS, PROCESS_MODELS = 1000, 200
+# Runs the CLI in a fresh interpreter and reports, on its last stderr line, how long importing
+# the CLI took and how long the command ran after that (the part --time-limit promises).
+CLI_RUNNER = """
+import sys, time
+started = time.perf_counter()
+from grid.cli.main import main
+imported = time.perf_counter()
+sys.argv = ["grid", *sys.argv[1:]]
+code = 0
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code if isinstance(exc.code, int) else 1
+done = time.perf_counter()
+sys.stderr.write(f"\\nBENCH {imported - started:.3f} {done - imported:.3f}\\n")
+sys.exit(code)
+"""
 
 
-def _wall(argv: list[str]) -> tuple[float, int]:
+@dataclass
+class ProcessRun:
+    wall_s: float
+    import_s: float
+    command_s: float
+    exit_code: int
+
+
+def _run(argv: list[str]) -> ProcessRun:
     started = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, check=False)
-    return time.perf_counter() - started, done.returncode
+    done = subprocess.run(argv, capture_output=True, check=False, text=True)
+    wall = time.perf_counter() - started
+    last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    import_s, command_s = (
+        (float(x) for x in last.split()[1:3])
+        if last.startswith("BENCH")
+        else (
+            wall,
+            0.0,
+        )
+    )
+    return ProcessRun(wall, import_s, command_s, done.returncode)
 
 
-def _row(name: str, walls: list[float], codes: list[int]) -> dict[str, object]:
+def _row(name: str, runs: list[ProcessRun]) -> dict[str, object]:
+    walls = [r.wall_s for r in runs]
     return {
         "process": name,
-        "runs": len(walls),
-        "min_s": round(min(walls), 2),
-        "median_s": round(statistics.median(walls), 2),
-        "max_s": round(max(walls), 2),
-        "exit_codes": sorted(set(codes)),
+        "runs": len(runs),
+        "wall_min_s": round(min(walls), 2),
+        "wall_median_s": round(statistics.median(walls), 2),
+        "wall_max_s": round(max(walls), 2),
+        "import_max_s": round(max(r.import_s for r in runs), 2),
+        "after_import_max_s": round(max(r.command_s for r in runs), 2),
+        "exit_codes": sorted({r.exit_code for r in runs}),
     }
 
 
 def bench_process(seed: int, time_limit_s: float, runs: int) -> dict[str, object]:
-    """Wall time of whole `grid plan` processes (and the interpreter start) at 1000 x 200."""
+    """Whole `grid plan` processes at 1000 x 200: wall, CLI import, and the command after it."""
     python = sys.executable
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "fleet.json"
         snap = generate_fleet(PROCESS_HOSTS, PROCESS_MODELS, seed)
         path.write_text(json.dumps(snap.model_dump(mode="json")), encoding="utf-8")
-        plan = [python, "-m", "grid", "plan", str(path), "--time-limit", str(time_limit_s)]
+        plan = [python, "-c", CLI_RUNNER, "plan", str(path), "--time-limit", str(time_limit_s)]
         commands = [
             ("python -c pass", [python, "-c", "pass"]),
-            ("import grid.cli.main", [python, "-c", "import grid.cli.main"]),
             (f"grid plan --time-limit {time_limit_s:g} --json", [*plan, "--json"]),
             ("grid plan --engine heuristic --json", [*plan, "--engine", "heuristic", "--json"]),
         ]
         for name, argv in commands:
-            results = [_wall(argv) for _ in range(runs)]
-            rows.append(_row(name, [w for w, _ in results], [c for _, c in results]))
-    start = float(str(rows[1]["median_s"]))
-    cpsat = float(str(rows[2]["max_s"]))
+            rows.append(_row(name, [_run(argv) for _ in range(runs)]))
     return {
         "hosts": PROCESS_HOSTS,
         "models": PROCESS_MODELS,
         "seed": seed,
         "time_limit_s": time_limit_s,
         "rows": rows,
-        "slowest_cpsat_minus_limit_and_start_s": round(cpsat - time_limit_s - start, 2),
+        "cpsat_after_import_max_s": rows[1]["after_import_max_s"],
+        "promise_kept": float(str(rows[1]["after_import_max_s"])) <= time_limit_s,
     }
 
 
@@ -225,17 +260,22 @@ def print_process(result: dict[str, object]) -> None:
         f"whole processes at {result['hosts']} hosts x {result['models']} models "
         f"(seed {result['seed']}, --time-limit {result['time_limit_s']}):"
     )
-    print(f"{'process':<40} {'runs':>4} {'min s':>7} {'median s':>9} {'max s':>7}  exit")
+    print(
+        f"{'process':<36} {'runs':>4} {'wall min':>8} {'median':>7} {'max':>6} "
+        f"{'import max':>10} {'after import max':>16}  exit"
+    )
     rows = result["rows"]
     assert isinstance(rows, list)
     for row in rows:
         print(
-            f"{row['process']:<40} {row['runs']:>4} {row['min_s']:>7.2f} {row['median_s']:>9.2f} "
-            f"{row['max_s']:>7.2f}  {row['exit_codes']}"
+            f"{row['process']:<36} {row['runs']:>4} {row['wall_min_s']:>8.2f} "
+            f"{row['wall_median_s']:>7.2f} {row['wall_max_s']:>6.2f} {row['import_max_s']:>10.2f} "
+            f"{row['after_import_max_s']:>16.2f}  {row['exit_codes']}"
         )
     print(
-        "slowest cpsat process minus (limit + CLI import): "
-        f"{result['slowest_cpsat_minus_limit_and_start_s']:+.2f} s (<= 0 keeps the promise)"
+        f"cpsat command after the CLI import, slowest run: {result['cpsat_after_import_max_s']} s "
+        f"against the {result['time_limit_s']} s limit: "
+        f"{'kept' if result['promise_kept'] else 'BROKEN'}"
     )
 
 
