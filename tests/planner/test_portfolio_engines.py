@@ -31,6 +31,7 @@ def test_cpsat_decides_within_the_budget() -> None:
     assert mapping == {"coding": "b", "research": "b"}
     assert [lv.level for lv in solver.objective] == [
         "covered",
+        "failures",
         "pressure",
         "spare_slots",
         "missing",

@@ -50,6 +50,21 @@ def test_pressure_decides_which_workload_gets_the_last_slot() -> None:
     assert r.model_id == "writer"
 
 
+def test_measured_failures_restore_service_before_pressure_counts() -> None:
+    # Same slot as above, but research fails a third of its requests (333 against 0): restoring
+    # failing service comes before the larger pressure of coding.
+    snap = wsnapshot(
+        [host("h1", max_models=1)],
+        [
+            model("coder", 2048, workload_scores={"coding": 1.0}),
+            model("writer", 2048, workload_scores={"research": 1.0}),
+        ],
+        {"coding": work(5, 0.9), "research": work(5, 0.4, failure_rate=0.333)},
+    )
+    _plan, report = planned(snap)
+    assert report.mapping == {"research": "writer"}
+
+
 @pytest.mark.parametrize(("slots", "expected"), [(3, "gen"), (4, "spec")])
 def test_spare_slots_outrank_utility_until_the_reserve_is_kept(slots: int, expected: str) -> None:
     # Reserve 2. With 3 slots two specialists leave 1 free, the generalist 2: the generalist

@@ -19,6 +19,7 @@ from grid.planner.levels import disruption_cost, quality_scores
 from grid.planner.portfolio.assign import AssignVars
 from grid.planner.portfolio.context import PortfolioContext
 from grid.planner.portfolio.score import (
+    failures_of,
     pressure_of,
     slot_hosts,
     speculative_incumbents,
@@ -60,6 +61,7 @@ def level_expressions(
 
     out: dict[str, Expr] = {
         "covered": cp_model.LinearExpr.sum(lits),
+        "failures": weighted([failures_of(ctx, w) for (w, _m), _v in items]),
         "pressure": weighted([pressure_of(ctx, w) for (w, _m), _v in items]),
         "spare_slots": _spare_slots(model, xs, ctx),
         "missing": cp_model.LinearExpr.sum(list(missing.values())),

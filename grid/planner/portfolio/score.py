@@ -3,6 +3,7 @@
 For a mapping μ: W_a → M (partial) and a placement P ⊇ B (every key of the plan):
     count_m      |P ∩ keys(m)| + fixed replicas of m
     covered      #{w : μ(w) = m, count_m ≥ 1}                                       max
+    failures     Σ_{covered w} round(1000 · failure_rate_w)   (restore failing service) max
     pressure     Σ_{covered w} round(100 · offered_w)                               max
     spare_slots  min(R, Σ_{admitting slot-limited h} (desired_cap_h − |P ∩ h|))     max
                  (R = policy.portfolio.spare_slot_reserve; R when some admitting host has
@@ -25,6 +26,7 @@ from grid.planner.portfolio.context import Key, PortfolioContext
 
 LEVELS: tuple[tuple[str, str], ...] = (
     ("covered", "max"),
+    ("failures", "max"),
     ("pressure", "max"),
     ("spare_slots", "max"),
     ("missing", "min"),
@@ -46,6 +48,10 @@ def compare(a: Mapping[str, int], b: Mapping[str, int]) -> int:
 
 def pressure_of(ctx: PortfolioContext, workload: str) -> int:
     return round(100 * ctx.forecast(workload).offered_concurrency)
+
+
+def failures_of(ctx: PortfolioContext, workload: str) -> int:
+    return round(1000 * ctx.forecast(workload).failure_rate)
 
 
 def startup_cost(ctx: PortfolioContext, key: Key) -> int:
@@ -91,6 +97,7 @@ def evaluate(
         counts[m] = counts.get(m, 0) + 1
     covered = {w: m for w, m in mapping.items() if counts.get(m, 0) >= 1}
     values = {"covered": len(covered)}
+    values["failures"] = sum(failures_of(ctx, w) for w in covered)
     values["pressure"] = sum(pressure_of(ctx, w) for w in covered)
     limited, unlimited = slot_hosts(ctx)
     reserve = ctx.spare_reserve

@@ -4,8 +4,8 @@ Model     PlacementVars x over ctx.variable_keys() with every hard constraint fa
           grid/planner/cpsat (build.add_hard_constraints: memory ledgers, slots, colocation,
           disk, replica bounds of the augmented targets); base keys fixed at 1 (link.fix_base);
           assignment literals (assign.py) linked to the replica variables (link.py).
-Stages    covered, pressure, spare_slots, missing, utility_exploit → E, then the exploration
-          budget against E (exploration.py), utility, transition, quality; each stage's
+Stages    covered, failures, pressure, spare_slots, missing, utility_exploit → E, then the
+          exploration budget against E (exploration.py), utility, transition, quality; each stage's
           optimum is fixed (≥ for max, ≤ for min) before the next, except utility_exploit,
           which only defines E. Hinted with the coordinate search's portfolio, then with each
           stage's solution. One worker, fixed seed: deterministic when no stage stops on time.
@@ -31,6 +31,7 @@ from grid.planner.portfolio.objective import level_expressions
 SEED = 20240611
 STAGES: tuple[tuple[str, str], ...] = (
     ("covered", "max"),
+    ("failures", "max"),
     ("pressure", "max"),
     ("spare_slots", "max"),
     ("missing", "min"),
