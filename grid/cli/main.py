@@ -1,7 +1,8 @@
 """The `grid` command line: a Typer app whose group catches every refusal in one place.
 
-Commands register here; each noun gets its own sub-app (`grid lab ...` now; allocator, node and
-test later). `GuardedGroup.invoke` wraps every command and sub-command, so a `GridError` raised
+Commands register here, lazily (`grid.cli.lazy`): a noun's module is imported only when that
+noun runs, so `grid --version` and bare `grid` (help, exit 0) load no planner, OR-Tools or scipy.
+`GuardedGroup.invoke` wraps every command and sub-command, so a `GridError` raised
 anywhere prints its code, path, fix and next command on stderr and exits 2, and any other
 exception exits 1 without a traceback unless GRID_DEBUG=1.
 """
@@ -11,21 +12,17 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
 from grid import __version__
-from grid.cli import allocator_cmd, lab_cmd, node_cmd, plan_cmd, reconcile_cmd, server_cmd, test_cmd
-from grid.cli.capacity_cmd import capacity_app
-from grid.cli.demo_cmd import register as register_demo
 from grid.cli.errors import report_grid_error, report_unexpected
-from grid.cli.scenario_cmd import register as register_scenario
+from grid.cli.lazy import LazyCommand, LazyGroup, lazy_group
 from grid.fleet.errors import GridError
 
 # Typer's own control flow (exit codes, aborts, usage errors) must pass through untouched.
 _PASS_THROUGH = (typer.Exit, typer.Abort, typer.TyperException)
 
 
-class GuardedGroup(TyperGroup):
+class GuardedGroup(LazyGroup):
     """A command group that turns exceptions into the CLI's error format and exit codes."""
 
     def invoke(self, ctx: Any) -> Any:
@@ -39,12 +36,96 @@ class GuardedGroup(TyperGroup):
             raise typer.Exit(report_unexpected(exc)) from None
 
 
+def test_app() -> typer.Typer:
+    """The `test` sub-app with the scenario lab and the demo registered on it (once)."""
+    from grid.cli import demo_cmd, scenario_cmd, test_cmd
+
+    names = {c.name for c in test_cmd.test_app.registered_commands}
+    if "scenario" not in names:
+        scenario_cmd.register(test_cmd.test_app)
+    if "demo" not in names:
+        demo_cmd.register(test_cmd.test_app)
+    return test_cmd.test_app
+
+
+# `grid allocator node` (the node agent) loads only when used.
+_ALLOCATOR_GROUP = lazy_group(
+    {
+        "node": LazyCommand(
+            "grid.cli.node_cmd",
+            "node_app",
+            "Run this machine's allocator node agent and fence it locally.",
+        ),
+    },
+)
+
+ROOT_COMMANDS = {
+    "plan": LazyCommand(
+        "grid.cli.plan_cmd",
+        "plan",
+        "Plan which models should run on which hosts. Reads a snapshot; changes nothing.",
+    ),
+    "validate": LazyCommand(
+        "grid.cli.plan_cmd",
+        "validate",
+        "Check a snapshot against schema v1 and its cross-references; print OK and counts.",
+    ),
+    "reconcile": LazyCommand(
+        "grid.cli.reconcile_cmd",
+        "reconcile",
+        "Plan a snapshot (or take --plan) and show the staged actions that would converge it.",
+    ),
+    "up": LazyCommand(
+        "grid.cli.server_cmd",
+        "up",
+        "Start the allocator controller in the background (127.0.0.1:22101 by default).",
+    ),
+    "down": LazyCommand(
+        "grid.cli.server_cmd",
+        "down",
+        "Stop the local node agent (if it serves this controller), then the controller.",
+    ),
+    "allocator": LazyCommand(
+        "grid.cli.profiles_cmd",
+        "allocator_app",
+        "Control the fleet allocator: profiles, modes, ticks, status, node credentials.",
+        group_cls=_ALLOCATOR_GROUP,
+    ),
+    "test": LazyCommand(
+        "grid.cli.main",
+        "test_app",
+        "A logical fleet on this machine (controller on port 22100, real llama.cpp), "
+        "the scenario lab, the demo.",
+        factory=True,
+    ),
+    "lab": LazyCommand(
+        "grid.cli.lab_cmd", "lab_app", "Scenario lab: generated fleets, the hindsight oracle."
+    ),
+    "capacity": LazyCommand(
+        "grid.cli.capacity_cmd",
+        "capacity_app",
+        "What-if capacity: how many hosts of a template to add, and the N−1 drill.",
+    ),
+}
+
+
+class RootGroup(GuardedGroup):
+    """`grid` itself: the lazy nouns above; bare `grid` prints its help and exits 0."""
+
+    lazy = ROOT_COMMANDS
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            typer.echo(ctx.get_help())
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
+
 app = typer.Typer(
     name="grid",
-    cls=GuardedGroup,
+    cls=RootGroup,
     help="Grid: a fleet model allocator. Plans which models run where, and explains why.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 
@@ -68,20 +149,6 @@ def _root(
     ] = False,
 ) -> None:
     """Grid: a fleet model allocator. Plans which models run where, and explains why."""
-
-
-app.command("plan")(plan_cmd.plan)
-app.command("validate")(plan_cmd.validate)
-app.command("reconcile")(reconcile_cmd.reconcile)
-app.command("up")(server_cmd.up)
-app.command("down")(server_cmd.down)
-allocator_cmd.allocator_app.add_typer(node_cmd.node_app, name="node")
-app.add_typer(allocator_cmd.allocator_app, name="allocator")
-register_scenario(test_cmd.test_app)
-register_demo(test_cmd.test_app)
-app.add_typer(test_cmd.test_app, name="test")
-app.add_typer(lab_cmd.lab_app, name="lab")
-app.add_typer(capacity_app, name="capacity")
 
 
 def main() -> None:
