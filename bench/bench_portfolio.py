@@ -97,7 +97,21 @@ def run_one(hosts: int, models: int, seed: int, time_limit: float) -> dict[str, 
         deterministic=True,
     )
     cpsat_ms = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    cold = solve_portfolio(  # the same model without the search's hint
+        ctx,
+        hint_mapping={},
+        hint_placement=set(ctx.base_keys),
+        time_limit_s=time_limit,
+        deterministic=True,
+    )
+    cold_ms = (time.perf_counter() - started) * 1000
     search_values = evaluate(ctx, search.mapping, search.placement)
+    cold_cmp = (
+        "n/a"
+        if cold is None
+        else WORDS[compare(evaluate(ctx, cold.mapping, cold.placement), search_values)]
+    )
     if result is None:
         status, comparison, cp_values = "NONE", "n/a", {}
     else:
@@ -117,6 +131,9 @@ def run_one(hosts: int, models: int, seed: int, time_limit: float) -> dict[str, 
         "cpsat_ms": round(cpsat_ms, 1),
         "cpsat_status": status,
         "comparison": comparison,
+        "unhinted_ms": round(cold_ms, 1),
+        "unhinted_status": "NONE" if cold is None else cold.status,
+        "unhinted_comparison": cold_cmp,
         "search_levels": search_values,
         "cpsat_levels": cp_values,
     }
@@ -139,7 +156,8 @@ def main() -> None:
         return
     head = (
         f"{'fleet':>12} {'seed':>4} {'adm':>3} {'vars':>5} {'base ms':>8} {'ctx ms':>7} "
-        f"{'search ms':>9} {'n':>3} {'cpsat ms':>9} {'status':>8}  comparison"
+        f"{'search ms':>9} {'n':>3} {'cpsat ms':>9} {'status':>8} {'unhinted':>9} "
+        f"{'status':>8}  cpsat vs search (hinted / unhinted)"
     )
     print(head)
     for r in rows:
@@ -147,8 +165,9 @@ def main() -> None:
         print(
             f"{fleet:>12} {r['seed']:>4} {r['admitted']:>3} {r['variables']:>5} "
             f"{r['base_ms']:>8} {r['context_ms']:>7} {r['search_ms']:>9} "
-            f"{r['search_portfolios']:>3} {r['cpsat_ms']:>9} {r['cpsat_status']:>8}  "
-            f"{r['comparison']}"
+            f"{r['search_portfolios']:>3} {r['cpsat_ms']:>9} {r['cpsat_status']:>8} "
+            f"{r['unhinted_ms']:>9} {r['unhinted_status']:>8}  "
+            f"{r['comparison']} / {r['unhinted_comparison']}"
         )
         diff = [k for k in r["search_levels"] if r["search_levels"][k] != r["cpsat_levels"].get(k)]
         if diff:
