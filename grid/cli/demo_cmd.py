@@ -225,16 +225,19 @@ def run_demo(fleet: LogicalFleet, settings: FleetSettings, timeout_s: float) -> 
         if not honest:
             return _report(steps, watcher, started)
         loaded = _wait(lambda: bool(watcher.ready_hosts(coder)), timeout_s)
-        named_before = [
-            r for r in watcher.commands.values() if r["model_id"] == coder and r["kind"] == "load"
+        # The allocator's own commands for it (load, or warm where the weights are on disk).
+        issued = [
+            r
+            for r in watcher.commands.values()
+            if r["model_id"] == coder and r["kind"] in ("load", "warm")
         ]
         steps.append(
             _step(
                 "allocator_loads_the_coding_candidate",
-                loaded and bool(named_before),
+                loaded and bool(issued),
                 model_id=coder,
                 ready_hosts=watcher.ready_hosts(coder),
-                load_commands=named_before,
+                commands=issued,
                 after_s=round(time.monotonic() - started, 1),
             )
         )
