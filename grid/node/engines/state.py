@@ -60,6 +60,18 @@ class EngineStateDoc(_Strict):
     engines: dict[str, EngineRecord] = Field(default_factory=dict)
 
 
+def _reason(exc: Exception) -> str:
+    """Why the file was refused, naming fields and positions but never a value from it."""
+    if isinstance(exc, ValidationError):
+        fields = sorted({".".join(str(p) for p in e["loc"]) or "document" for e in exc.errors()})
+        return f"invalid {', '.join(fields[:5])}" + (" ..." if len(fields) > 5 else "")
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON (line {exc.lineno}, column {exc.colno})"
+    if isinstance(exc, OSError):
+        return exc.strerror or type(exc).__name__
+    return type(exc).__name__
+
+
 class EngineStateStore:
     """Reads and writes the engine state file; the only writer of the engine key."""
 
@@ -92,14 +104,16 @@ class EngineStateStore:
         try:
             raw: Any = json.loads(self.state_path.read_text(encoding="utf-8"))
             doc = EngineStateDoc.model_validate(raw)
-        except (OSError, ValueError, ValidationError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
+            # Never the exception's text: a validation error quotes the values it refused, and
+            # the file holds the engine key. Only the failing field paths are named.
             raise GridError(
                 code="engine_state_corrupt",
-                message=f"The engine state file {self.state_path} cannot be read: {exc}.",
+                message=f"The engine state file {self.state_path} cannot be read: {_reason(exc)}.",
                 fix="Inspect the file; if no engine is running, move it aside and start again.",
                 path=str(self.state_path),
                 next_command=f"mv {self.state_path} {self.state_path}.corrupt",
-            ) from exc
+            ) from None
         if doc.schema_version != STATE_SCHEMA_VERSION:
             raise GridError(
                 code="engine_state_version",

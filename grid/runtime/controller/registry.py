@@ -23,6 +23,7 @@ from grid.runtime.controller.wire import (
 )
 
 MAX_NODE_IDS_PER_HOST = 16
+AGENT_SUFFIX = ".allocator"  # the node agent's default record id is "<host_id>.allocator"
 
 
 @dataclass
@@ -61,13 +62,7 @@ class Registry:
                 "the node credential is not valid for the host_id in this registration",
                 fix="use the credential written for this host (grid allocator token write)",
             )
-        bound = self.node_to_host.get(node_id)
-        if bound is not None and bound != auth_host:
-            raise GridError(
-                "wrong_host",
-                "this node record belongs to another host",
-                fix="register under a node id of your own host",
-            )
+        self._claim(node_id, auth_host)
         host_id = auth_host
         entry = self.hosts.get(host_id)
         resources = update.resources or (entry.resources if entry is not None else None)
@@ -123,5 +118,52 @@ class Registry:
             safety_changed=before != safety_signature(host),
         )
 
+    def _claim(self, node_id: str, auth_host: str) -> None:
+        """Bind `node_id` to `auth_host` or refuse it (`wrong_host`).
+
+        A record named in a host's own namespace (`<host_id>` or `<host_id>.<role>`, the agent's
+        default) belongs to that host whatever registered it first, so a squatter can never lock
+        the real host out (membership is not durable: after a restart the first caller would
+        otherwise win); another host's credential may not claim such a name. Any other name is
+        bound to the first host that registers it.
+        """
+        owner = _namespace_owner(node_id, auth_host, self.hosts)
+        if owner is not None and owner != auth_host:
+            raise _wrong_host()
+        bound = self.node_to_host.get(node_id)
+        if bound is None or bound == auth_host:
+            return
+        if owner != auth_host:
+            raise _wrong_host()
+        squatter = self.hosts.get(bound)
+        if squatter is not None:
+            squatter.node_ids.discard(node_id)
+        del self.node_to_host[node_id]
+
     def snapshot_hosts(self) -> list[Host]:
         return [self.hosts[h].host.model_copy(deep=True) for h in sorted(self.hosts)]
+
+
+def _in_namespace(node_id: str, host_id: str) -> bool:
+    return node_id == host_id or node_id.startswith(host_id + ".")
+
+
+def _namespace_owner(node_id: str, auth_host: str, hosts: dict[str, HostEntry]) -> str | None:
+    """The host whose namespace names `node_id`: the credential's own host first, else the
+    longest registered host id that prefixes it, else the host part of `<host>.allocator`."""
+    if _in_namespace(node_id, auth_host):
+        return auth_host
+    named = [h for h in hosts if _in_namespace(node_id, h)]
+    if named:
+        return max(named, key=len)
+    if node_id.endswith(AGENT_SUFFIX) and len(node_id) > len(AGENT_SUFFIX):
+        return node_id[: -len(AGENT_SUFFIX)]
+    return None
+
+
+def _wrong_host() -> GridError:
+    return GridError(
+        "wrong_host",
+        "this node record belongs to another host",
+        fix="register under a node id of your own host (by default <host_id>.allocator)",
+    )

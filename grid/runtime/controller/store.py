@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,6 +24,11 @@ from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text, fsync_dir
 
 MAX_QUARANTINED = 1000  # `<name>.corrupt-<n>` suffixes tried before giving up
+# The controller's own documents nest a handful of levels; anything deeper is not ours, and a
+# hostile depth would exhaust the interpreter's recursion while it is decoded or validated.
+MAX_DEPTH = 64
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 @dataclass(frozen=True)
@@ -77,10 +83,13 @@ class StateStore:
                 "mode is refused until it can",
             )
         try:
-            document = json.loads(raw.decode("utf-8"))
+            text = raw.decode("utf-8")
+            if _bracket_depth(text) > MAX_DEPTH:
+                return self.quarantine(f"it nests deeper than {MAX_DEPTH} levels")
+            document = json.loads(text)
             if not isinstance(document, dict):
                 raise ValueError("the document is not a JSON object")
-        except (UnicodeDecodeError, ValueError) as exc:
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             return self.quarantine(f"it is not valid JSON ({type(exc).__name__})")
         return LoadResult(document=document)
 
@@ -133,6 +142,18 @@ class StateStore:
                 f"the controller state could not be written ({exc.strerror})",
                 fix="free disk space or fix the permissions of the state folder",
             ) from None
+
+
+def _bracket_depth(text: str) -> int:
+    """The deepest `[`/`{` nesting of a JSON text (strings skipped), computed without recursion."""
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(_STRINGS.sub("", text)):
+        if match.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
 
 
 class MemoryStore:
