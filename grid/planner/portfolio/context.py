@@ -86,7 +86,7 @@ class PortfolioContext:
     pairs: dict[tuple[str, str], PairInfo]  # every (w, m) with a score, feasible or not
     room: dict[str, int]  # workload replicas each model may receive
     spare_reserve: int
-    memo: dict[str, object] = field(default_factory=dict)
+    memo: dict[str, list[Key]] = field(default_factory=dict)  # derived key lists, once
 
     @property
     def admitted(self) -> list[str]:
@@ -107,12 +107,15 @@ class PortfolioContext:
 
     def variable_keys(self) -> list[Key]:
         """Keys that are CP-SAT variables: base keys (fixed) and the candidate models' keys."""
-        models = set(self.candidate_models)
-        return sorted(
-            k
-            for k in self.problem.candidates
-            if k[1] not in self.outside_hosts and (k in self.base_keys or k[0] in models)
-        )
+        cached = self.memo.get("variable_keys")
+        if cached is None:
+            models = set(self.candidate_models)
+            cached = self.memo["variable_keys"] = sorted(
+                k
+                for k in self.problem.candidates
+                if k[1] not in self.outside_hosts and (k in self.base_keys or k[0] in models)
+            )
+        return list(cached)
 
     def outside_keys(self) -> list[Key]:
         return sorted(k for k in self.base_keys if k[1] in self.outside_hosts)
