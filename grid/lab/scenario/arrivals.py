@@ -30,7 +30,7 @@ BASE_SERVICE_S: Mapping[str, float] = {
     "general": 4.0,
     "embedding": 0.5,
     "image": 12.0,
-    "video": 90.0,
+    "video": 60.0,
 }
 OPS_PROMPTS = (
     "Summarize last night's on-call incidents in three bullet points.",

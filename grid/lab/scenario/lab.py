@@ -166,11 +166,19 @@ def _set_activity(fleet: LabFleet, result: MinuteResult, now: float) -> None:
         res.last_used_at = now
 
 
+def _free_memory_mb(fleet: LabFleet, host_id: str) -> int:
+    host = fleet.hosts[host_id]
+    return host.allocatable_raw_mb() - host.live_mb()
+
+
 def _prefetch(fleet: LabFleet, world: World, control: Control, plan: Plan, m: Metrics) -> None:
-    snap_workloads = fleet.fields[1]
+    """Learned workflow edges from an active workload: make sure the next stage's model has a
+    cached artifact on one more compatible machine than its desired replicas (the one with the
+    most free memory, where the next replica would go), disk permitting. One per tick."""
+    active = fleet.fields[1]
     mapping = control.mapping(plan)
     for edge in control.signals.edges(fleet.now):
-        if edge.confidence < PREFETCH_CONFIDENCE or edge.source not in snap_workloads:
+        if edge.confidence < PREFETCH_CONFIDENCE or edge.source not in active:
             continue
         model_id = mapping.get(edge.target) or designated(
             world.profiles, world.machines, edge.target
@@ -181,15 +189,28 @@ def _prefetch(fleet: LabFleet, world: World, control: Control, plan: Plan, m: Me
         able = [
             x for x in world.machines if fleet.hosts[x.host_id].admitting and compatible(x, prof)
         ]
-        if any(model_id in fleet.hosts[x.host_id].cached for x in able):
+        cached = [x for x in able if model_id in fleet.hosts[x.host_id].cached]
+        if len(cached) >= min(len(able), plan.desired_replicas.get(model_id, 0) + 1):
             continue
-        room = [x for x in able if fleet.disk_free_mb(x.host_id) >= prof.artifact_size_mb]
+        room = [
+            x
+            for x in able
+            if model_id not in fleet.hosts[x.host_id].cached
+            and fleet.disk_free_mb(x.host_id) >= prof.artifact_size_mb
+        ]
         if not room:
             continue
-        target = max(room, key=lambda x: (fleet.disk_free_mb(x.host_id), x.host_id))
+        target = max(
+            room,
+            key=lambda x: (
+                _free_memory_mb(fleet, x.host_id),
+                fleet.disk_free_mb(x.host_id),
+                x.host_id,
+            ),
+        )
         fleet.prefetch(target.host_id, prof)
         m.prefetched(target.host_id, model_id, prof.artifact_size_mb, fleet.now)
-        return  # one prefetch per tick
+        return
 
 
 def run_scenario(cfg: ScenarioConfig, world: World | None = None) -> RunResult:

@@ -33,41 +33,41 @@ class Persona:
 PERSONAS: tuple[Persona, ...] = (
     Persona(
         "developer",
-        0.5,
+        0.8,
         (("coding", 0.7), ("general", 0.1), ("research", 0.1), ("embedding", 0.1)),
         ("design", "coding", "coding", "embedding"),
         0.34,
     ),
     Persona(
         "researcher",
-        0.35,
+        0.6,
         (("research", 0.7), ("general", 0.2), ("embedding", 0.1)),
         ("research", "embedding", "research", "general"),
         0.14,
     ),
     Persona(
         "marketer",
-        0.35,
+        0.5,
         (("marketing", 0.6), ("image", 0.2), ("design", 0.1), ("video", 0.1)),
-        ("research", "marketing", "image", "video"),
+        ("research", "marketing", "image", "marketing"),
         0.16,
     ),
     Persona(
         "seller",
-        0.3,
+        0.5,
         (("sales", 0.7), ("general", 0.2), ("research", 0.1)),
         ("research", "sales", "sales"),
         0.14,
     ),
     Persona(
         "designer",
-        0.3,
+        0.4,
         (("design", 0.5), ("image", 0.4), ("video", 0.1)),
-        ("design", "image", "image", "video"),
+        ("design", "image", "design", "image"),
         0.12,
     ),
     Persona(
-        "generalist", 0.25, (("general", 0.8), ("research", 0.2)), ("general", "research"), 0.10
+        "generalist", 0.4, (("general", 0.8), ("research", 0.2)), ("general", "research"), 0.10
     ),
 )
 
