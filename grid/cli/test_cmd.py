@@ -54,7 +54,10 @@ def _floats(text: str | None) -> list[float] | None:
 
 @test_app.command("start")
 def start(
-    machines: Annotated[int, typer.Option("--machines", min=1, max=MAX_MACHINES)] = 2,
+    machines: Annotated[
+        int,
+        typer.Option("--machines", min=1, max=MAX_MACHINES, help="Logical machines (node agents)."),
+    ] = 2,
     model: Annotated[
         str, typer.Option("--model", help="smollm2-135m, gemma-3-270m or a GGUF path.")
     ] = SMOLLM2_MODEL_ID,
@@ -64,14 +67,23 @@ def start(
     memory_mb: Annotated[
         int | None, typer.Option("--memory-mb", min=1, help="Resident budget per replica.")
     ] = None,
-    min_replicas: Annotated[int, typer.Option("--min-replicas", min=0)] = 1,
-    max_replicas: Annotated[int | None, typer.Option("--max-replicas", min=0)] = None,
-    priority: Annotated[int, typer.Option("--priority", min=0)] = 0,
+    min_replicas: Annotated[
+        int, typer.Option("--min-replicas", min=0, help="Baseline replicas of the model.")
+    ] = 1,
+    max_replicas: Annotated[
+        int | None,
+        typer.Option("--max-replicas", min=0, help="Most replicas of the model (default: min)."),
+    ] = None,
+    priority: Annotated[
+        int, typer.Option("--priority", min=0, help="Priority class of the model.")
+    ] = 0,
     port: Annotated[int, typer.Option("--port", help="Controller port.")] = DEFAULT_PORT,
-    engine_port_base: Annotated[int, typer.Option("--engine-port-base")] = (
-        DEFAULT_ENGINE_PORT_BASE
-    ),
-    heartbeat_s: Annotated[float, typer.Option("--heartbeat-seconds", min=0.1)] = 1.0,
+    engine_port_base: Annotated[
+        int, typer.Option("--engine-port-base", help="First engine port of the first node.")
+    ] = (DEFAULT_ENGINE_PORT_BASE),
+    heartbeat_s: Annotated[
+        float, typer.Option("--heartbeat-seconds", min=0.1, help="Node heartbeat interval.")
+    ] = 1.0,
     wait_s: Annotated[
         float, typer.Option("--wait-seconds", min=0.0, help="Wait this long for READY.")
     ] = 180.0,
@@ -185,7 +197,9 @@ def _transitions(doc: dict[str, Any]) -> dict[str, str]:
 @test_app.command("watch")
 def watch(
     run_dir: RunDirOpt = None,
-    interval_s: Annotated[float, typer.Option("--interval-seconds", min=0.2)] = 1.0,
+    interval_s: Annotated[
+        float, typer.Option("--interval-seconds", min=0.2, help="Status poll interval.")
+    ] = 1.0,
     duration_s: Annotated[
         float | None, typer.Option("--for-seconds", help="Stop watching after this long.")
     ] = None,
