@@ -128,3 +128,8 @@ def test_text_work_in_the_media_band_is_not_a_canary() -> None:
 def test_now_is_the_snapshot_clock() -> None:
     snap = wsnapshot(HOSTS, [coder()], {"coding": work(3, 0.5)})
     assert snap.now == NOW
+
+
+def test_the_media_band_without_any_feasible_model_reads_as_the_plain_gate() -> None:
+    _plan, report = planned(wsnapshot(HOSTS, [coder()], {"image": work(2, 1.2, modality="image")}))
+    assert row(report, "image").reason == "below_evidence_gate: 2 of 3 observations"

@@ -284,7 +284,8 @@ def build_context(snap: FleetSnapshot, base_plan: Plan) -> PortfolioContext:
                 for (w, _m), p in pairs.items()
                 if w == word and p.feasible
             )
-        gates[word] = gate_of(word, forecast, policy, proof)
+        candidate = any(p.feasible for (w, _m), p in pairs.items() if w == word)
+        gates[word] = gate_of(word, forecast, policy, proof, has_candidate=candidate)
     # A media canary is one replica whatever the concurrency asks.
     for key, p in list(pairs.items()):
         if gates[p.workload].gate is Gate.MEDIA_CANARY:

@@ -55,11 +55,17 @@ def in_media_band(word: str, forecast: WorkloadForecast, policy: PortfolioPolicy
 
 
 def gate_of(
-    word: str, forecast: WorkloadForecast, policy: PortfolioPolicy, spare_proof: bool
+    word: str,
+    forecast: WorkloadForecast,
+    policy: PortfolioPolicy,
+    spare_proof: bool,
+    *,
+    has_candidate: bool = True,
 ) -> GateResult:
+    """`has_candidate`: some feasible model could take the canary (else the band is moot)."""
     if ordinary_gate(forecast, policy):
         return GateResult(Gate.ORDINARY, "admitted: evidence gate passed")
-    if in_media_band(word, forecast, policy):
+    if in_media_band(word, forecast, policy) and has_candidate:
         if spare_proof:
             return GateResult(
                 Gate.MEDIA_CANARY,
