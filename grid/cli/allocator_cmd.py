@@ -19,9 +19,8 @@ from rich.table import Table
 from rich.text import Text
 
 from grid.api.settings import default_state_dir, load_settings
-from grid.cli.render_portfolio import render_report
+from grid.cli.render_portfolio import workload_parts
 from grid.fleet.errors import GridError
-from grid.fleet.workloads import PortfolioReport
 from grid.wire import AllocatorClient
 
 TOKEN_ENV = "GRID_ALLOCATOR_CONTROL_TOKEN"
@@ -363,7 +362,7 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
         for level in solver["objective"]:
             levels.add_row(level["level"], str(level["value"]), str(level["bound"]))
         parts.append(levels)
-    parts += _workload_parts(doc.get("workloads") or {})
+    parts += workload_parts(doc.get("workloads") or {})
     if doc["unmet"]:
         unmet = _table("Unmet replicas", ["model", "code", "missing", "binding", "would fit if"])
         for u in doc["unmet"]:
@@ -420,41 +419,6 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
     if doc["tombstones"]:
         parts.append(Text("retired: " + ", ".join(t["model_id"] for t in doc["tombstones"])))
     return Group(*parts)
-
-
-def _workload_parts(section: dict[str, Any]) -> list[RenderableType]:
-    """Workload demand, the portfolio's admission rows and candidates, learned workflows."""
-    parts: list[RenderableType] = []
-    forecasts = section.get("forecasts") or {}
-    if forecasts:
-        table = _table(
-            "Workload demand", ["workload", "offered", "observations", "rpm", "modality"]
-        )
-        for word, f in forecasts.items():
-            table.add_row(
-                word,
-                f"{f['offered_concurrency']:.3g}",
-                str(f["observations"]),
-                f"{f['rpm']:.3g}",
-                f["modality"],
-            )
-        parts.append(table)
-    portfolio = section.get("portfolio")
-    if portfolio:
-        parts.append(render_report(PortfolioReport.model_validate(portfolio)))
-    edges = section.get("edges") or []
-    if edges:
-        table = _table("Learned workflows", ["from", "to", "count", "departures", "confidence"])
-        for e in edges:
-            table.add_row(
-                e["source"],
-                e["target"],
-                str(e["count"]),
-                str(e["departures"]),
-                f"{e['confidence']:.2f}",
-            )
-        parts.append(table)
-    return parts
 
 
 @allocator_app.command("status")

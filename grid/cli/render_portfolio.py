@@ -1,6 +1,9 @@
-"""Rich rendering of a plan's `portfolio`: mapping, admission rows, candidates, solver."""
+"""Rich rendering of a plan's `portfolio` (mapping, admission rows, candidates, solver) and
+of the status document's `workloads` section."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -104,3 +107,46 @@ def render_report(report: PortfolioReport) -> RenderableType:
         tail.append(f"\nportfolio levels: {levels}")
     note = Text("* the candidate the portfolio chose", style="dim")
     return Group(Text(""), head, admission_table(report), candidates_table(report), note, tail)
+
+
+def _table(title: str, columns: list[str]) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def workload_parts(section: dict[str, Any]) -> list[RenderableType]:
+    """`grid allocator status`: workload demand, the portfolio's admission rows and candidates
+    (the status document's `workloads` section), learned workflows with their confidence."""
+    parts: list[RenderableType] = []
+    forecasts = section.get("forecasts") or {}
+    if forecasts:
+        table = _table(
+            "Workload demand", ["workload", "offered", "observations", "rpm", "modality"]
+        )
+        for word, f in forecasts.items():
+            table.add_row(
+                word,
+                f"{f['offered_concurrency']:.3g}",
+                str(f["observations"]),
+                f"{f['rpm']:.3g}",
+                f["modality"],
+            )
+        parts.append(table)
+    portfolio = section.get("portfolio")
+    if portfolio:
+        parts.append(render_report(PortfolioReport.model_validate(portfolio)))
+    edges = section.get("edges") or []
+    if edges:
+        table = _table("Learned workflows", ["from", "to", "count", "departures", "confidence"])
+        for e in edges:
+            table.add_row(
+                e["source"],
+                e["target"],
+                str(e["count"]),
+                str(e["departures"]),
+                f"{e['confidence']:.2f}",
+            )
+        parts.append(table)
+    return parts
