@@ -18,7 +18,8 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from grid.api.settings import default_state_dir, load_settings
+from grid.api.settings import config_path, default_state_dir, load_settings
+from grid.cli.hints import current_command, with_dirs
 from grid.cli.render_portfolio import workload_parts
 from grid.fleet.errors import GridError
 from grid.wire import AllocatorClient
@@ -72,13 +73,35 @@ def _read_token_file(path: Path) -> str:
     return text
 
 
-def _operator_token(state_dir: Path, token_file: Path | None) -> str:
+def _operator_token(state_dir: Path, token_file: Path | None, url: str) -> str:
+    """--token-file, then $GRID_ALLOCATOR_CONTROL_TOKEN, then `<state-dir>/config.json`."""
     if token_file is not None:
         return _read_token_file(token_file)
     from_env = os.environ.get(TOKEN_ENV, "").strip()
     if from_env:
         return from_env
-    return load_settings(state_dir).operator_token
+    config = config_path(state_dir)
+    if config.exists():
+        return load_settings(state_dir).operator_token
+    raise GridError(
+        "no_operator_token",
+        f"this command needs the operator capability of the controller at {url}; it was looked "
+        f"for in --token-file (not given), ${TOKEN_ENV} (not set) and {config} (no such file)",
+        fix="pass --token-file with that controller's config.json (`grid up` and `grid test "
+        f"start` print its path), or set {TOKEN_ENV}",
+        next_command=_token_hint(url),
+    )
+
+
+def _token_hint(url: str) -> str:
+    """Retry with --token-file: the logical fleet's config when `url` is that fleet's."""
+    from grid.lab.logical_fleet import LogicalFleet
+
+    fleet = LogicalFleet()
+    config = config_path(fleet.controller_dir)
+    found = config.exists() and fleet.url() == url.rstrip("/")
+    where = str(config) if found else "STATE_DIR/config.json"
+    return f"{current_command()} --grid {url} --token-file {where}"
 
 
 def _url(grid: str | None, state_dir: Path) -> str:
@@ -88,7 +111,7 @@ def _url(grid: str | None, state_dir: Path) -> str:
         return load_settings(state_dir).url
     except GridError as err:
         err.fix = "start the local controller, or pass --grid URL"
-        err.next_command = "grid up"
+        err.next_command = with_dirs("grid up", state_dir=state_dir)
         raise
 
 
@@ -96,8 +119,21 @@ def client(
     grid: str | None, state_dir: Path | None, token_file: Path | None = None, *, admin: bool = True
 ) -> AllocatorClient:
     folder = (state_dir or default_state_dir()).expanduser()
-    token = _operator_token(folder, token_file) if admin else None
-    return AllocatorClient(_url(grid, folder), operator_token=token)
+    url = _url(grid, folder)  # no --grid and no local config: no controller to talk to
+    token = _operator_token(folder, token_file, url) if admin else None
+    return AllocatorClient(url, operator_token=token)
+
+
+def _again(
+    command: str, grid: str | None, state_dir: Path | None, token_file: Path | None = None
+) -> str:
+    """A follow-up command that talks to the same controller with the same credential."""
+    text = with_dirs(command, state_dir=state_dir)
+    if grid:
+        text += f" --grid {grid}"
+    if token_file is not None:
+        text += f" --token-file {token_file.expanduser().absolute()}"
+    return text
 
 
 def _emit(document: Any) -> None:
@@ -128,35 +164,97 @@ def _pairs(values: list[str] | None, flag: str, kind: type) -> dict[str, Any]:
 def model_set(
     model_id: Annotated[str, typer.Argument(help="Model id (the GGUF file or alias name).")],
     memory_mb: Annotated[int, typer.Option("--memory-mb", help="Resident MB of one replica.")],
-    runtime: Annotated[list[str] | None, typer.Option("--runtime")] = None,
+    runtime: Annotated[
+        list[str] | None,
+        typer.Option("--runtime", help="Runtime it runs on (repeat; default llama.cpp)."),
+    ] = None,
     runtime_memory_mb: Annotated[
         list[str] | None, typer.Option("--runtime-memory-mb", help="RUNTIME=MB, repeatable.")
     ] = None,
-    backend: Annotated[list[str] | None, typer.Option("--backend")] = None,
-    required_tag: Annotated[list[str] | None, typer.Option("--required-tag")] = None,
-    forbidden_tag: Annotated[list[str] | None, typer.Option("--forbidden-tag")] = None,
+    backend: Annotated[
+        list[str] | None,
+        typer.Option("--backend", help="Required backend, e.g. cuda (repeat; default any)."),
+    ] = None,
+    required_tag: Annotated[
+        list[str] | None, typer.Option("--required-tag", help="Host tag it needs (repeat).")
+    ] = None,
+    forbidden_tag: Annotated[
+        list[str] | None, typer.Option("--forbidden-tag", help="Host tag it avoids (repeat).")
+    ] = None,
     pin: Annotated[list[str] | None, typer.Option("--pin", help="Pinned host id.")] = None,
-    allow_host: Annotated[list[str] | None, typer.Option("--allow-host")] = None,
-    deny_host: Annotated[list[str] | None, typer.Option("--deny-host")] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option("--allow-host", help="Only these hosts (repeat; default any)."),
+    ] = None,
+    deny_host: Annotated[
+        list[str] | None, typer.Option("--deny-host", help="Never this host (repeat).")
+    ] = None,
     workload_score: Annotated[
         list[str] | None, typer.Option("--workload-score", help="WORKLOAD=SCORE in (0, 1].")
     ] = None,
-    colocation_exclude: Annotated[list[str] | None, typer.Option("--colocation-exclude")] = None,
-    max_colocated_models: Annotated[int | None, typer.Option("--max-colocated-models")] = None,
-    min_replicas: Annotated[int | None, typer.Option("--min-replicas")] = None,
-    max_replicas: Annotated[int | None, typer.Option("--max-replicas")] = None,
-    min_failure_domains: Annotated[int | None, typer.Option("--min-failure-domains")] = None,
-    priority: Annotated[int | None, typer.Option("--priority")] = None,
-    data_tier: Annotated[str | None, typer.Option("--data-tier")] = None,
-    artifact_sha256: Annotated[str | None, typer.Option("--artifact-sha256")] = None,
-    artifact_source: Annotated[str | None, typer.Option("--artifact-source")] = None,
-    artifact_size_mb: Annotated[int | None, typer.Option("--artifact-size-mb")] = None,
-    target_utilization: Annotated[float | None, typer.Option("--target-utilization")] = None,
-    replica_concurrency: Annotated[float | None, typer.Option("--replica-concurrency")] = None,
+    colocation_exclude: Annotated[
+        list[str] | None,
+        typer.Option("--colocation-exclude", help="Model never placed on the same host (repeat)."),
+    ] = None,
+    max_colocated_models: Annotated[
+        int | None,
+        typer.Option(
+            "--max-colocated-models",
+            help="Most models on a host with it, itself included (0: any).",
+        ),
+    ] = None,
+    min_replicas: Annotated[
+        int | None,
+        typer.Option("--min-replicas", help="Baseline replicas kept without demand (default 0)."),
+    ] = None,
+    max_replicas: Annotated[
+        int | None,
+        typer.Option("--max-replicas", help="Most replicas demand may earn (default 1)."),
+    ] = None,
+    min_failure_domains: Annotated[
+        int | None,
+        typer.Option(
+            "--min-failure-domains", help="Spread replicas over this many failure domains."
+        ),
+    ] = None,
+    priority: Annotated[
+        int | None,
+        typer.Option("--priority", help="Administrator priority class (higher wins; default 0)."),
+    ] = None,
+    data_tier: Annotated[
+        str | None,
+        typer.Option("--data-tier", help="Data tier a host must allow (default internal)."),
+    ] = None,
+    artifact_sha256: Annotated[
+        str | None, typer.Option("--artifact-sha256", help="SHA-256 of the GGUF weights (64 hex).")
+    ] = None,
+    artifact_source: Annotated[
+        str | None,
+        typer.Option(
+            "--artifact-source", help="URL nodes may fetch the weights from (needs the digest)."
+        ),
+    ] = None,
+    artifact_size_mb: Annotated[
+        int | None, typer.Option("--artifact-size-mb", help="Download size of the weights, MB.")
+    ] = None,
+    target_utilization: Annotated[
+        float | None,
+        typer.Option(
+            "--target-utilization", help="Busy fraction per replica to plan for, in (0, 1]."
+        ),
+    ] = None,
+    replica_concurrency: Annotated[
+        float | None,
+        typer.Option(
+            "--replica-concurrency", help="Requests one replica serves at once (default 1)."
+        ),
+    ] = None,
     expected_service_time: Annotated[
         float | None, typer.Option("--expected-service-time", help="Seconds per request.")
     ] = None,
-    latency_slo_ms: Annotated[float | None, typer.Option("--latency-slo-ms")] = None,
+    latency_slo_ms: Annotated[
+        float | None, typer.Option("--latency-slo-ms", help="Latency objective, ms.")
+    ] = None,
     load_estimate: Annotated[float | None, typer.Option("--load-estimate", help="Seconds.")] = None,
     warm_estimate: Annotated[float | None, typer.Option("--warm-estimate", help="Seconds.")] = None,
     min_residency: Annotated[float | None, typer.Option("--min-residency", help="Seconds.")] = None,
@@ -223,12 +321,17 @@ def model_set(
         f"{prof['min_replicas']}..{prof['max_replicas']}, runtimes "
         f"{', '.join(prof['runtimes'])}"
     )
-    typer.echo("Next: grid allocator tick && grid allocator status")
+    typer.echo(
+        "Next: "
+        + _again("grid allocator tick", grid, state_dir, token_file)
+        + " && "
+        + _again("grid allocator status", grid, state_dir)
+    )
 
 
 @model_app.command("remove")
 def model_remove(
-    model_id: Annotated[str, typer.Argument()],
+    model_id: Annotated[str, typer.Argument(help="Model id of the profile to retire.")],
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
@@ -426,7 +529,9 @@ def status(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     as_json: JsonOpt = False,
-    history: Annotated[int, typer.Option("--history", min=0, max=512)] = 50,
+    history: Annotated[
+        int, typer.Option("--history", min=0, max=512, help="Command records to include.")
+    ] = 50,
 ) -> None:
     """Show hosts, the plan, workload admission and candidates, learned workflows, unmet
     replicas, pending commands, revisions and warnings."""
@@ -445,7 +550,10 @@ def status(
 def token_write(
     file: Annotated[Path, typer.Argument(help="Where to write the credential (mode 0600).")],
     host_id: Annotated[str | None, typer.Option("--host-id", help="Stable host id.")] = None,
-    ttl_seconds: Annotated[float | None, typer.Option("--ttl-seconds")] = None,
+    ttl_seconds: Annotated[
+        float | None,
+        typer.Option("--ttl-seconds", help="Credential lifetime (default: the controller's)."),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
     grid: GridOpt = None,
     state_dir: StateOpt = None,
