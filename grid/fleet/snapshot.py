@@ -64,8 +64,8 @@ def _from_validation_error(exc: ValidationError) -> SnapshotError:
         "unknown_enum_value": f"use one of the documented values for `{path}`",
         "non_finite_number": f"give `{path}` a finite number",
         "negative_number": f"give `{path}` a value of zero or more",
-        CEILING_ERROR: f"give `{path}` a value of at most {ctx.get('limit')} "
-        "(memory and disk are whole megabytes)",
+        CEILING_ERROR: f"give `{path}` a value of at most {ctx.get('limit')}"
+        + (" (memory and disk are whole megabytes)" if "MB" in str(ctx.get("what")) else ""),
     }.get(code, f"correct `{path}`")
     extra = len(exc.errors()) - 1
     if extra:
