@@ -152,3 +152,20 @@ def test_router_measurements_ramp_to_full_weight_over_eight_samples() -> None:
     measured.record("h1", "h1:9000", "m", SHA_B, 1.0, 20, T0 + 21)  # 20 tok/s, one sample
     rate = measured_hosts([host], replaced, measured, T0 + 21)[0].measured_tokens_per_s["m"]
     assert rate == pytest.approx(60.0 + (20.0 - 60.0) / 8)
+
+
+def test_a_late_response_of_a_replaced_revision_never_updates_the_new_one(
+    tmp_path: Path,
+) -> None:
+    ctl = controller(tmp_path)
+    ctl.put_profile("coder", profile(workload_scores={"coding": 1.0}, artifact_sha256=SHA_A), T0)
+    ctl.observe_request(auto("coding", T0, served="coder"), T0, served_sha256=SHA_A)
+    assert [o.requests for o in ctl.snapshot(T0 + 1).outcomes] == [1]
+    ctl.put_profile("coder", profile(workload_scores={"coding": 1.0}, artifact_sha256=SHA_B), T0)
+    assert ctl.snapshot(T0 + 2).outcomes == []  # the new revision starts uncertain
+    # A response the old engine finishes after the swap is keyed to the old revision.
+    ctl.observe_request(auto("coding", T0 + 3, served="coder"), T0 + 3, served_sha256=SHA_A)
+    assert ctl.snapshot(T0 + 4).outcomes == []
+    ctl.observe_request(auto("coding", T0 + 5, served="coder"), T0 + 5, served_sha256=SHA_B)
+    (row,) = ctl.snapshot(T0 + 6).outcomes
+    assert (row.artifact_sha256, row.requests) == (SHA_B, 1)
