@@ -238,7 +238,9 @@ class Controller:
         return outcome
 
     def put_profile(self, model_id: str, body: dict[str, Any], now: float) -> ModelProfile:
-        profile = validate_profile(model_id, body, now=now)
+        profile = validate_profile(
+            model_id, body, now=now, vocabulary=self.policy.workload_vocabulary
+        )
         with self.lock:
             previous = self.profiles.get(model_id)
             tomb = self.tombstones.pop(model_id, None)

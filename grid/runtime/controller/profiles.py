@@ -6,6 +6,7 @@ artifact source completeness, digest canonicalisation), and errors name the prof
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from grid.fleet.errors import GridError, SnapshotError
@@ -16,7 +17,11 @@ MAX_MODEL_ID = 256
 _PREFIX = "models[0]."
 
 
-def validate_profile(model_id: str, body: Any, *, now: float) -> ModelProfile:
+def validate_profile(
+    model_id: str, body: Any, *, now: float, vocabulary: Sequence[str] | None = None
+) -> ModelProfile:
+    """The profile, checked as a snapshot's `models[0]`; `workload_scores` words against
+    `vocabulary` (the controller policy's; the default vocabulary when None)."""
     if not model_id or len(model_id) > MAX_MODEL_ID or any(c.isspace() for c in model_id):
         raise GridError(
             "invalid_model_id",
@@ -49,7 +54,10 @@ def validate_profile(model_id: str, body: Any, *, now: float) -> ModelProfile:
             path="artifact_source",
         )
     try:
-        snap = parse_snapshot({"schema_version": 1, "now": now, "models": [doc]})
+        raw: dict[str, Any] = {"schema_version": 1, "now": now, "models": [doc]}
+        if vocabulary is not None:
+            raw["policy"] = {"workload_vocabulary": list(vocabulary)}
+        snap = parse_snapshot(raw)
     except SnapshotError as err:
         path = err.path[len(_PREFIX) :] if err.path.startswith(_PREFIX) else err.path
         raise GridError(

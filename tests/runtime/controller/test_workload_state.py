@@ -10,6 +10,7 @@ import pytest
 
 from grid.demand import EndpointFamily, Observation
 from grid.demand import Outcome as ObsOutcome
+from grid.fleet.errors import GridError
 from grid.fleet.models import Evidence, Host, ModelProfile
 from grid.router.affinity import hash_affinity_key
 from grid.router.measure import RevisionMeasurements
@@ -169,3 +170,17 @@ def test_a_late_response_of_a_replaced_revision_never_updates_the_new_one(
     ctl.observe_request(auto("coding", T0 + 5, served="coder"), T0 + 5, served_sha256=SHA_B)
     (row,) = ctl.snapshot(T0 + 6).outcomes
     assert (row.artifact_sha256, row.requests) == (SHA_B, 1)
+
+
+def test_a_profile_scoring_an_unknown_workload_word_is_refused_and_nothing_changes(
+    tmp_path: Path,
+) -> None:
+    ctl = controller(tmp_path)
+    with pytest.raises(GridError) as refused:
+        ctl.put_profile("coder", profile(workload_scores={"cooking": 1.0}), T0)
+    assert refused.value.code == "unknown_workload"
+    assert refused.value.path == "workload_scores.cooking"
+    with pytest.raises(GridError) as bad_score:
+        ctl.put_profile("coder", profile(workload_scores={"coding": 1.5}), T0)
+    assert bad_score.value.code == "invalid_value"
+    assert ctl.profiles == {}
