@@ -5,7 +5,8 @@
 - at most one model differs from the exploitation-only portfolio;
 - CP-SAT is never lexicographically worse than the coordinate search;
 - every plan with a portfolio passes validate.py;
-- on clean fleets, coverage and pressure equal a brute-force optimum over model sets and hosts.
+- on clean fleets, coverage and pressure equal a brute-force optimum over model sets and hosts,
+  and the top five levels equal a brute-force optimum over every replica layout and map.
 """
 
 from __future__ import annotations
@@ -259,3 +260,119 @@ def test_coverage_and_pressure_match_a_brute_force_optimum(snap: FleetSnapshot) 
     covered = len(report.mapping)
     pressure = sum(round(100 * snap.workloads[w].offered_concurrency) for w in report.mapping)
     assert (covered, pressure) == _brute_force(snap)
+
+
+def _need(snap: FleetSnapshot, word: str, model_id: str) -> int:
+    """Hand rule: ⌈(offered − queue)·1.2 / (concurrency·utilization)⌉ ≥ 1, one when weak."""
+    wl = snap.workloads[word]
+    prof = next(m for m in snap.models if m.model_id == model_id)
+    per = prof.replica_concurrency * prof.target_utilization
+    need = max(1, math.ceil(max(0.0, wl.offered_concurrency - wl.queue_depth) * 1.2 / per - 1e-9))
+    return 1 if _weak(snap, word, model_id) else need
+
+
+def _brute_force_levels(
+    snap: FleetSnapshot, utility: dict[tuple[str, str], int]
+) -> tuple[int, ...]:
+    """Best (covered, pressure, spare slots, −missing, utility) over every replica layout and
+    every workload → model map on a fleet without residencies or base replicas."""
+    admitted = [
+        w for w, f in snap.workloads.items() if f.observations >= 3 or f.offered_concurrency >= 1.5
+    ]
+    hosts = [(h.capacity_mb - math.ceil(0.05 * h.capacity_mb), h.max_models) for h in snap.hosts]
+    models = snap.models
+    options = {
+        w: [
+            None,
+            *[m.model_id for m in models if w in m.workload_scores and (w, m.model_id) in utility],
+        ]
+        for w in admitted
+    }
+    layouts: list[dict[str, int]] = []
+    # Every set of (model, host) pairs, one replica per pair, that fits memory and slots.
+    pairs = [(m, h) for m in range(len(models)) for h in range(len(hosts))]
+    for mask in range(1 << len(pairs)):
+        chosen = [pairs[i] for i in range(len(pairs)) if mask >> i & 1]
+        ok = True
+        for h, (mem, slots) in enumerate(hosts):
+            on = [models[m] for m, hh in chosen if hh == h]
+            if sum(m.memory_mb for m in on) > mem or (slots and len(on) > slots):
+                ok = False
+                break
+        if ok:
+            counts = {m.model_id: 0 for m in models}
+            for m, _h in chosen:
+                counts[models[m].model_id] += 1
+            free = (
+                sum(
+                    slots - sum(1 for _m, hh in chosen if hh == h)
+                    for h, (_mem, slots) in enumerate(hosts)
+                )
+                if all(slots for _mem, slots in hosts)
+                else 2
+            )
+            counts["__spare__"] = min(2, free)
+            layouts.append(counts)
+    best: tuple[int, ...] = (
+        0,
+        0,
+        min(2, sum(s for _m, s in hosts)) if all(s for _m, s in hosts) else 2,
+        0,
+        0,
+    )
+    for choice in itertools.product(*(options[w] for w in admitted)):
+        mapping = {w: m for w, m in zip(admitted, choice, strict=True) if m is not None}
+        asked: dict[str, int] = {}
+        for w, m in mapping.items():
+            asked[m] = asked.get(m, 0) + _need(snap, w, m)
+        for counts in layouts:
+            desired = {m.model_id: min(asked.get(m.model_id, 0), m.max_replicas) for m in models}
+            if any(counts[m] > desired[m] for m in desired):
+                continue  # no replica without a workload asking for it
+            if any(counts[m] < 1 for m in mapping.values()):
+                continue
+            value = (
+                len(mapping),
+                sum(round(100 * snap.workloads[w].offered_concurrency) for w in mapping),
+                counts["__spare__"],
+                -sum(desired[m] - counts[m] for m in desired),
+                sum(utility[(w, m)] for w, m in mapping.items()),
+            )
+            best = max(best, value)
+    return best
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets(residencies=False))
+def test_cpsat_reaches_the_brute_force_optimum_of_the_top_levels(snap: FleetSnapshot) -> None:
+    if len(snap.hosts) * len(snap.models) > 9:
+        kept = {m.model_id for m in snap.models[:3]}
+        outcomes = [o for o in snap.outcomes if o.model_id in kept]
+        snap = snap.model_copy(
+            update={"hosts": snap.hosts[:2], "models": snap.models[:3], "outcomes": outcomes}
+        )
+    policy = snap.policy.model_copy(
+        update={"portfolio": snap.policy.portfolio.model_copy(update={"exploration_bonus": 0.0})}
+    )
+    snap = snap.model_copy(
+        update={
+            "policy": policy,
+            "workloads": {w: f for w, f in snap.workloads.items() if w != "image"},
+        }
+    )
+    if not snap.workloads:
+        return
+    report = plan_of(snap).portfolio
+    assert report is not None
+    utility = {
+        (c.workload, c.model_id): round(c.utility * 10) for c in report.candidates if c.feasible
+    }
+    achieved = {lv.level: lv.value for lv in report.solver.objective}
+    mine = (
+        achieved["covered"],
+        achieved["pressure"],
+        achieved["spare_slots"],
+        -achieved["missing"],
+        achieved["utility"],
+    )
+    assert mine == _brute_force_levels(snap, utility)
