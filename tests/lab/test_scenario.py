@@ -7,6 +7,8 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grid.demand import EndpointFamily, Modality, Outcome, RequestShape
 from grid.fleet.models import ModelProfile
@@ -128,3 +130,25 @@ def test_physics_admits_within_the_budget_and_fails_the_rest_in_arrival_order() 
     # A workload no READY model serves is refused before any engine (no route).
     image = route_minute([_req(5, 10, "image")], [Replica("h1", "coder", 1, 60)], {}, profiles)
     assert image.routed[0].outcome is Outcome.NO_ROUTE
+
+
+@pytest.mark.property
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(
+    seed=st.integers(0, 10_000),
+    machines=st.integers(1, 5),
+    strategy=st.sampled_from(STRATEGIES),
+)
+def test_no_strategy_ever_breaks_a_safety_invariant(
+    seed: int, machines: int, strategy: str
+) -> None:
+    """Every tick's actions pass the simulator's independent invariant checks (memory, slots,
+    ownership, retries, deferrals, governors), whatever the seed, fleet size and control."""
+    cfg = ScenarioConfig(
+        machines=machines, models=6, users=8, duration_s=15 * 60, seed=seed, strategy=strategy
+    )
+    run = run_scenario(cfg)
+    assert run.fleet.violations == []
+    # Memory is never over-committed on any machine at the end of the run either.
+    for host in run.fleet.hosts.values():
+        assert host.live_mb() <= host.allocatable_raw_mb()

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from grid.demand import EndpointFamily, RequestShape, classify_request
-from grid.lab.scenario.personas import PROMPTS, User, body, intended
+from grid.lab.scenario.personas import User, body, intended
 
 BASE_SERVICE_S: Mapping[str, float] = {
     "coding": 8.0,
@@ -138,4 +138,4 @@ def digest(minutes: list[list[Request]]) -> str:
     return h.hexdigest()
 
 
-__all__ = ["BASE_SERVICE_S", "PROMPTS", "Request", "digest", "generate"]
+__all__ = ["BASE_SERVICE_S", "Request", "digest", "generate"]

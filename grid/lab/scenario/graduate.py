@@ -72,7 +72,7 @@ def run_cell(
 
 
 def _others(cell: dict[str, Any], key: str) -> float:
-    return max(v[key] for n, v in cell["strategies"].items() if n != "smart")
+    return float(max(v[key] for n, v in cell["strategies"].items() if n != "smart"))
 
 
 def _values(cells: Sequence[dict[str, Any]]) -> dict[str, float]:

@@ -18,10 +18,10 @@ Minute t (the clock is T0 + 60 t at its start):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from grid.demand import EndpointFamily, RequestOutcome, observation_from
+from grid.demand import EndpointFamily, Observation, RequestOutcome, observation_from
 from grid.fleet.actions import Mode
 from grid.fleet.models import FleetSnapshot, HostState, ModelProfile, Plan, ResidencyState
 from grid.lab.scenario import workday
@@ -88,7 +88,7 @@ class RunResult:
     fleet: LabFleet
 
 
-def _chooser(fleet: LabFleet, world: World, live: bool) -> object:
+def _chooser(fleet: LabFleet, world: World, live: bool) -> Callable[[str], str | None]:
     def choose(word: str) -> str | None:
         machines = world.machines
         if live:
@@ -131,8 +131,8 @@ def _apply_event(fleet: LabFleet, event: workday.Event) -> None:
 
 def _observations(
     result: MinuteResult, start: float, fleet: LabFleet
-) -> list[tuple[object, str, str | None]]:
-    items = []
+) -> list[tuple[Observation, str, str | None]]:
+    items: list[tuple[Observation, str, str | None, float]] = []
     for r in result.routed:
         req = r.request
         done = min(start + req.offset_s + r.latency_s, start + TICK_S)
@@ -237,7 +237,7 @@ def run_scenario(cfg: ScenarioConfig, world: World | None = None) -> RunResult:
     placeholder.append(control)
     metrics = Metrics(world, cfg.strategy)
     mapping: dict[str, str] = control.mapping(None)
-    pending: list[tuple[object, str, str | None]] = []
+    pending: list[tuple[Observation, str, str | None]] = []
     profiles = {p.model_id: p for p in world.profiles}
     plan: Plan | None = None
     for t in range(cfg.minutes):
@@ -247,7 +247,7 @@ def run_scenario(cfg: ScenarioConfig, world: World | None = None) -> RunResult:
             _apply_event(fleet, event)
         result = route_minute(world.arrivals[t], _replicas(fleet, world), mapping, profiles)
         _set_activity(fleet, result, start)
-        control.observe(pending, start)  # type: ignore[arg-type]
+        control.observe(pending, start)
         pending = _observations(result, start, fleet)
         fleet.fields = control.fields(start)
         report = fleet.step()

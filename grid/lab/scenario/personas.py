@@ -164,8 +164,9 @@ def intended(user: User, minute: int, rng: random.Random) -> str:
     """The workload the user means (the lab never tells the allocator)."""
     if rng.random() < 0.75:
         return stage_of(user, minute)
-    words, weights = zip(*user.persona.mix, strict=True)
-    return rng.choices(words, weights)[0]
+    words = [w for w, _ in user.persona.mix]
+    weights = [x for _, x in user.persona.mix]
+    return str(rng.choices(words, weights)[0])
 
 
 def body(word: str, rng: random.Random) -> tuple[str, dict[str, object]]:

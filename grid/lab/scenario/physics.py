@@ -84,18 +84,18 @@ def route_minute(
     profiles: Mapping[str, ModelProfile],
 ) -> MinuteResult:
     by_model: dict[str, list[Replica]] = {}
-    for rep in sorted(replicas, key=lambda r: (r.model_id, r.host_id)):
-        by_model.setdefault(rep.model_id, []).append(rep)
+    for one in sorted(replicas, key=lambda r: (r.model_id, r.host_id)):
+        by_model.setdefault(one.model_id, []).append(one)
     choice: list[tuple[Request, Replica | None, float]] = []
     for req in requests:
         model_id = _choose(req, by_model, mapping, profiles)
         if model_id is None:
             choice.append((req, None, 0.0))
             continue
-        rep = min(by_model[model_id], key=lambda r: (r.utilisation, r.host_id))
-        device = req.service_s / rep.speed
-        rep.used_s += device
-        choice.append((req, rep, device))
+        chosen = min(by_model[model_id], key=lambda r: (r.utilisation, r.host_id))
+        device = req.service_s / chosen.speed
+        chosen.used_s += device
+        choice.append((req, chosen, device))
     spent: dict[int, float] = {}
     routed: list[Routed] = []
     for req, rep, device in choice:

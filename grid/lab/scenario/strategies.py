@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 from grid.demand import DemandConfig, DemandTracker, Observation
 from grid.fleet.models import DemandEntry, Evidence, FleetSnapshot, ModelProfile, Plan
-from grid.fleet.workloads import Outcome, WorkloadForecast
+from grid.fleet.workloads import Outcome, PortfolioPolicy, WorkloadForecast
 from grid.lab.scenario.arrivals import BASE_SERVICE_S
 from grid.lab.scenario.personas import STAGE_MINUTES, User
 from grid.router.affinity import hash_affinity_key
@@ -54,6 +54,7 @@ class Control:
         self.signals = RequestSignals(DemandConfig(), secret=secret)
         self.tracker = DemandTracker(sorted(self.profiles))
         self._digests: dict[str, str | None] = {}
+        self.policy = PortfolioPolicy()
 
     def _digest(self, session: str) -> str | None:
         if session not in self._digests:
@@ -63,7 +64,7 @@ class Control:
 
     def observe(self, items: Sequence[tuple[Observation, str, str | None]], now: float) -> None:
         """(observation, session, serving artifact SHA) in completion order."""
-        policy = FleetSnapshot(now=now).policy.portfolio
+        policy = self.policy
         for obs, session, sha in items:
             signal = self.signals.observe(
                 obs,
