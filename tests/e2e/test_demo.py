@@ -47,8 +47,9 @@ def test_demo_loads_the_coding_candidate_from_auto_requests_alone(
         )
     finally:
         LogicalFleet(run_dir).stop(timeout_s=30)  # also when the demo failed half-way
-    assert result.output.lstrip().startswith("{"), result.output[-3000:]
-    report: dict[str, Any] = json.loads(result.output)
+    # stdout holds exactly the JSON report (warnings and logs go to stderr)
+    assert result.stdout.lstrip().startswith("{"), result.output[-3000:]
+    report: dict[str, Any] = json.loads(result.stdout)
     steps = {s["step"]: s for s in report["steps"]}
     dump = json.dumps(report, indent=1)[-4000:]
     assert result.exit_code == 0 and report["ok"], dump
