@@ -4,10 +4,10 @@ Model     PlacementVars x over ctx.variable_keys() with every hard constraint fa
           grid/planner/cpsat (build.add_hard_constraints: memory ledgers, slots, colocation,
           disk, replica bounds of the augmented targets); base keys fixed at 1 (link.fix_base);
           assignment literals (assign.py) linked to the replica variables (link.py).
-Stages    covered, failures, pressure, spare_slots, missing, utility_exploit → E, then the
-          exploration budget against E (exploration.py), utility, transition, quality; each stage's
-          optimum is fixed (≥ for max, ≤ for min) before the next, except utility_exploit,
-          which only defines E. Hinted with the coordinate search's portfolio, then with each
+Stages    (covered, failures, pressure) as one dominating weighted sum, spare_slots, missing,
+          utility_exploit → E, then the exploration budget against E (exploration.py), utility,
+          transition, quality; each stage's optimum is fixed (≥ for max, ≤ for min) before the
+          next, except utility_exploit, which only defines E. Hinted with the coordinate search's portfolio, then with each
           stage's solution. One worker, fixed seed: deterministic when no stage stops on time.
 Status    OPTIMAL when every stage was proven; FEASIBLE when the budget cut a stage short;
           None when no stage produced a solution (the caller keeps the coordinate search).
@@ -27,19 +27,45 @@ from grid.planner.portfolio.context import Key, PortfolioContext
 from grid.planner.portfolio.exploration import add_exploration_budget
 from grid.planner.portfolio.link import add_links, fix_base
 from grid.planner.portfolio.objective import level_expressions
+from grid.planner.portfolio.score import failures_of, pressure_of
 
 SEED = 20240611
-STAGES: tuple[tuple[str, str], ...] = (
-    ("covered", "max"),
-    ("failures", "max"),
-    ("pressure", "max"),
-    ("spare_slots", "max"),
-    ("missing", "min"),
-    ("utility_exploit", "max"),
-    ("utility", "max"),
-    ("transition", "min"),
-    ("quality", "max"),
+# (stage label, levels); a stage of several max levels is solved as one weighted sum whose
+# weights dominate (each weight exceeds the largest value of everything after it).
+STAGES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("coverage", (("covered", "max"), ("failures", "max"), ("pressure", "max"))),
+    ("spare_slots", (("spare_slots", "max"),)),
+    ("missing", (("missing", "min"),)),
+    ("utility_exploit", (("utility_exploit", "max"),)),
+    ("utility", (("utility", "max"),)),
+    ("transition", (("transition", "min"),)),
+    ("quality", (("quality", "max"),)),
 )
+
+
+def _upper_bounds(ctx: PortfolioContext) -> dict[str, int]:
+    admitted = ctx.admitted
+    return {
+        "covered": len(admitted),
+        "failures": sum(failures_of(ctx, w) for w in admitted),
+        "pressure": sum(pressure_of(ctx, w) for w in admitted),
+    }
+
+
+def _stage_expression(
+    levels: tuple[tuple[str, str], ...], exprs: dict[str, Expr], bounds: dict[str, int]
+) -> Expr:
+    if len(levels) == 1:
+        name, sense = levels[0]
+        return exprs[name] if sense == "max" else -exprs[name]
+    terms: list[Expr] = []
+    weights: list[int] = []
+    weight = 1
+    for name, _sense in reversed(levels):  # max levels with known non-negative upper bounds
+        terms.append(exprs[name])
+        weights.append(weight)
+        weight *= bounds[name] + 1
+    return cp_model.LinearExpr.weighted_sum(terms, weights)
 
 
 @dataclass
@@ -82,13 +108,14 @@ def solve_portfolio(
     statuses: list[tuple[str, str]] = []
     proven = True
     solved_any = False
-    for name, sense in STAGES:
+    bounds = _upper_bounds(ctx)
+    for name, levels in STAGES:
         remaining = deadline - time.perf_counter()
         if remaining <= 0.001:
             statuses.append((name, "SKIPPED"))
             proven = False
             continue
-        expr: Expr = exprs[name] if sense == "max" else -exprs[name]
+        expr = _stage_expression(levels, exprs, bounds)
         model.maximize(expr)
         xs.hint(placement)
         av.hint(model, mapping)
