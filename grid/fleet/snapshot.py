@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from grid.fleet.errors import SnapshotError
 from grid.fleet.files import atomic_write_text
 from grid.fleet.models import CEILING_ERROR, FleetSnapshot
+from grid.fleet.schema import unknown_field_fix
 
 _PYDANTIC_CODES = {
     "missing": "missing_field",
@@ -44,7 +45,9 @@ def _path(loc: tuple[int | str, ...]) -> str:
 
 
 def _from_validation_error(exc: ValidationError) -> SnapshotError:
-    first = exc.errors()[0]
+    # An unknown field comes first: a misspelt name is usually why a required one is missing.
+    errors = exc.errors()
+    first = next((e for e in errors if e.get("type") == "extra_forbidden"), errors[0])
     kind = str(first.get("type", "invalid_value"))
     code = _PYDANTIC_CODES.get(kind, "invalid_value")
     path = _path(tuple(first.get("loc", ())))
@@ -54,13 +57,15 @@ def _from_validation_error(exc: ValidationError) -> SnapshotError:
     message = f"{first.get('msg', 'invalid value')} (got {value!r})"
     if kind == "missing":
         message = "this field is required"
+    if kind == "extra_forbidden":
+        message = f"`{path.rpartition('.')[2]}` is not a field of schema v1 here"
     ctx = first.get("ctx") or {}
     if code == CEILING_ERROR:
         message = f"{path} is {ctx.get('shown', value)}, above the ceiling of {ctx.get('limit')}"
         message += f" ({ctx.get('what')}): the planner cannot handle larger values"
     fix = {
         "missing_field": f"add `{path}` to the snapshot",
-        "unknown_field": f"remove `{path}` or check its spelling against DESIGN.md schema v1",
+        "unknown_field": unknown_field_fix(tuple(first.get("loc", ())), path),
         "unknown_enum_value": f"use one of the documented values for `{path}`",
         "non_finite_number": f"give `{path}` a finite number",
         "negative_number": f"give `{path}` a value of zero or more",
@@ -69,7 +74,7 @@ def _from_validation_error(exc: ValidationError) -> SnapshotError:
     }.get(code, f"correct `{path}`")
     extra = len(exc.errors()) - 1
     if extra:
-        message += f"; {extra} more problem(s) after this one"
+        message += f"; {extra} more problem{'s' if extra > 1 else ''} after this one"
     return SnapshotError(code=code, message=message, fix=fix, path=path)
 
 
