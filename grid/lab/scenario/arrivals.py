@@ -126,16 +126,29 @@ def _request(
     )
 
 
+class TraceHash:
+    """A running SHA-256 over arrivals in the order they are fed."""
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256()
+
+    def add(self, r: Request) -> None:
+        self._h.update(
+            f"{r.minute}|{r.offset_s}|{r.user_id}|{r.family}|{r.requested}|{r.workload}|"
+            f"{r.service_s}\n".encode()
+        )
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+
 def digest(minutes: list[list[Request]]) -> str:
-    """A SHA-256 over every arrival (what the graduate gate compares across strategies)."""
-    h = hashlib.sha256()
+    """A SHA-256 over every generated arrival."""
+    h = TraceHash()
     for reqs in minutes:
         for r in reqs:
-            h.update(
-                f"{r.minute}|{r.offset_s}|{r.user_id}|{r.family}|{r.requested}|{r.workload}|"
-                f"{r.service_s}\n".encode()
-            )
+            h.add(r)
     return h.hexdigest()
 
 
-__all__ = ["BASE_SERVICE_S", "Request", "digest", "generate"]
+__all__ = ["BASE_SERVICE_S", "Request", "TraceHash", "digest", "generate"]

@@ -19,6 +19,7 @@ from grid.demand import Outcome
 from grid.fleet.actions import ActionKind, RecordStatus
 from grid.fleet.models import LIVE_STATES
 from grid.lab.scenario import workday
+from grid.lab.scenario.arrivals import TraceHash
 from grid.lab.scenario.catalog import designated
 from grid.lab.scenario.physics import MinuteResult
 
@@ -76,6 +77,7 @@ class Metrics:
         self.best = {w: designated(world.profiles, world.machines, w) for w in workday.WORDS}
         self.oracle_demand: dict[str, list[float]] = {}
         self.served_by_minute: list[float] = []
+        self.routed_hash = TraceHash()  # what this run's physics actually routed
         self.on_target = 0.0  # served by the oracle key's own model (the oracle's units)
         self.memory_fraction: list[float] = []
         self.disk_used_mb: list[int] = []
@@ -111,6 +113,7 @@ class Metrics:
             key.append(0.0)
         for r in result.routed:
             req = r.request
+            self.routed_hash.add(req)
             w = self.words.setdefault(req.workload, WordStats())
             w.demand += req.units
             w.requests += 1

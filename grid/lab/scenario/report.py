@@ -119,7 +119,7 @@ def document(run: RunResult, *, timeline: bool = False) -> dict[str, Any]:
         "models": cfg.models,
         "users": cfg.users,
         "duration_s": cfg.minutes * 60,
-        "demand_trace_sha256": run.world.digest,
+        "demand_trace_sha256": m.routed_hash.hexdigest(),
         "summary": {
             "served_fraction": _r(terms["raw"]),
             "score": _r(overall_score(terms), 2),
