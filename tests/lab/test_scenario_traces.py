@@ -102,3 +102,71 @@ def test_real_azure_traces_drive_a_run() -> None:
     a, b = json.loads(plain.stdout), json.loads(traced.stdout)
     assert a["demand_trace_sha256"] != b["demand_trace_sha256"]  # burst timing changed
     assert b["summary"]["requests"] > 0
+
+
+@pytest.mark.parametrize(
+    ("option", "code"),
+    [
+        (["--strategy", "clever"], "unknown_strategy"),
+        (["--duration", "soon"], "invalid_duration"),
+        (["--duration", "30s"], "invalid_duration"),
+    ],
+)
+def test_bad_arguments_are_refused_with_a_code(option: list[str], code: str) -> None:
+    result = _run(*option)
+    assert result.exit_code == 2  # type: ignore[attr-defined]
+    assert code in result.stderr and "To fix:" in result.stderr  # type: ignore[attr-defined]
+
+
+def test_timeline_prints_the_workday_events_and_actions() -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "test",
+            "scenario",
+            "--machines",
+            "2",
+            "--models",
+            "4",
+            "--users",
+            "6",
+            "--duration",
+            "20m",
+            "--timeline",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "outage: " not in out  # events are printed as kind:host
+    assert "events: throttle:mac-01" in out and "events: outage:gpu-01" in out
+    assert "actions: warm:" in out  # something was started
+    assert "safety violations 0" in out
+
+
+def test_graduate_json_has_the_contract_keys() -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "test",
+            "graduate",
+            "--machines",
+            "1,2",
+            "--seeds",
+            "3",
+            "--duration",
+            "5m",
+            "--users",
+            "4",
+            "--models",
+            "3",
+            "--json",
+        ],
+    )
+    assert result.exit_code in (0, 1), result.output  # 1: a gate failed (still one document)
+    doc = json.loads(result.stdout)
+    assert set(doc) >= {"passed", "gates", "cells"}
+    assert doc["passed"] == (result.exit_code == 0)
+    assert all(set(g) >= {"name", "passed", "value", "threshold"} for g in doc["gates"])
+    assert [(c["machines"], c["seed"]) for c in doc["cells"]] == [(1, 3), (2, 3)]
+    bad = CliRunner().invoke(app, ["test", "graduate", "--machines", "2,x"])
+    assert bad.exit_code == 2 and "invalid_list" in bad.stderr
