@@ -15,8 +15,14 @@ from urllib.parse import urlsplit
 import typer
 
 from grid.api.process import start_server, stop_server
-from grid.api.settings import CONFIG_NAME, Settings, default_state_dir, load_settings
-from grid.cli.node_cmd import default_node_dir
+from grid.api.settings import (
+    CONFIG_NAME,
+    DEFAULT_PORT,
+    Settings,
+    default_state_dir,
+    load_settings,
+)
+from grid.cli.hints import default_node_dir, with_dirs
 from grid.fleet.errors import GridError
 from grid.node.agent import load_config, running_agent, stop_agent
 
@@ -24,11 +30,16 @@ LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
 StateDirOption = Annotated[
     Path | None,
-    typer.Option("--state-dir", help="Controller state folder (default ~/.grid/allocator)."),
+    typer.Option(
+        "--state-dir",
+        help="Controller state folder (default $GRID_STATE_DIR, else ~/.grid/allocator).",
+    ),
 ]
 NodeDirOption = Annotated[
     Path | None,
-    typer.Option("--node-dir", help="Local node agent folder (default ~/.grid/node)."),
+    typer.Option(
+        "--node-dir", help="Local node agent folder (default $GRID_NODE_DIR, else ~/.grid/node)."
+    ),
 ]
 
 
@@ -71,15 +82,24 @@ def stop_local_node(state_dir: Path, node_dir: Path) -> str | None:
 
 def up(
     state_dir: StateDirOption = None,
-    port: Annotated[int | None, typer.Option("--port", help="Port on 127.0.0.1.")] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port",
+            help=f"Port on 127.0.0.1 (default {DEFAULT_PORT}, or the one this state folder "
+            "recorded; `grid test` uses 22100).",
+        ),
+    ] = None,
 ) -> None:
-    """Start the allocator controller in the background (does nothing if it already runs)."""
+    """Start the allocator controller in the background on 127.0.0.1:22101 (does nothing if it
+    already runs). The operator capability is written to STATE_DIR/config.json (owner-only);
+    admin commands on this machine read it from there."""
     folder = state_dir or default_state_dir()
     settings, pid, started = start_server(folder, port)
     verb = "Started" if started else "Already running:"
     typer.echo(f"{verb} controller (pid {pid}) at {settings.url}")
     typer.echo(f"Operator capability: {folder.expanduser().resolve() / CONFIG_NAME} (owner-only)")
-    typer.echo("Next: grid allocator status")
+    typer.echo("Next: " + with_dirs("grid allocator status", state_dir=state_dir))
 
 
 def down(state_dir: StateDirOption = None, node_dir: NodeDirOption = None) -> None:
