@@ -114,6 +114,10 @@ def test_auto_waits_honestly_then_routes_to_the_mapped_ready_model_as_workload_d
         ),
     )
     assert doc["workloads"]["forecasts"]["coding"]["observations"] == 4
+    # The proxy's throughput measurement of that revision reaches the planning snapshot: one
+    # sample, so 1/8 of the measured rate over the hardware prior (0 for this host).
+    (host,) = [h for h in doc["snapshots"] if h["host_id"] == "host-c"]
+    assert host["measured_tokens_per_s"]["coder"] > 0
     assert "coder" not in doc["forecasts"] or doc["forecasts"]["coder"]["rpm"] == 0
 
     # The mapped model loses its route: 503 again, naming the model being prepared.
