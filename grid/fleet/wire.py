@@ -104,6 +104,10 @@ class WireAllocator(_Tolerant):
     # taken out by the registry on receipt (memory only) and never appears in any output.
     routes: list[WireRoute] = Field(default_factory=list, max_length=MAX_ROWS)
     engine_key: str | None = Field(default=None, min_length=1, max_length=512, repr=False)
+    # The node's authority fence: the highest controller term it accepted and that term's
+    # controller, so a controller that lost its state can take a higher term (issue 15).
+    highest_term: int = Field(default=0, ge=0)
+    controller_id: str = Field(default="", max_length=256)
 
 
 class WireAck(_Tolerant):

@@ -59,8 +59,12 @@ class CommandInbox:
                     if action_id in batch_ids:
                         continue  # listed twice in one response: run it once
                     batch_ids.add(action_id)
-                    if state.knows_action(action_id):
-                        known = state.receipt(action_id)
+                    known = state.receipt(action_id)
+                    epoch = str(command.get("plan_generation") or "").split(":", 1)[0]
+                    if known is not None and known.plan_epoch != epoch[:64]:
+                        # Another controller epoch reused the id: never its old receipt.
+                        log.warning("%s of another controller epoch: new work", action_id)
+                    elif state.knows_action(action_id):
                         if known is not None and known.acknowledged:  # say it again: harmless
                             state.add_receipt(known.model_copy(update={"acknowledged": False}))
                         continue

@@ -305,6 +305,9 @@ class NodeAgent:
             routes=routes,
             engine_key=supervisor.engine_key if routes else None,
         )
+        if state.highest_term:  # the fence, so a controller without state can out-term it
+            block.highest_term = state.highest_term
+            block.controller_id = state.controller_id
         acks = state.unacknowledged()
         busy = 1 if state.in_flight is not None else 0
         body = node_body(

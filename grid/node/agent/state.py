@@ -58,6 +58,7 @@ class Receipt(_Strict):
     artifact_fetched: bool = False
     finished_at: float = Field(ge=0)  # wall clock, for display only
     acknowledged: bool = False  # the controller answered a heartbeat that carried it
+    plan_epoch: str = ""  # the controller epoch of the command (a receipt never crosses epochs)
 
     def wire(self) -> WireAck:
         text = f"{self.code}: {self.message}" if self.code else self.message
@@ -173,6 +174,7 @@ def receipt_for(
         and status is ReceiptStatus.SUCCEEDED
         and fields.get("kind") == "load",
         finished_at=now,
+        plan_epoch=str(fields.get("plan_generation") or "").split(":", 1)[0][:64],
     )
 
 

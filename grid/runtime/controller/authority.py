@@ -35,7 +35,8 @@ class LeaseKeeper:
             return None
         held = self.lease.held
         ttl = config.lease_ttl_s
-        if held is not None and held.expires_at - now > ttl * config.lease_renew_fraction:
+        fresh = held is not None and held.expires_at - now > ttl * config.lease_renew_fraction
+        if held is not None and fresh and held.term >= floor_term:
             return held.term
         try:
             decision = self.lease.acquire(now, floor_term=floor_term)

@@ -25,6 +25,20 @@ from grid.runtime.controller.wire import ACK_STATUSES, WireAck
 from grid.runtime.reconcile.history import dangling_destructive
 
 
+def epoch_scoped(action_id: str, epoch: str) -> str:
+    """The command id a node sees: the reconciler's stable id qualified by the controller
+    state's epoch (a random identity a lost or quarantined state never reuses), so ids are
+    unique across controller epochs and a node can never answer new work with an old receipt.
+    Idempotent: an id already scoped to `epoch` (an open record's) is returned unchanged."""
+    if not epoch:
+        return action_id
+    suffix = f".{epoch[:EPOCH_CHARS]}"
+    return action_id if action_id.endswith(suffix) else action_id + suffix
+
+
+EPOCH_CHARS = 16
+
+
 class AckResult(StrEnum):
     APPLIED = "applied"
     DUPLICATE = "duplicate"
@@ -89,16 +103,24 @@ class CommandBook:
         return dangling_destructive(self.records.values())
 
     # -- issuing and withdrawing ------------------------------------------------------------
-    def issue(self, action: Action, plan_generation: str, now: float) -> bool:
-        """Record a new executable action; False when its id is already known (idempotent)."""
-        if action.action_id in self.records:
-            return False
-        self.issued_seq += 1
-        self.records[action.action_id] = ActionRecord.from_action(action, now=now)
-        self.commands[action.action_id] = Command(
-            action=action, plan_generation=plan_generation, issued_seq=self.issued_seq
+    def issue(self, action: Action, plan_generation: str, now: float) -> str:
+        """Record a new executable action under its epoch-scoped id (returned); "" when that id
+        is already known (idempotent)."""
+        epoch = plan_generation.split(":", 1)[0]
+        scoped = action.model_copy(
+            update={
+                "action_id": epoch_scoped(action.action_id, epoch),
+                "dependencies": [epoch_scoped(d, epoch) for d in action.dependencies],
+            }
         )
-        return True
+        if scoped.action_id in self.records:
+            return ""
+        self.issued_seq += 1
+        self.records[scoped.action_id] = ActionRecord.from_action(scoped, now=now)
+        self.commands[scoped.action_id] = Command(
+            action=scoped, plan_generation=plan_generation, issued_seq=self.issued_seq
+        )
+        return scoped.action_id
 
     def withdraw(self, action_id: str, now: float) -> bool:
         record = self.records.get(action_id)

@@ -194,11 +194,30 @@ class Controller:
 
     # ------------------------------------------------------------------------ authority
     def ensure_lease(self, now: float) -> bool:
-        term = self.keeper.ensure(now, self.config, self.max_term)
+        foreign, _host = self.registry.foreign_term(self.controller_id)
+        floor = max(self.max_term, foreign + 1 if foreign else 0)
+        term = self.keeper.ensure(now, self.config, floor)
         if term is None:
             return False
         self.max_term = max(self.max_term, term)
+        self._note_fleet_term()
         return True
+
+    def _note_fleet_term(self) -> None:
+        """Warn while a node remembers a term this controller has not passed (state loss)."""
+        foreign, host_id = self.registry.foreign_term(self.controller_id)
+        held = self.keeper.held
+        ours = held.term if held is not None else self.max_term
+        if foreign and foreign >= ours:
+            self.warn(
+                "fleet_term_ahead",
+                f"host {host_id} has accepted controller term {foreign} from another "
+                f"controller, and this controller is at term {ours}; its commands would be "
+                "refused as stale, so automatic mode takes a higher term at the next lease "
+                "renewal",
+            )
+        else:
+            self.state.warnings.pop("fleet_term_ahead", None)
 
     def lease_ttl(self, now: float) -> float:
         return self.keeper.ttl(now)
@@ -212,6 +231,7 @@ class Controller:
     ) -> NodeReply:
         with self.lock:
             applied = self.registry.apply(node_id, auth_host, update, now)
+            self._note_fleet_term()
             outcomes = [self._acknowledge(applied.host_id, a, now) for a in update.acknowledgements]
             changed = any(o.result is AckResult.APPLIED for o in outcomes)
             revision = self._bump(safety=applied.safety_changed or changed)
@@ -492,8 +512,9 @@ class Controller:
         last.proposed = actions if mode is Mode.RECOMMEND else []
         if mode is Mode.AUTOMATIC and self.store.durable:
             for action in actions:
-                if action.executable and book.issue(action, str(generation), now):
-                    report.issued.append(action.action_id)
+                issued = book.issue(action, str(generation), now) if action.executable else ""
+                if issued:
+                    report.issued.append(issued)
         last.plan, last.result, last.deferred = plan, result, deferred
         last.generation, last.plan_digest = generation, digest
         try:

@@ -41,6 +41,9 @@ class HostEntry:
     # The proxy's view: live child routes and the private engine key (memory only, never output).
     routes: list[WireRoute] = field(default_factory=list)
     engine_key: str | None = field(default=None, repr=False)
+    # The node's authority fence as it reports it: the highest term it accepted, and from whom.
+    fence_term: int = 0
+    fence_controller: str = ""
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,9 @@ class Registry:
         entry.allocator = allocator
         entry.routes = list(allocator.routes) if allocator is not None else []
         entry.engine_key = engine_key
+        if update.allocator is not None:
+            entry.fence_term = update.allocator.highest_term
+            entry.fence_controller = update.allocator.controller_id
         entry.received_at = now
         entry.problems = problems
         entry.load = update.load or entry.load
@@ -139,6 +145,16 @@ class Registry:
         if squatter is not None:
             squatter.node_ids.discard(node_id)
         del self.node_to_host[node_id]
+
+    def foreign_term(self, controller_id: str) -> tuple[int, str]:
+        """The highest term a host reports accepting from another controller, and that host
+        (0 and "" when none): a controller that lost its state must take a higher term."""
+        best = (0, "")
+        for host_id in sorted(self.hosts):
+            entry = self.hosts[host_id]
+            if entry.fence_controller != controller_id and entry.fence_term > best[0]:
+                best = (entry.fence_term, host_id)
+        return best
 
     def snapshot_hosts(self) -> list[Host]:
         return [self.hosts[h].host.model_copy(deep=True) for h in sorted(self.hosts)]
