@@ -1,4 +1,4 @@
-"""`grid lab ...`: scenario-lab helpers. For now, writing generated fleets to files."""
+"""`grid lab ...`: scenario-lab helpers: generated fleets, the hindsight oracle."""
 
 from __future__ import annotations
 
@@ -7,13 +7,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
 from grid.fleet.errors import GridError
 from grid.lab.fleetgen import DEFAULT_NOW, generate_fleet, what_if_document
+from grid.lab.oracle import OracleResult, load_trace, solve_oracle
 
 lab_app = typer.Typer(
     name="lab",
-    help="Scenario lab: generated fleets (more to come: workdays, simulator).",
+    help="Scenario lab: generated fleets, the hindsight oracle.",
     no_args_is_help=True,
 )
 
@@ -54,3 +58,73 @@ def generate_fleet_cmd(
             fix="choose a writable path with --out",
         ) from None
     typer.echo(f"wrote {out}: {hosts} hosts, {models} models, seed {seed}", err=True)
+
+
+@lab_app.command("oracle")
+def oracle_cmd(
+    trace: Annotated[Path, typer.Argument(help="Demand trace (JSON, DESIGN.md Oracle contract).")],
+    time_limit: Annotated[
+        float,
+        typer.Option(
+            "--time-limit", min=0.01, help="Solver budget in seconds for both stages together."
+        ),
+    ] = 60.0,
+    deterministic: Annotated[
+        bool,
+        typer.Option(
+            "--deterministic",
+            help="Budget in CP-SAT deterministic time: the same trace gives the same answer.",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print exactly one JSON document (the contract's).")
+    ] = False,
+) -> None:
+    """Hindsight oracle: the most demand any schedule could serve on TRACE, and the schedule."""
+    result = solve_oracle(load_trace(trace), time_limit, deterministic)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+        return
+    _render_oracle(result)
+
+
+SCHEDULE_ROWS = 40  # the human view lists this many actions; --json has them all
+
+
+def _render_oracle(result: OracleResult) -> None:
+    console = Console(highlight=False)
+    summary = Table(title="Hindsight oracle", box=box.SIMPLE_HEAD)
+    for col in ("", "status", "served", "demand", "ceiling", "bound", "gap", "mutations"):
+        summary.add_column(col, justify="left" if not col else "right")
+    summary.add_row(
+        result.engine,
+        result.status,
+        f"{result.served:.3f}",
+        f"{result.demand:.3f}",
+        f"{result.service_ceiling:.2%}",
+        f"{result.bound:.3f}",
+        f"{result.gap:.2%}",
+        str(result.mutations),
+    )
+    summary.add_row(
+        "greedy",
+        "",
+        f"{result.greedy_served:.3f}",
+        "",
+        "",
+        "",
+        "",
+        str(result.greedy_mutations),
+        style="dim",
+    )
+    console.print(summary)
+    actions = Table(box=box.SIMPLE_HEAD)
+    for col in ("minute", "action", "model", "host"):
+        actions.add_column(col, justify="right" if col == "minute" else "left")
+    for act in result.schedule[:SCHEDULE_ROWS]:
+        style = "cyan" if act.action == "load" else "red"
+        actions.add_row(str(act.minute), act.action, act.model_id, act.host_id, style=style)
+    console.print(actions)
+    more = len(result.schedule) - SCHEDULE_ROWS
+    tail = f"; {more} more actions (--json lists all)" if more > 0 else ""
+    console.print(f"solved in {result.wall_s:.2f} s{tail}")

@@ -156,8 +156,9 @@ def tiny_traces(draw: st.DrawFn) -> dict[str, Any]:
         }
         for j in range(n_models)
     ]
-    demand = {m["model_id"]: draw(st.lists(DEMAND, min_size=minutes, max_size=minutes))
-              for m in models}
+    demand = {
+        m["model_id"]: draw(st.lists(DEMAND, min_size=minutes, max_size=minutes)) for m in models
+    }
     initial: list[dict[str, str]] = []
     for host in hosts:
         used, count = 0, 0

@@ -72,7 +72,7 @@ def brute_force(doc: dict[str, Any]) -> tuple[Fraction, int]:
         nxt: dict[tuple[int | None, ...], tuple[Fraction, int]] = {}
         for state, (served, mutations) in best.items():
             options = []
-            for (model_id, host_id), age in zip(pairs, state, strict=True):
+            for (_model_id, host_id), age in zip(pairs, state, strict=True):
                 if _down(doc, host_id, t):
                     options.append([(None, 0)])  # lost, not a mutation
                 elif age is None:
@@ -85,7 +85,9 @@ def brute_force(doc: dict[str, Any]) -> tuple[Fraction, int]:
                         stay.append((None, 1))
                     options.append(stay)
             for combo in itertools.product(*options):
-                present = {pair for pair, (age, _c) in zip(pairs, combo, strict=True) if age is not None}
+                present = {
+                    pair for pair, (age, _c) in zip(pairs, combo, strict=True) if age is not None
+                }
                 if not _fits(doc, present):
                     continue
                 ready: dict[str, int] = {}

@@ -191,12 +191,6 @@ class ResidencyModel:
     def mutations_expr(self) -> cp_model.LinearExprT:
         return sum(self.load.values()) + sum(self.unload.values())
 
-    def lexicographic_expr(self) -> cp_model.LinearExprT:
-        """W·served − mutations with W = (number of mutation literals + 1): one more unit of
-        served outweighs every possible mutation, so maximising it is lexicographic."""
-        weight = len(self.load) + len(self.unload) + 1
-        return weight * self.served_expr() - self.mutations_expr()
-
     def hint(self, rows: list[list[set[int]]]) -> None:
         """Hint every variable with the values of the residency `rows` (rows[t][h])."""
         self.model.clear_hints()

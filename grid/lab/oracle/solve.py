@@ -1,10 +1,14 @@
-"""`solve_oracle`: the greedy schedule, then two lexicographic CP-SAT stages (served, mutations).
+"""`solve_oracle`: greedy schedules, proven bounds, then CP-SAT (served first, mutations second).
 
-Stage 1 maximises Σ served (scaled integers, exact) hinted with the greedy schedule; stage 2
-fixes Σ served ≥ the stage-1 value and minimises loads + unloads, hinted with the stage-1
-schedule. The status is OPTIMAL only when both stages are proven; otherwise FEASIBLE with the
-best proven upper bound on served. Every schedule reported is replayed by `replay.replay` and
-its served and mutations are the replay's, never the solver's objective.
+1. The best of several greedy schedules (greedy.py) is the hint, the fallback and the baseline.
+2. Bounds (bound.py): per-minute configuration LPs B_t, and LPs coupled across minutes; the
+   B_t also become cuts Σ_m served[m, t] ≤ B_t in every CP-SAT model.
+3. Traces up to FULL_MODEL_CELLS replica variables: the whole trace as one model, two
+   lexicographic stages: maximise Σ served (exact scaled integers), then, with Σ served ≥ the
+   stage-1 value, minimise loads + unloads. OPTIMAL only when both stages are proven.
+   Larger traces: the time-window search (search.py), always FEASIBLE.
+Every schedule reported is replayed by `replay.replay`; served and mutations are the replay's,
+never the solver's objective. The bound is the smallest proven one.
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from grid.lab.oracle.bound import minute_bounds
-from grid.lab.oracle.greedy import greedy_residency
+from grid.lab.oracle.bound import coupled_bounds, minute_bounds
+from grid.lab.oracle.greedy import best_greedy
 from grid.lab.oracle.model import ResidencyModel, identical_host_groups
 from grid.lab.oracle.replay import Action, Replay, replay, schedule_from_residency
 from grid.lab.oracle.search import Budget, Rows, window_search
@@ -150,10 +154,10 @@ def _two_stages(
 def solve_problem(problem: Problem, time_limit_s: float, deterministic: bool) -> OracleResult:
     started = time.perf_counter()
     budget = Budget(time_limit_s, deterministic)
-    greedy_rows = _ordered_for_symmetry(problem, greedy_residency(problem))
+    greedy_rows = _ordered_for_symmetry(problem, best_greedy(problem))
     greedy_plan, greedy = _check(problem, greedy_rows)
     caps = minute_bounds(problem)
-    bound = min(static_bound(problem), sum(caps))
+    bound = min(static_bound(problem), sum(caps), coupled_bounds(problem, caps))
     cells = len(problem.pairs()) * problem.minutes
     if cells <= FULL_MODEL_CELLS:
         rm = ResidencyModel(problem)

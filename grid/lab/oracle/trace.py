@@ -56,7 +56,7 @@ class TraceModel(_Strict):
     model_id: str = Field(min_length=1)
     memory_mb: int = Field(ge=0, le=MAX_MB)
     runtimes: list[str] = Field(default_factory=list)
-    replica_concurrency: float = Field(default=1.0, ge=1e-6, le=MAX_VALUE, allow_inf_nan=False)
+    replica_concurrency: float = Field(default=1.0, gt=0, le=MAX_VALUE, allow_inf_nan=False)
 
 
 class TracePlacement(_Strict):
@@ -217,6 +217,9 @@ def parse_trace(data: Any) -> Trace:
         trace = Trace.model_validate(data)
     except ValidationError as exc:
         base = _from_validation_error(exc)
+        value = exc.errors()[0].get("input")
+        if base.code == "negative_number" and isinstance(value, int | float) and value >= 0:
+            base.code = "out_of_range"  # e.g. minutes: 0 is not negative, but still too small
         raise _err(
             base.code, base.message, base.path, base.fix.replace("snapshot", "trace")
         ) from None
@@ -350,7 +353,7 @@ def compile_trace(trace: Trace) -> Problem:
         capacity=tuple(h.capacity_mb for h in hosts),
         slots=tuple(h.max_models for h in hosts),
         memory=tuple(m.memory_mb for m in models),
-        conc=tuple(_scaled(m.replica_concurrency, digits) for m in models),
+        conc=tuple(max(1, _scaled(m.replica_concurrency, digits)) for m in models),
         demand=demand,
         eligible=eligible,
         up=tuple(up),
