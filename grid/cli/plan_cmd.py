@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from grid.cli.errors import report_grid_error
-from grid.cli.render import render_plan, render_validation
+from grid.cli.render import FOLD_HOSTS_ABOVE, render_plan, render_validation
 from grid.fleet.errors import GridError, SnapshotError
 from grid.fleet.models import FleetSnapshot, Plan
 from grid.fleet.snapshot import load_snapshot
@@ -62,6 +62,18 @@ def plan(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print exactly one JSON plan document on stdout.")
     ] = False,
+    unmet_only: Annotated[
+        bool,
+        typer.Option("--unmet-only", help="Print only the summary, unmet replicas and solver."),
+    ] = False,
+    all_hosts: Annotated[
+        bool,
+        typer.Option(
+            "--all-hosts",
+            help=f"List every host (above {FOLD_HOSTS_ABOVE} hosts, unchanged ones fold "
+            "into one line).",
+        ),
+    ] = False,
 ) -> None:
     """Plan which models should run on which hosts. Reads a snapshot; changes nothing."""
     from grid.planner.deadline import Deadline
@@ -82,7 +94,8 @@ def plan(
     if as_json:
         _emit_json(result.model_dump(mode="json"))
     else:
-        Console(highlight=False).print(render_plan(snap, result))
+        view = render_plan(snap, result, unmet_only=unmet_only, all_hosts=all_hosts)
+        Console(highlight=False).print(view)
     # Every engine's plan must pass the independent checker; a failure is a Grid bug.
     found = violations(snap, result)
     if found:

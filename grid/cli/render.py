@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grid.cli.render_portfolio import render_portfolio
+from grid.cli.text import plural
 from grid.fleet.models import LIVE_STATES, FleetSnapshot, Host, HostState, Plan
 from grid.planner.eligibility import host_refusals
 from grid.planner.problem import allocatable_mb
@@ -82,16 +83,33 @@ def host_view(snap: FleetSnapshot, plan: Plan, host: Host) -> HostView:
     )
 
 
-def _hosts_table(snap: FleetSnapshot, plan: Plan) -> Table:
+# Above this many hosts, hosts whose models all stay as they are fold into one line.
+FOLD_HOSTS_ABOVE = 32
+
+
+def _changes(view: HostView) -> bool:
+    return any(mark in (MARK_NEW, MARK_LEAVING) for mark, _label in view.lines)
+
+
+def _hosts_table(snap: FleetSnapshot, plan: Plan, *, all_hosts: bool) -> RenderableType:
     # A light box and a minimum width for the model list keep 80-column terminals readable.
+    views = [host_view(snap, plan, h) for h in sorted(snap.hosts, key=lambda h: h.host_id)]
+    folded: list[HostView] = []
+    if not all_hosts and len(views) > FOLD_HOSTS_ABOVE:
+        folded = [v for v in views if not _changes(v) and not v.refusals]
+        views = [v for v in views if _changes(v) or v.refusals]
+    if not views:
+        return Text(
+            f"Hosts: {plural(len(folded), 'host')}, none changes (--all-hosts lists them)",
+            style="dim",
+        )
     table = Table(title="Hosts", title_justify="left", box=box.SIMPLE_HEAD, expand=False)
     table.add_column("Host", no_wrap=True, style="bold")
     table.add_column("State", max_width=18, overflow="fold")
     table.add_column("Models", overflow="fold", ratio=1)
     table.add_column("Memory MB\nused / alloc", justify="right", no_wrap=True)
     table.add_column("Slots", justify="right", no_wrap=True)
-    for host in sorted(snap.hosts, key=lambda h: h.host_id):
-        view = host_view(snap, plan, host)
+    for view in views:
         models = Text()
         for index, ((mark, style, _meaning), label) in enumerate(view.lines):
             if index:
@@ -107,6 +125,11 @@ def _hosts_table(snap: FleetSnapshot, plan: Plan) -> Table:
         memory.append(f"{view.free_mb} free", style="red" if view.free_mb < 0 else "dim")
         limit = str(view.slot_limit) if view.slot_limit else "∞"
         table.add_row(view.host_id, state, models, memory, f"{view.slots_used}/{limit}")
+    if folded:
+        table.caption = (
+            f"{plural(len(folded), 'more host')} unchanged, admitting work (--all-hosts lists them)"
+        )
+        table.caption_justify = "left"
     return table
 
 
@@ -127,7 +150,7 @@ def _unmet(plan: Plan) -> RenderableType:
     for u in plan.unsatisfied:
         head = Text("  x ", style="red")
         head.append(u.model_id, style="bold")
-        head.append(f"  missing {u.missing_replicas}  ")
+        head.append(f"  missing {plural(u.missing_replicas, 'replica')}  ")
         head.append(f"[{u.code}]", style="yellow")
         if u.host_id:
             head.append(f" on {u.host_id}")
@@ -165,14 +188,19 @@ def is_replica_level(name: str) -> bool:
     return name == "pinned" or (name.startswith("p") and ":" in name)
 
 
-def _solver(plan: Plan) -> RenderableType:
+def _solver_line(plan: Plan) -> Text:
     s = plan.solver
     line = Text("Solver: ", style="bold")
     line.append(f"{s.engine} · ")
     ok = s.status in {"OPTIMAL", "HEURISTIC"}
     line.append(s.status, style="green" if ok else "yellow")
     line.append(f" · {s.wall_ms:.1f} ms")
-    parts: list[RenderableType] = [line]
+    return line
+
+
+def _solver(plan: Plan) -> RenderableType:
+    s = plan.solver
+    parts: list[RenderableType] = [_solver_line(plan)]
     if s.message:
         parts.append(Text(f"  {s.message}", style="dim"))
     if s.objective:
@@ -202,16 +230,20 @@ def plan_summary(plan: Plan) -> Text:
     kept = len(plan.assignments) - new
     missing = sum(u.missing_replicas for u in plan.unsatisfied)
     text = Text("Plan: ", style="bold")
-    text.append(f"{len(plan.assignments)} replicas ({kept} existing, {new} new), ")
+    text.append(f"{plural(len(plan.assignments), 'replica')} ({kept} existing, {new} new), ")
     text.append(f"{missing} unmet", style="red" if missing else "green")
-    text.append(f", {len(plan.preemptions)} preemptions")
+    text.append(f", {plural(len(plan.preemptions), 'preemption')}")
     return text
 
 
-def render_plan(snap: FleetSnapshot, plan: Plan) -> RenderableType:
+def render_plan(
+    snap: FleetSnapshot, plan: Plan, *, unmet_only: bool = False, all_hosts: bool = False
+) -> RenderableType:
+    if unmet_only:
+        return Group(plan_summary(plan), Text(""), _unmet(plan), Text(""), _solver_line(plan))
     return Group(
         plan_summary(plan),
-        _hosts_table(snap, plan),
+        _hosts_table(snap, plan, all_hosts=all_hosts),
         _legend(),
         Text(""),
         _unmet(plan),
