@@ -207,9 +207,10 @@ def _render(doc: dict[str, Any], timeline: bool) -> None:
         o = doc["oracle"]
         console.print(
             f"oracle {o['status']}: ceiling {o['service_ceiling']:.1%}, potential gain "
-            f"{o['potential_gain']:.1%}, gap {o['gap']:.2%}, {o['winning_changes']} placement "
-            f"changes (run served on the oracle's models {o['run_served_on_target']:.2f} of "
-            f"{o['served']:.2f})"
+            f"{o['potential_gain']:.1%}, placement gain {o['placement_gain']:.1%}, gap "
+            f"{o['gap']:.2%}, {o['winning_changes']} placement changes (the run made "
+            f"{o['run_placement_changes']}; its placements serve {o['run_placements_served']:.2f}"
+            f" of the oracle's {o['served']:.2f})"
         )
     console.print(f"wall {doc['wall_s']:.1f} s")
 

@@ -9,7 +9,7 @@ virtual clock (docs/scenario.md). Pure and deterministic by seed.
 
 from grid.lab.scenario.graduate import GATES, gates, graduate, run_cell
 from grid.lab.scenario.lab import RunResult, ScenarioConfig, World, build_world, run_scenario
-from grid.lab.scenario.oracle_bridge import oracle_document, run_oracle
+from grid.lab.scenario.oracle_bridge import oracle_document, run_oracle, run_schedule
 from grid.lab.scenario.report import coverage_term, document, overall_score, score_terms
 from grid.lab.scenario.strategies import STRATEGIES
 from grid.lab.scenario.traces import map_curve, parse_option, parse_rows, read_trace
@@ -36,5 +36,6 @@ __all__ = [
     "run_cell",
     "run_oracle",
     "run_scenario",
+    "run_schedule",
     "score_terms",
 ]

@@ -77,6 +77,7 @@ class Metrics:
         self.best = {w: designated(world.profiles, world.machines, w) for w in workday.WORDS}
         self.oracle_demand: dict[str, list[float]] = {}
         self.served_by_minute: list[float] = []
+        self.serving: list[list[tuple[str, str]]] = []  # (host, model) READY per minute
         self.routed_hash = TraceHash()  # what this run's physics actually routed
         self.on_target = 0.0  # served by the oracle key's own model (the oracle's units)
         self.memory_fraction: list[float] = []
@@ -138,6 +139,7 @@ class Metrics:
             elif top > 0:
                 w.suitability += req.units * min(1.0, score / top)
         self.served_by_minute.append(served_now)
+        self.serving.append(sorted({(r.host_id, r.model_id) for r in result.replicas}))
         self._admission(result, report, t)
         self._resources(fleet)
         overloaded = result.overloaded()

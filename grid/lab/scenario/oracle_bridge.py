@@ -17,13 +17,17 @@ own residency schedule is a feasible oracle schedule (its memory and slot ledger
 start, a longer hold), so oracle served >= run_served_on_target always. Service the run gave on
 another model is real service (`run_served` counts it) that the oracle's ceiling does not model.
 `potential_gain` = (oracle served − run_served) / demand, never below 0.
+`run_schedule` turns the run's own READY timeline into an oracle schedule; the oracle's replayer
+values it (`run_placements_served`, `run_placement_changes`, `run_placements_valid`), so
+`placement_gain` = (oracle served − run_placements_served) / demand is the placement opportunity
+on the oracle's own terms (oracle served ≥ run_placements_served ≥ run_served_on_target).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from grid.lab.oracle import parse_trace, solve_oracle
+from grid.lab.oracle import Action, compile_trace, parse_trace, replay, solve_oracle
 from grid.lab.scenario import workday
 from grid.lab.scenario.lab import RunResult
 
@@ -64,7 +68,7 @@ def oracle_document(run: RunResult) -> dict[str, Any]:
             }
         )
     demand = {
-        k: [round(v, 4) for v in (series + [0.0] * minutes)[:minutes]]
+        k: [round(v, 6) for v in (series + [0.0] * minutes)[:minutes]]
         for k, series in sorted(m.oracle_demand.items())
     }
     return {
@@ -82,7 +86,17 @@ def oracle_document(run: RunResult) -> dict[str, Any]:
 def run_oracle(run: RunResult, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> dict[str, Any]:
     trace = parse_trace(oracle_document(run))
     result = solve_oracle(trace, time_limit_s=time_limit_s, deterministic=True)
+    problem = compile_trace(trace)
+    own = replay(problem, run_schedule(run))
     out = result.to_dict()
+    out["run_placements_served"] = round(own.total / problem.scale, 4)
+    out["run_placements_valid"] = own.valid
+    out["run_placement_changes"] = own.mutations
+    out["placement_gain"] = (
+        round(max(0.0, result.served - own.total / problem.scale) / result.demand, 6)
+        if result.demand > 0
+        else 0.0
+    )
     served = sum(w.served for w in run.metrics.words.values())
     out["run_served"] = round(served, 4)
     out["run_served_on_target"] = round(run.metrics.on_target, 4)
@@ -90,4 +104,30 @@ def run_oracle(run: RunResult, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> di
         round(max(0.0, result.served - served) / result.demand, 6) if result.demand > 0 else 0.0
     )
     out["winning_changes"] = len(result.schedule)
+    return out
+
+
+def run_schedule(run: RunResult) -> list[Action]:
+    """The run's own placements as an oracle schedule (for checking the ceiling independently).
+
+    A replica that served minute t (READY at its start) is present in minutes t − 1 and t in
+    oracle terms (present from its load minute, ready one minute later); a host's down minutes
+    clear it, as the oracle does, with no action.
+    """
+    m = run.metrics
+    down = workday.down_intervals(run.world.events, m.minutes)
+    is_down = {
+        (h, t) for h, spans in down.items() for a, b in spans for t in range(a, min(b, m.minutes))
+    }
+    serving = [set(s) for s in m.serving] + [set()]
+    present: set[tuple[str, str]] = set()
+    out: list[Action] = []
+    for t in range(m.minutes):
+        present = {(h, x) for h, x in present if (h, t) not in is_down}
+        want = {p for p in serving[t] | serving[t + 1] if (p[0], t) not in is_down}
+        for h, x in sorted(present - want):
+            out.append(Action(minute=t, action="unload", model_id=x, host_id=h))
+        for h, x in sorted(want - present):
+            out.append(Action(minute=t, action="load", model_id=x, host_id=h))
+        present = want
     return out
