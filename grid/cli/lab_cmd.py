@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -13,7 +13,9 @@ from rich.table import Table
 
 from grid.fleet.errors import GridError
 from grid.lab.fleetgen import DEFAULT_NOW, generate_fleet, what_if_document
-from grid.lab.oracle import OracleResult, load_trace, solve_oracle
+
+if TYPE_CHECKING:
+    from grid.lab.oracle import OracleResult
 
 lab_app = typer.Typer(
     name="lab",
@@ -81,6 +83,8 @@ def oracle_cmd(
     ] = False,
 ) -> None:
     """Hindsight oracle: the most demand any schedule could serve on TRACE, and the schedule."""
+    from grid.lab.oracle import load_trace, solve_oracle  # CP-SAT and SciPy load only here
+
     result = solve_oracle(load_trace(trace), time_limit, deterministic)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
