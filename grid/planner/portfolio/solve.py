@@ -7,8 +7,9 @@ Model     PlacementVars x over ctx.variable_keys() with every hard constraint fa
 Stages    (covered, failures, pressure) as one dominating weighted sum, spare_slots, missing,
           utility_exploit → E, then the exploration budget against E (exploration.py), utility,
           transition, quality; each stage's optimum is fixed (≥ for max, ≤ for min) before the
-          next, except utility_exploit, which only defines E. Hinted with the coordinate search's portfolio, then with each
-          stage's solution. One worker, fixed seed: deterministic when no stage stops on time.
+          next, except utility_exploit, which only defines E. Hinted with the coordinate
+          search's portfolio, then with each stage's solution. One worker, fixed seed:
+          deterministic when no stage stops on time.
 Status    OPTIMAL when every stage was proven; FEASIBLE when the budget cut a stage short;
           None when no stage produced a solution (the caller keeps the coordinate search).
 """
