@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 
 from grid.cli.errors import report_grid_error
+from grid.cli.progress import plan_spinner
 from grid.cli.render import FOLD_HOSTS_ABOVE, render_plan, render_validation
 from grid.fleet.errors import GridError, SnapshotError
 from grid.fleet.models import FleetSnapshot, Plan
@@ -79,18 +80,21 @@ def plan(
     from grid.planner.deadline import Deadline
 
     deadline = Deadline(time_limit)  # the promise covers the whole command, load included
-    snap = _load(snapshot)
-    # Imported here so `grid --version` and `grid validate` do not pay for OR-Tools.
-    from grid.planner.plan import make_plan
+    with plan_spinner(deadline, f"Planning {snapshot.name}"):
+        snap = _load(snapshot)
+        deadline.mark("load", deadline.start)
+        # Imported here so `grid --version` and `grid validate` do not pay for OR-Tools.
+        from grid.planner.plan import make_plan
+
+        result: Plan = make_plan(
+            snap,
+            engine=engine.value,
+            time_limit_s=time_limit,
+            deterministic=deterministic,
+            deadline=deadline,
+        )
     from grid.planner.validate import violations
 
-    result: Plan = make_plan(
-        snap,
-        engine=engine.value,
-        time_limit_s=time_limit,
-        deterministic=deterministic,
-        deadline=deadline,
-    )
     if as_json:
         _emit_json(result.model_dump(mode="json"))
     else:
