@@ -50,8 +50,15 @@ def generate_fleet_cmd(
     if out is None:
         typer.echo(text, nl=False)
         return
+    folder = out.expanduser().absolute().parent
+    if not folder.is_dir():
+        raise GridError(
+            "folder_not_found",
+            f"cannot write {out}: the folder {folder} does not exist (Grid does not create it)",
+            fix="create the folder first, or choose a path in an existing folder with --out",
+            next_command=f"mkdir -p {folder}",
+        )
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise GridError(

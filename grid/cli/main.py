@@ -15,6 +15,7 @@ import typer
 
 from grid import __version__
 from grid.cli.errors import report_grid_error, report_unexpected
+from grid.cli.hints import ENV_HELP
 from grid.cli.lazy import LazyCommand, LazyGroup, lazy_group
 from grid.fleet.errors import GridError
 
@@ -125,6 +126,7 @@ app = typer.Typer(
     name="grid",
     cls=RootGroup,
     help="Grid: a fleet model allocator. Plans which models run where, and explains why.",
+    epilog=ENV_HELP + " README.md has the first steps; docs/snapshot.md the snapshot fields.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
