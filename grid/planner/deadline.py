@@ -33,6 +33,9 @@ RESERVE_BUILD_SHARE = 0.9
 # after it the caller still validates and prints (~2 us per candidate).
 FULL_EXPLANATION_S = 0.6
 AFTER_EXPLAIN_PER_CANDIDATE_S = 2e-6
+# Building a CP-SAT model costs about 4x the problem build per candidate (25-40 us against
+# ~10 us on an idle machine): a slow problem build predicts a slow model build.
+MODEL_TO_PROBLEM_BUILD = 4.0
 SHORTENED_NOTE = "explanation shortened: the time limit was reached"
 
 
@@ -72,6 +75,11 @@ def post_solve_reserve_s(candidates: int, build_s: float = 0.0) -> float:
     """What the phases after the solve need at most, for a problem of this size that took
     `build_s` to build."""
     return max(RESERVE_BASE_S + RESERVE_PER_CANDIDATE_S * candidates, RESERVE_BUILD_SHARE * build_s)
+
+
+def model_build_s_per_key(candidates: int, build_s: float) -> float:
+    """The expected CP-SAT model-build cost per candidate on this machine, right now."""
+    return MODEL_TO_PROBLEM_BUILD * build_s / max(1, candidates)
 
 
 def explanation_margin_s(candidates: int) -> float:

@@ -15,7 +15,7 @@ from typing import Literal
 from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot, Plan, Preemption
 from grid.planner.assemble import assemble_plan
-from grid.planner.deadline import Deadline, post_solve_reserve_s
+from grid.planner.deadline import Deadline, model_build_s_per_key, post_solve_reserve_s
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.levels import compare, score_placement
 from grid.planner.preemption import stage_changes
@@ -98,6 +98,7 @@ def make_plan(
         deterministic=deterministic,
         soft_stage_limit_s=soft_stage_limit_s,
         reserve_s=reserve,
+        build_s_per_key=model_build_s_per_key(len(problem.candidates), deadline.spent["build"]),
     )
     deadline.mark("solve", clock)
     if result.placed is None:

@@ -142,13 +142,16 @@ def solve_lexicographic(
     deterministic: bool,
     soft_stage_limit_s: float | None = None,
     reserve_s: float | None = None,
+    build_s_per_key: float = BUILD_S_PER_KEY,
 ) -> SolveResult:
     """`soft_stage_limit_s` caps each stage below the failure-domain level (disruption, quality,
     spare hosts): a latency-bound caller (the controller's tick) may act on a placement whose
     soft levels are unproven, reported FEASIBLE with their bounds. `reserve_s`: the part of
     `time_limit_s` the caller keeps for the phases after the solve (default: the assembly
-    reserve below)."""
+    reserve below). `build_s_per_key`: the expected model-build cost per candidate, raised by a
+    caller that measured a slow machine."""
     run = _Run(problem, hints, time_limit_s, deterministic, soft_stage_limit_s, reserve_s)
+    run.build_s_per_key = max(BUILD_S_PER_KEY, build_s_per_key)
     failure = run.execute()
     if failure is not None:
         return failure
@@ -181,6 +184,7 @@ class _Run:
         self.problem = problem
         self.deterministic = deterministic
         self.soft_stage_limit_s = soft_stage_limit_s
+        self.build_s_per_key = BUILD_S_PER_KEY
         reserve = (
             reserve_s
             if reserve_s is not None
@@ -224,7 +228,7 @@ class _Run:
         keys = self._scope_keys.get(stage.scope)
         if keys is None:
             keys = self._scope_keys[stage.scope] = scope_keys(self.problem, stage.scope)
-        if BUILD_S_PER_KEY * len(keys) > BUILD_SHARE * self.remaining():
+        if self.build_s_per_key * len(keys) > BUILD_SHARE * self.remaining():
             return None
         names = [n for s in self.stages if s.scope <= stage.scope for n in s.names]
         self._model = _Model(self.problem, stage.scope, keys, names, self.scorer)
