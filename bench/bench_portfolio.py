@@ -95,6 +95,7 @@ def run_one(hosts: int, models: int, seed: int, time_limit: float) -> dict[str, 
         hint_placement=search.placement,
         time_limit_s=time_limit,
         deterministic=True,
+        hint_exploit=search.exploit_mapping,
     )
     cpsat_ms = (time.perf_counter() - started) * 1000
     started = time.perf_counter()

@@ -191,11 +191,23 @@ def test_cpsat_is_never_worse_than_the_coordinate_search(snap: FleetSnapshot) ->
     ctx = build_context(snap, plan_of(snap.model_copy(update={"workloads": {}})))
     search = coordinate_search(ctx)
     result = solve_portfolio(
-        ctx, hint_mapping=search.mapping, hint_placement=search.placement, time_limit_s=20.0
+        ctx,
+        hint_mapping=search.mapping,
+        hint_placement=search.placement,
+        time_limit_s=20.0,
+        hint_exploit=search.exploit_mapping,
     )
     assert result is not None and result.status == "OPTIMAL"
     cp = evaluate(ctx, result.mapping, result.placement)
-    assert compare(cp, evaluate(ctx, search.mapping, search.placement)) >= 0
+    theirs = evaluate(ctx, search.mapping, search.placement)
+    differing = {m for w, m in search.mapping.items() if result.exploit_mapping.get(w) != m}
+    if len(differing) <= 1:  # the search's portfolio obeys the exploration budget against E
+        assert compare(cp, theirs) >= 0
+    else:  # it explores more than the budget allows: only the levels above utility compare
+        upper = ["covered", "failures", "pressure", "spare_slots"]
+        assert [cp[n] for n in upper] + [-cp["missing"]] >= [theirs[n] for n in upper] + [
+            -theirs["missing"]
+        ]
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])

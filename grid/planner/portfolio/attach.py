@@ -76,6 +76,7 @@ def decide(
             hint_placement=placement,
             time_limit_s=remaining,
             deterministic=deterministic,
+            hint_exploit=exploit,
         )
         if result is None:
             solver.message = "CP-SAT found no portfolio within the time limit; " + solver.message

@@ -28,7 +28,8 @@ from grid.planner.portfolio.context import Key, PortfolioContext
 from grid.planner.portfolio.exploration import add_exploration_budget
 from grid.planner.portfolio.link import add_links, fix_base
 from grid.planner.portfolio.objective import level_expressions
-from grid.planner.portfolio.score import failures_of, pressure_of
+from grid.planner.portfolio.score import evaluate, failures_of, pressure_of
+from grid.planner.portfolio.search import place
 
 SEED = 20240611
 # (stage label, levels); a stage of several max levels is solved as one weighted sum whose
@@ -78,6 +79,22 @@ class CpsatResult:
     stage_status: list[tuple[str, str]] = field(default_factory=list)
 
 
+UPPER_LEVELS = ("covered", "failures", "pressure", "spare_slots", "missing", "utility")
+
+
+def _canonical_exploit(
+    ctx: PortfolioContext,
+    found: dict[str, str],
+    placement: set[Key],
+    hint: dict[str, str] | None,
+) -> dict[str, str]:
+    if hint is None or hint == found:
+        return found
+    mine = evaluate(ctx, found, placement, with_bonus=False)
+    theirs = evaluate(ctx, hint, place(ctx, hint), with_bonus=False)
+    return hint if all(mine[n] == theirs[n] for n in UPPER_LEVELS) else found
+
+
 def _solver(limit_s: float, deterministic: bool) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.001, limit_s)
@@ -95,7 +112,11 @@ def solve_portfolio(
     hint_placement: set[Key],
     time_limit_s: float,
     deterministic: bool = True,
+    hint_exploit: dict[str, str] | None = None,
 ) -> CpsatResult | None:
+    """`hint_exploit`: the coordinate search's exploitation-only map. When it ties the CP-SAT
+    exploitation optimum (same upper levels, same utility without the bonus) it is kept as E, so
+    ties between equally good exploitation portfolios do not move the exploration budget."""
     deadline = time.perf_counter() + time_limit_s
     model = cp_model.CpModel()
     xs = PlacementVars(model, ctx.problem, keys=ctx.variable_keys(), outside=ctx.outside_keys())
@@ -136,7 +157,7 @@ def solve_portfolio(
         found_place = xs.placement(solver) | set(ctx.outside_keys())
         achieved = round(solver.objective_value)
         if name == "utility_exploit":
-            exploit = found_map
+            exploit = _canonical_exploit(ctx, found_map, found_place, hint_exploit)
             mapping, placement = found_map, found_place
             add_exploration_budget(model, ctx, av, exploit)
             continue
