@@ -19,7 +19,7 @@ import hmac
 import json
 import math
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from grid.fleet.errors import GridError
 
@@ -58,6 +58,7 @@ def _forbidden(code: str, message: str, fix: str) -> GridError:
 class NodeIdentity:
     host_id: str
     expires_at: float
+    reply_key: str = field(default="", repr=False)  # signs the replies to this credential
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,16 @@ class Credentials:
         body = _b64(payload)
         return f"{NODE_TOKEN_PREFIX}.{body}.{self._sign(body)}", expires
 
+    def reply_key(self, token: str) -> str:
+        """The key that signs the controller's replies to `token` (see grid.fleet.wire): derived
+        from the signing key and the credential's payload, handed to the node with its
+        credential, never sent in a request."""
+        body = token.split(".")[1] if token.count(".") == 2 else token
+        mac = hmac.new(
+            self.node_signing_key.encode(), f"grid-reply-v1|{body}".encode(), hashlib.sha256
+        )
+        return _b64(mac.digest())
+
     def _sign(self, body: str) -> str:
         mac = hmac.new(
             self.node_signing_key.encode(), f"{NODE_TOKEN_PREFIX}.{body}".encode(), hashlib.sha256
@@ -138,4 +149,6 @@ class Credentials:
                 "the node credential has expired",
                 "write a fresh credential with `grid allocator token write FILE --host-id ID`",
             )
-        return NodeIdentity(host_id=host_id, expires_at=expires)
+        return NodeIdentity(
+            host_id=host_id, expires_at=expires, reply_key=self.reply_key(presented)
+        )

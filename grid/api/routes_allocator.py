@@ -117,6 +117,7 @@ def post_node_credential(
     return {
         "host_id": host_id,
         "token": token,
+        "reply_key": credentials.reply_key(token),  # verifies the controller's replies
         "expires_at": expires,
         "generated_host_id": body.host_id is None,
     }

@@ -4,25 +4,35 @@ The wire contract is the spec's: the response carries `ttl_seconds`, `model_last
 models resident on the host, and an `allocator` block with the mode, the controller lease TTL in
 this server's clock domain and the commands for the authenticated host. With
 `request_commands: false` the update only refreshes registry truth and marks placement dirty;
-it returns at once and never marks a command delivered.
+it returns at once and never marks a command delivered. Every reply is signed with the
+credential's reply key (`X-Grid-Reply-Signature`, see `grid.fleet.wire.reply_signature`).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Response
 
 from grid.api.deps import Node, Service
-from grid.fleet.wire import AckAnswer, NodeReply, NodeUpdate, ReplyAllocator, wire_json
+from grid.fleet.wire import (
+    REPLY_SIGNATURE_HEADER,
+    AckAnswer,
+    NodeReply,
+    NodeUpdate,
+    ReplyAllocator,
+    reply_signature,
+    wire_json,
+)
 
 router = APIRouter(tags=["nodes"])
 
 NodeId = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._:@-]+$")]
 
 
-@router.put("/nodes/{node_id}")
-def put_node(node_id: NodeId, update: NodeUpdate, service: Service, node: Node) -> dict[str, Any]:
+@router.put("/nodes/{node_id}", response_model=NodeReply)
+def put_node(node_id: NodeId, update: NodeUpdate, service: Service, node: Node) -> Response:
     ctl = service.controller
     reply = ctl.node_update(node_id, node.host_id, update, service.clock())
     commands: list[dict[str, Any]] = []
@@ -51,4 +61,9 @@ def put_node(node_id: NodeId, update: NodeUpdate, service: Service, node: Node) 
             held_destructive=held,
         ),
     )
-    return wire_json(answer)
+    # Signed over the exact bytes sent, so the node can tell this controller from an impostor.
+    body = json.dumps(wire_json(answer), separators=(",", ":")).encode()
+    signature = reply_signature(node.reply_key, node_id, body)
+    return Response(
+        body, media_type="application/json", headers={REPLY_SIGNATURE_HEADER: signature}
+    )

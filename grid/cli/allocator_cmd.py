@@ -573,7 +573,8 @@ def token_write(
     fd = os.open(target, flags, 0o600)
     try:
         os.fchmod(fd, 0o600)
-        os.write(fd, (minted["token"] + "\n").encode())
+        key = minted.get("reply_key")  # the node verifies the controller's replies with it
+        os.write(fd, (minted["token"] + (f"\nreply-key {key}" if key else "") + "\n").encode())
     finally:
         os.close(fd)
     if minted.get("generated_host_id"):

@@ -83,7 +83,8 @@ def credential_host(token: str) -> str | None:
 
 def _read_token_file(path: Path) -> str:
     try:
-        return path.expanduser().read_text(encoding="utf-8").strip()
+        # The token is the first line; a second, `reply-key ...`, stays in the file for the agent.
+        return path.expanduser().read_text(encoding="utf-8").strip().split("\n", 1)[0].strip()
     except OSError as exc:
         raise GridError(
             "token_file_unreadable",

@@ -18,6 +18,9 @@ only the fields they set (`wire_json`), so the JSON on the wire is exactly what 
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
@@ -27,6 +30,24 @@ from grid.fleet.models import ResidencyState
 
 OPERATOR_HEADER = "X-Grid-Allocator-Token"
 NODE_HEADER = "X-Grid-Allocator-Node-Token"
+# The controller signs every node reply (issue 15): HMAC-SHA256 over the node record id and
+# the exact body, keyed by the per-credential reply key the node got with its credential (the key
+# never travels in a request, so whoever merely answers on the controller URL cannot sign).
+REPLY_SIGNATURE_HEADER = "X-Grid-Reply-Signature"
+
+
+def reply_signature(reply_key: str, node_id: str, body: bytes) -> str:
+    signed = b"grid-reply-v1\n" + node_id.encode() + b"\n" + body
+    mac = hmac.new(reply_key.encode(), signed, hashlib.sha256)
+    return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode("ascii")
+
+
+def reply_is_signed(reply_key: str, node_id: str, body: bytes, presented: str | None) -> bool:
+    if not presented or len(presented) > 128:
+        return False
+    expected = reply_signature(reply_key, node_id, body)
+    return hmac.compare_digest(expected.encode(), presented.encode("ascii", "replace"))
+
 
 MAX_ROWS = 256  # residencies or cached models per host
 MAX_TEXT = 512

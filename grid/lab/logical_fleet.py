@@ -186,7 +186,9 @@ class LogicalFleet:
             return
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         minted = admin.node_credential(host_id, ttl_s=NODE_TOKEN_TTL_S)
-        atomic_write_text(folder / TOKEN_NAME, str(minted["token"]) + "\n")
+        key = minted.get("reply_key")  # the agent verifies the controller's replies with it
+        line = str(minted["token"]) + (f"\nreply-key {key}" if key else "")
+        atomic_write_text(folder / TOKEN_NAME, line + "\n")
         url = self.url()
         assert url is not None
         config = NodeConfig(

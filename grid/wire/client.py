@@ -15,7 +15,15 @@ import httpx
 from pydantic import ValidationError
 
 from grid.fleet.errors import GridError
-from grid.fleet.wire import NODE_HEADER, OPERATOR_HEADER, NodeReply, NodeUpdate, wire_json
+from grid.fleet.wire import (
+    NODE_HEADER,
+    OPERATOR_HEADER,
+    REPLY_SIGNATURE_HEADER,
+    NodeReply,
+    NodeUpdate,
+    reply_is_signed,
+    wire_json,
+)
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -38,7 +46,10 @@ class AllocatorClient:
         node_token: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
+        reply_key: str | None = None,
     ) -> None:
+        # With a reply key, every node reply must carry the controller's signature (issue 15).
+        self.reply_key = reply_key or None
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise GridError(
@@ -81,6 +92,12 @@ class AllocatorClient:
 
     # -- transport -------------------------------------------------------------------------
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._send(method, path, **kwargs)
+        if response.headers.get("content-type", "").startswith("application/json"):
+            return response.json()
+        return response.text
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TimeoutException:
@@ -99,9 +116,7 @@ class AllocatorClient:
             ) from None
         if response.status_code >= 400:
             raise _refusal(response)
-        if response.headers.get("content-type", "").startswith("application/json"):
-            return response.json()
-        return response.text
+        return response
 
     # -- allocator ---------------------------------------------------------------------------
     def healthz(self) -> dict[str, Any]:
@@ -154,9 +169,20 @@ class AllocatorClient:
     # -- nodes ------------------------------------------------------------------------------
     def put_node(self, node_id: str, update: NodeUpdate) -> NodeReply:
         """Registration or heartbeat; the body is exactly the fields the caller set."""
-        result = self.request("PUT", f"/nodes/{_seg(node_id)}", json=wire_json(update))
+        response = self._send("PUT", f"/nodes/{_seg(node_id)}", json=wire_json(update))
+        if self.reply_key is not None and not reply_is_signed(
+            self.reply_key, node_id, response.content, response.headers.get(REPLY_SIGNATURE_HEADER)
+        ):
+            raise GridError(
+                "controller_reply_unauthenticated",
+                f"the reply from {self.base_url} is not signed by the controller that issued "
+                "this node's credential; it was ignored",
+                fix="check that --grid names this node's controller, or write a fresh "
+                "credential with its reply key",
+                next_command="grid allocator token write FILE --host-id ID",
+            )
         try:
-            return NodeReply.model_validate(result)
+            return NodeReply.model_validate_json(response.content)
         except ValidationError:
             raise GridError(
                 "controller_reply_malformed",

@@ -137,6 +137,8 @@ _FENCE_TEXT = {
     "malformed_term": "the controller term is not a whole non-negative number",
     "malformed_controller_id": "the controller id is not text",
     "not_executable": "the command is a recommendation, not an executable command",
+    "term_jump_too_large": "the controller term jumps further past the accepted one than any "
+    "controller takeover can (an impostor or a corrupt reply)",
     "authority_expired": "the controller's authority had expired by the node's own clock",
     "stale_term": "the command comes from a lower controller term than one already accepted",
     "second_controller_in_term": "another controller already commands this host in that term",

@@ -17,6 +17,11 @@ from typing import Any
 
 from grid.fleet.wire import WireCommand
 
+# How far one command may move the term fence. Controllers add 1 per takeover, so a legitimate
+# jump is small; a reply claiming 10^12 is an impostor's (or a corrupt one's) and would lock the
+# real controller out. A refused jump leaves the fence as it was.
+MAX_TERM_STEP = 10_000
+
 
 @dataclass(frozen=True)
 class FenceVerdict:
@@ -46,6 +51,8 @@ class CommandFence:
             return FenceVerdict(False, "authority_expired")
         if term < self.highest_term:
             return FenceVerdict(False, "stale_term")
+        if term > self.highest_term + MAX_TERM_STEP:
+            return FenceVerdict(False, "term_jump_too_large")
         if term == self.highest_term and self.controller_id and who != self.controller_id:
             return FenceVerdict(False, "second_controller_in_term")
         self.highest_term = term

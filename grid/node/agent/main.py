@@ -43,13 +43,39 @@ def refusal_text(err: GridError) -> str:
     return "\n".join(lines)
 
 
+REPLY_KEY_PREFIX = "reply-key "
+
+
+def credential_lines(text: str) -> tuple[str, str | None]:
+    """A credential file: the token on its first line and, from controllers that sign their
+    replies, `reply-key <key>` on the second (issue 15). Older files hold the token alone."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    token = lines[0] if lines else ""
+    key = next(
+        (x[len(REPLY_KEY_PREFIX) :] for x in lines[1:] if x.startswith(REPLY_KEY_PREFIX)), ""
+    )
+    return token, key or None
+
+
+def read_reply_key(config: NodeConfig) -> str | None:
+    """The reply key from the credential file (None: replies are not verified, only bounded)."""
+    if not config.token_file:
+        return None
+    try:
+        text = Path(config.token_file).expanduser().read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return credential_lines(text)[1]
+
+
 def read_token(config: NodeConfig, *, from_stdin: bool) -> str:
     if from_stdin:
         token = sys.stdin.readline().strip()
         source = "stdin"
     elif config.token_file:
         try:
-            token = Path(config.token_file).expanduser().read_text(encoding="utf-8").strip()
+            text = Path(config.token_file).expanduser().read_text(encoding="utf-8")
+            token = credential_lines(text)[0]
         except OSError as exc:
             raise GridError(
                 "token_file_unreadable",
@@ -96,7 +122,12 @@ def build_agent(config: NodeConfig, state_dir: Path, token: str) -> NodeAgent:
         telemetry = LogicalTelemetry(state_dir, dedicated=config.dedicated)
     else:
         telemetry = HostTelemetry(dedicated=config.dedicated)
-    client = AllocatorClient(config.grid_url, node_token=token, timeout_s=config.request_timeout_s)
+    client = AllocatorClient(
+        config.grid_url,
+        node_token=token,
+        timeout_s=config.request_timeout_s,
+        reply_key=read_reply_key(config),
+    )
 
     def child_pids() -> list[int]:
         return [s.pid for s in supervisor.statuses().values() if s.pid is not None and s.proven]
