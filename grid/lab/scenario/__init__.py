@@ -8,12 +8,13 @@ virtual clock (docs/scenario.md). Pure and deterministic by seed.
 """
 
 from grid.lab.scenario.graduate import GATES, gates, graduate, run_cell
-from grid.lab.scenario.lab import RunResult, ScenarioConfig, World, build_world, run_scenario
+from grid.lab.scenario.lab import RunResult, run_scenario
 from grid.lab.scenario.oracle_bridge import oracle_document, run_oracle, run_schedule
 from grid.lab.scenario.report import coverage_term, document, overall_score, score_terms
 from grid.lab.scenario.strategies import STRATEGIES
 from grid.lab.scenario.traces import map_curve, parse_option, parse_rows, read_trace
 from grid.lab.scenario.workday import WORDS
+from grid.lab.scenario.world import ScenarioConfig, World, build_world
 
 __all__ = [
     "GATES",

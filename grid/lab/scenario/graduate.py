@@ -22,9 +22,10 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from grid.lab.scenario.lab import ScenarioConfig, run_scenario
+from grid.lab.scenario.lab import run_scenario
 from grid.lab.scenario.report import document
 from grid.lab.scenario.strategies import STRATEGIES
+from grid.lab.scenario.world import ScenarioConfig
 
 CELL_KEYS = (
     "served_fraction",

@@ -18,66 +18,26 @@ Minute t (the clock is T0 + 60 t at its start):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from grid.demand import EndpointFamily, Observation, RequestOutcome, observation_from
 from grid.fleet.actions import Mode
-from grid.fleet.models import FleetSnapshot, HostState, ModelProfile, Plan, ResidencyState
+from grid.fleet.models import FleetSnapshot, HostState, Plan, ResidencyState
 from grid.lab.scenario import workday
-from grid.lab.scenario.arrivals import Request, digest, generate
-from grid.lab.scenario.catalog import Machine, build_machines, build_models, compatible, designated
+from grid.lab.scenario.catalog import compatible, designated
 from grid.lab.scenario.fleet import LabFleet
 from grid.lab.scenario.metrics import Metrics
 from grid.lab.scenario.personas import build_users
 from grid.lab.scenario.physics import MinuteResult, Replica, route_minute
 from grid.lab.scenario.strategies import STRATEGIES, Control, make_control
-from grid.lab.scenario.traces import map_curve
+from grid.lab.scenario.world import ScenarioConfig, World, build_world
 from grid.lab.simulator import SimConfig
 
 T0 = 8 * 3600.0  # the virtual workday starts at 08:00
 TICK_S = 60.0
 THROTTLE = 0.5
 PREFETCH_CONFIDENCE = 0.5
-
-
-@dataclass(frozen=True)
-class ScenarioConfig:
-    machines: int = 8
-    models: int = 8
-    users: int = 50
-    duration_s: int = 1800
-    seed: int = 42
-    strategy: str = "smart"
-    traces: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
-
-    @property
-    def minutes(self) -> int:
-        return max(1, int(self.duration_s // 60))
-
-
-@dataclass
-class World:
-    """Everything every strategy shares: topology, users, arrivals, events."""
-
-    profiles: list[ModelProfile]
-    machines: list[Machine]
-    arrivals: list[list[Request]]
-    events: list[workday.Event]
-    digest: str
-    users: int
-
-
-def build_world(cfg: ScenarioConfig) -> World:
-    profiles = build_models(cfg.models)
-    machines = build_machines(cfg.machines, cfg.seed, profiles)
-    curves = workday.multipliers(cfg.minutes, cfg.seed)
-    for word, rows in sorted(cfg.traces.items()):
-        curves[word] = map_curve(rows, cfg.minutes, curves[word])
-    users = build_users(cfg.users, cfg.seed)
-    arrivals = generate(users, cfg.minutes, cfg.seed, curves, profiles[0].model_id)
-    found = workday.events(cfg.minutes, [m.host_id for m in machines])
-    return World(profiles, machines, arrivals, found, digest(arrivals), cfg.users)
 
 
 @dataclass
@@ -261,4 +221,4 @@ def run_scenario(cfg: ScenarioConfig, world: World | None = None) -> RunResult:
     return RunResult(cfg, world, metrics, fleet)
 
 
-__all__ = ["T0", "TICK_S", "RunResult", "ScenarioConfig", "World", "build_world", "run_scenario"]
+__all__ = ["T0", "TICK_S", "RunResult", "run_scenario"]

@@ -25,7 +25,7 @@ from grid.lab.scenario.physics import MinuteResult
 
 if TYPE_CHECKING:
     from grid.lab.scenario.fleet import LabFleet
-    from grid.lab.scenario.lab import World
+    from grid.lab.scenario.world import World
     from grid.lab.simulator import TickReport
 
 SLO_S: Mapping[str, float] = {
