@@ -123,5 +123,10 @@ def assemble_plan(
         plan.solver.message = _with_shortened(message, deadline, unsatisfied_count=shortened)
     # Workload portfolio (issue 9): fixed on top of this plan, absent without workloads.
     return attach_portfolio(
-        problem.snapshot, plan, engine=engine, assignments_of=assignments_of, deadline=deadline
+        problem.snapshot,
+        plan,
+        engine=engine,
+        assignments_of=assignments_of,
+        deadline=deadline,
+        targets=problem.targets,
     )

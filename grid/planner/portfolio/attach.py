@@ -24,6 +24,7 @@ from grid.planner.portfolio.score import LEVELS, compare, evaluate
 from grid.planner.portfolio.search import coordinate_search, explorers
 from grid.planner.portfolio.solve import solve_portfolio
 from grid.planner.problem import PlacementProblem
+from grid.planner.targets import Target
 
 MIN_CPSAT_S = 0.05  # below this the coordinate search decides alone
 FINISH_RESERVE_S = 0.1  # rows, validation and output after the portfolio solve
@@ -98,12 +99,14 @@ def attach_portfolio(
     engine: str,
     assignments_of: AssignmentsOf,
     deadline: Deadline | None = None,
+    targets: dict[str, Target] | None = None,
 ) -> Plan:
     """`assignments_of` is assemble.assignments_of (passed in: assemble imports this module);
-    `deadline` the command's budget: CP-SAT gets what it leaves after a reserve for the rest."""
+    `deadline` the command's budget: CP-SAT gets what it leaves after a reserve for the rest;
+    `targets` the base plan's own targets (default: computed from the snapshot)."""
     if not snap.workloads:
         return plan
-    ctx = build_context(snap, plan)
+    ctx = build_context(snap, plan, targets)
     budget = None if deadline is None else deadline.remaining() - FINISH_RESERVE_S
     mapping, placement, exploit, solver = decide(ctx, engine=engine, budget_s=budget)
     extra = placement - set(ctx.base_keys)

@@ -202,9 +202,12 @@ def _augmented_targets(
     return out
 
 
-def build_context(snap: FleetSnapshot, base_plan: Plan) -> PortfolioContext:
+def build_context(
+    snap: FleetSnapshot, base_plan: Plan, targets: dict[str, Target] | None = None
+) -> PortfolioContext:
+    """`targets`: the base plan's targets (default: compute_targets of the snapshot)."""
     policy = snap.policy.portfolio
-    base_targets = compute_targets(snap)
+    base_targets = targets if targets is not None else compute_targets(snap)
     scored = {
         m.model_id for m in snap.models if any(w in snap.workloads for w in m.workload_scores)
     }
