@@ -97,7 +97,9 @@ def _recommendations(run: RunResult) -> list[dict[str, Any]]:
                     "workload": word,
                     "code": "add_capacity",
                     "message": f"{unserved:.0%} of {word} demand went unserved: add capacity for "
-                    f"{best} ({prof.memory_mb} MB, runtimes {', '.join(prof.runtimes)})",
+                    f"{best} ({prof.memory_mb} MB, runtimes {', '.join(prof.runtimes)}"
+                    + (f", backend {', '.join(prof.backends)}" if prof.backends else "")
+                    + ")",
                 }
             )
     return out
