@@ -195,6 +195,7 @@ def _render(doc: dict[str, Any], timeline: bool) -> None:
     console.print(
         f"prefetch: {p['downloads']} downloads, {p['hits']} hits, {p['unused']} unused, "
         f"{p['avoided_load_s']:.0f} s of load avoided"
+        + (f", mean lead {p['mean_lead_s']:.0f} s" if p["mean_lead_s"] is not None else "")
     )
     if doc["overloaded_model_minutes"]:
         console.print(

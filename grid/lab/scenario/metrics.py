@@ -66,6 +66,7 @@ class Lifecycle:
     prefetch_unused: int = 0
     prefetch_mb: int = 0
     avoided_load_s: float = 0.0
+    lead_s: list[float] = field(default_factory=list)  # prefetch -> the start that used it
 
 
 class Metrics:
@@ -256,10 +257,13 @@ class Metrics:
                     life.cold_starts += 1
                     life.cold_start_s += seconds
                 key = (rec.host_id, rec.model_id)
-                hit = any((h, m) == key and at <= rec.created_at for h, m, at in self.prefetches)
-                if hit and not cold and key not in used_prefetch:
+                fetched = [
+                    at for h, m, at in self.prefetches if (h, m) == key and at <= rec.created_at
+                ]
+                if fetched and not cold and key not in used_prefetch:
                     used_prefetch.add(key)
                     life.prefetch_hits += 1
                     life.avoided_load_s += prof.load_estimate_s
+                    life.lead_s.append(rec.created_at - fetched[0])
         life.prefetch_unused = len({(h, m) for h, m, _ in self.prefetches} - used_prefetch)
         life.downloaded_mb += life.prefetch_mb

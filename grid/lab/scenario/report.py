@@ -157,6 +157,8 @@ def document(run: RunResult, *, timeline: bool = False) -> dict[str, Any]:
             "unused": life.prefetch_unused,
             "downloaded_mb": life.prefetch_mb,
             "avoided_load_s": _r(life.avoided_load_s, 1),
+            "mean_lead_s": _r(statistics.fmean(life.lead_s), 1) if life.lead_s else None,
+            "reclaimed_mb": run.fleet.reclaimed_mb,
         },
         "workloads": {
             word: {
