@@ -161,3 +161,38 @@ def test_no_strategy_ever_breaks_a_safety_invariant(
     # Memory is never over-committed on any machine at the end of the run either.
     for host in run.fleet.hosts.values():
         assert host.live_mb() <= host.allocatable_raw_mb()
+
+
+def test_same_bytes_across_processes_with_different_hash_seeds() -> None:
+    """Two separate processes (different PYTHONHASHSEED, so set orders differ) print the same
+    JSON document apart from `wall_s`."""
+    import os
+    import subprocess
+    import sys
+
+    args = [
+        sys.executable,
+        "-m",
+        "grid",
+        "test",
+        "scenario",
+        "--machines",
+        "4",
+        "--models",
+        "6",
+        "--users",
+        "10",
+        "--duration",
+        "12m",
+        "--seed",
+        "11",
+        "--timeline",
+        "--json",
+    ]
+    outs = []
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        outs.append(_bytes(json.loads(done.stdout)))
+    assert outs[0] == outs[1]
