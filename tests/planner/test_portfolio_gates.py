@@ -133,3 +133,19 @@ def test_now_is_the_snapshot_clock() -> None:
 def test_the_media_band_without_any_feasible_model_reads_as_the_plain_gate() -> None:
     _plan, report = planned(wsnapshot(HOSTS, [coder()], {"image": work(2, 1.2, modality="image")}))
     assert row(report, "image").reason == "below_evidence_gate: 2 of 3 observations"
+
+
+def test_the_gate_and_the_cap_are_policy_numbers() -> None:
+    policy = {"portfolio": {"min_observations": 2, "canary_max_replicas": 2}}
+    _plan, report = planned(wsnapshot(HOSTS, [coder()], {"coding": work(2, 0.5)}, policy=policy))
+    assert report.mapping == {"coding": "coder"}
+    plan, _report = planned(wsnapshot(HOSTS, [coder()], {"coding": work(1, 1.5)}, policy=policy))
+    assert len(hosts_of(plan, "coder")) == 2  # weak evidence, cap 2 of the 3 asked
+
+
+def test_an_unknown_policy_number_is_refused_with_its_path() -> None:
+    from grid.fleet.errors import SnapshotError
+
+    with pytest.raises(SnapshotError) as info:
+        wsnapshot(HOSTS, [coder()], {"coding": work()}, policy={"portfolio": {"bonus": 3}})
+    assert (info.value.code, info.value.path) == ("unknown_field", "policy.portfolio.bonus")
