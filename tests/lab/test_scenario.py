@@ -163,6 +163,7 @@ def test_no_strategy_ever_breaks_a_safety_invariant(
         assert host.live_mb() <= host.allocatable_raw_mb()
 
 
+@pytest.mark.service
 def test_same_bytes_across_processes_with_different_hash_seeds() -> None:
     """Two separate processes (different PYTHONHASHSEED, so set orders differ) print the same
     JSON document apart from `wall_s`."""
