@@ -129,6 +129,9 @@ class WireAllocator(_Tolerant):
     # controller, so a controller that lost its state can take a higher term (issue 15).
     highest_term: int = Field(default=0, ge=0)
     controller_id: str = Field(default="", max_length=256)
+    # What the node itself finds wrong (e.g. its state folder cannot be written); with these it
+    # reports `unhealthy`, and the controller shows them among the host's problems.
+    problems: list[str] = Field(default_factory=list, max_length=8)
 
 
 class WireAck(_Tolerant):

@@ -197,7 +197,9 @@ class NodeAgent:
         fence = self.link.reported_lifecycle != lifecycle.value
         if fence or not self.link.registered:
             results.append(self._send(lifecycle, decision, kind="fence" if fence else "lease"))
-        if self.link.registered and not self.stopping and self.worker_idle:
+        # No commands while nothing can be made durable (the fence and the queue are durable).
+        durable = not self.keeper.fault
+        if self.link.registered and not self.stopping and self.worker_idle and durable:
             results.append(self._send(lifecycle, decision, kind="control"))
         elif not results:
             results.append(self._send(lifecycle, decision, kind="lease"))
@@ -212,7 +214,10 @@ class NodeAgent:
             statuses=statuses,
             now=self.clock(),
         )
-        write_status(self.state_dir, doc)
+        try:
+            write_status(self.state_dir, doc)
+        except OSError as exc:
+            log.error("cannot write status.json: %s", exc)
         return results
 
     def _protect(self, now: float) -> Decision:
@@ -239,6 +244,8 @@ class NodeAgent:
         lifecycle = decision.lifecycle if decision is not None else HostState.DRAINING
         if self.stopping:
             lifecycle = most_restrictive(lifecycle, HostState.DRAINING)
+        if self.keeper.fault:  # an unwritable state folder: report it, take no new work
+            lifecycle = most_restrictive(lifecycle, HostState.UNHEALTHY)
         return lifecycle
 
     def _observe_engines(self) -> dict[str, EngineStatus]:
@@ -261,7 +268,10 @@ class NodeAgent:
 
         for change in changes:
             log.warning("%s is now %s: %s", change.model_id, change.state.value, change.reason)
-        self.keeper.update(apply)
+        try:
+            self.keeper.update(apply)
+        except OSError as exc:  # reported as unhealthy; the heartbeats go on
+            log.error("cannot persist engine observations: %s", exc)
         return statuses
 
     # ------------------------------------------------------------------ heartbeats
@@ -305,6 +315,8 @@ class NodeAgent:
             routes=routes,
             engine_key=supervisor.engine_key if routes else None,
         )
+        if self.keeper.fault:
+            block.problems = [self.keeper.fault[:300]]
         if state.highest_term:  # the fence, so a controller without state can out-term it
             block.highest_term = state.highest_term
             block.controller_id = state.controller_id

@@ -186,6 +186,9 @@ class Keeper:
         self._state = state
         self._clock = clock
         self.lock = threading.RLock()
+        # Why the last durable write failed ("" once one succeeds): the node reports itself
+        # unhealthy with this reason and takes no commands while it is set.
+        self.fault = ""
 
     def read(self) -> AgentState:
         with self.lock:
@@ -197,7 +200,15 @@ class Keeper:
             draft = self._state.model_copy(deep=True)
             change(draft)
             draft.saved_at = self._clock()
-            self._store.save(draft)
+            try:
+                self._store.save(draft)
+            except OSError as exc:
+                self.fault = (
+                    f"the state folder {self._store.state_dir} cannot be written "
+                    f"({exc.strerror or type(exc).__name__})"
+                )
+                raise
+            self.fault = ""
             self._state = draft
 
 

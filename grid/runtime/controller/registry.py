@@ -94,6 +94,8 @@ class Registry:
         # An older Grid node without the allocator envelope is inventory only.
         manual = role not in (None, "allocator") and allocator is None
         host, problems = build_host(host_id, resources, allocator, now=now, manual=manual)
+        if allocator is not None:  # what the node itself reports wrong (e.g. unwritable state)
+            problems += [f"node: {p[:300]}" for p in allocator.problems]
         before = safety_signature(entry.host) if entry is not None else None
         if entry is None:
             entry = HostEntry(
