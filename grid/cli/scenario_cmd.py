@@ -157,7 +157,8 @@ def _render(doc: dict[str, Any], timeline: bool) -> None:
     if timeline:
         for e in doc.get("timeline", []):
             parts = [f"t+{e['minute']:>3} {e['phase']:<17} served {e['served_fraction']:.0%}"]
-            for key in ("events", "actions", "withdrawn", "evicted", "overloaded", "violations"):
+            keys = ("events", "actions", "withdrawn", "evicted", "overloaded", "shortfalls")
+            for key in (*keys, "violations"):
                 if e[key]:
                     parts.append(f"{key}: {' '.join(e[key])}")
             if e["portfolio_changes"]:

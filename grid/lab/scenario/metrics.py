@@ -91,6 +91,7 @@ class Metrics:
         self.violations: list[dict[str, Any]] = []
         self._last_mapping: dict[str, str] = {}
         self._last_overloaded: list[str] = []
+        self._last_short: list[str] = []
         self._profiles = {p.model_id: p for p in world.profiles}
 
     def prefetched(self, host_id: str, model_id: str, mb: int, now: float) -> None:
@@ -218,6 +219,9 @@ class Metrics:
             if result.routed
             else 1.0,
             "violations": [v.code for v in report.violations],
+            "shortfalls": sorted(
+                {f"{u.code}:{u.model_id}:{u.missing_replicas}" for u in report.plan.unsatisfied}
+            ),
         }
         interesting = (
             "events",
@@ -227,10 +231,12 @@ class Metrics:
             "evicted",
             "violations",
         )
-        if any(entry[k] for k in interesting) or overloaded != self._last_overloaded:
+        moved = overloaded != self._last_overloaded or entry["shortfalls"] != self._last_short
+        if any(entry[k] for k in interesting) or moved:
             self.timeline.append(entry)
         self._last_mapping = dict(mapping)
         self._last_overloaded = overloaded
+        self._last_short = entry["shortfalls"]
 
     # ------------------------------------------------------------------ end of run
     def finish(self, fleet: LabFleet) -> None:
