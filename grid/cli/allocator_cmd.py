@@ -546,6 +546,19 @@ def status(
 # ----------------------------------------------------------------------------- tokens
 
 
+def write_credential_file(target: Path, minted: dict[str, Any], *, force: bool) -> None:
+    """A minted node credential as a token file (mode 0600): the token, then `reply-key KEY`
+    (the node verifies the controller's replies with it)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (0 if force else os.O_EXCL)
+    fd = os.open(target, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        key = minted.get("reply_key")
+        os.write(fd, (minted["token"] + (f"\nreply-key {key}" if key else "") + "\n").encode())
+    finally:
+        os.close(fd)
+
+
 @token_app.command("write")
 def token_write(
     file: Annotated[Path, typer.Argument(help="Where to write the credential (mode 0600).")],
@@ -569,14 +582,7 @@ def token_write(
         )
     with client(grid, state_dir, token_file) as api:
         minted = api.node_credential(host_id, ttl_s=ttl_seconds)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (0 if force else os.O_EXCL)
-    fd = os.open(target, flags, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        key = minted.get("reply_key")  # the node verifies the controller's replies with it
-        os.write(fd, (minted["token"] + (f"\nreply-key {key}" if key else "") + "\n").encode())
-    finally:
-        os.close(fd)
+    write_credential_file(target, minted, force=force)
     if minted.get("generated_host_id"):
         typer.echo(f"Generated host id: {minted['host_id']}")
     typer.echo(

@@ -11,6 +11,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from grid.api.settings import Settings
 
 # Environment variables that move the default folders (README "Folders and credentials").
 STATE_DIR_ENV = "GRID_STATE_DIR"  # the controller of `grid up` (default ~/.grid/allocator)
@@ -75,3 +80,18 @@ def current_command(default: str = "grid") -> str:
         from click import get_current_context  # type: ignore[no-redef]
     ctx = get_current_context(silent=True)
     return str(ctx.command_path) if ctx is not None else default
+
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def serves_controller(grid_url: str, settings: Settings) -> bool:
+    """Whether a node configured with `grid_url` talks to the controller of `settings`."""
+    try:
+        parts = urlsplit(grid_url)
+        port = parts.port
+    except ValueError:
+        return False
+    host = (parts.hostname or "").lower()
+    local = host in LOOPBACK_NAMES or host == settings.host.lower()
+    return parts.scheme == "http" and local and port == settings.port

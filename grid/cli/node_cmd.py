@@ -3,7 +3,8 @@
 - `start` writes the node configuration (node.json) from its flags and starts the detached
   agent (idempotent: a running agent is left alone). The credential comes from
   GRID_ALLOCATOR_NODE_TOKEN (handed to the agent on its stdin) or `--token-file` (which the agent
-  reads itself); it never appears in argv, output or logs.
+  reads itself); with neither, the controller on this machine writes one into the node folder
+  (`node.token`, 0600). It never appears in argv, output or logs.
 - `stop` asks the agent to drain and stop its children gracefully (`--force` cuts busy ones).
 - `status [--json]` shows what the agent last reported.
 - `drain|pause|quarantine [--reason] [--for-seconds]` and `resume` set or clear the durable local
@@ -22,7 +23,11 @@ from typing import Annotated, Any
 
 import typer
 
+from grid.api.settings import config_path as config_path_of_controller
 from grid.api.settings import default_state_dir, load_settings
+from grid.cli.allocator_cmd import write_credential_file
+from grid.cli.hints import NODE_TOKEN_ENV, default_node_dir, serves_controller, with_dirs
+from grid.cli.text import local_time
 from grid.fleet.errors import GridError
 from grid.fleet.wire import NodeStatus
 from grid.node.agent import (
@@ -44,8 +49,8 @@ from grid.node.agent import (
 from grid.node.protection import LocalOverride, OverrideKind
 from grid.wire import AllocatorClient
 
-NODE_DIR_ENV = "GRID_NODE_DIR"
-TOKEN_ENV = "GRID_ALLOCATOR_NODE_TOKEN"
+TOKEN_ENV = NODE_TOKEN_ENV
+LOCAL_TOKEN_NAME = "node.token"  # a credential the local controller wrote, in the node folder
 
 node_app = typer.Typer(
     name="node",
@@ -54,14 +59,12 @@ node_app = typer.Typer(
 )
 
 NodeDirOpt = Annotated[
-    Path | None, typer.Option("--node-dir", help="Node state folder (default ~/.grid/node).")
+    Path | None,
+    typer.Option(
+        "--node-dir", help="Node state folder (default $GRID_NODE_DIR, else ~/.grid/node)."
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
-
-
-def default_node_dir() -> Path:
-    configured = os.environ.get(NODE_DIR_ENV)
-    return Path(configured).expanduser() if configured else Path.home() / ".grid" / "node"
 
 
 def _folder(node_dir: Path | None) -> Path:
@@ -137,6 +140,46 @@ def _port_range(text: str | None) -> tuple[int, int] | None:
         ) from None
 
 
+def _state(state_dir: Path | None) -> Path:
+    return (state_dir or default_state_dir()).expanduser()
+
+
+def _remote_fix() -> str:
+    return (
+        "on the controller's machine run `grid allocator token write node.token --host-id ID`, "
+        "copy the file here, then pass --grid URL --token-file node.token "
+        f"(or set {TOKEN_ENV})"
+    )
+
+
+def _local_credential(folder: Path, host: str, grid: str | None, state_dir: Path | None) -> Path:
+    """With no credential given: the controller on this machine mints one for `host` and it is
+    written to the node folder (mode 0600). A remote controller cannot be asked this way."""
+    state = _state(state_dir)
+    if not config_path_of_controller(state).exists():
+        raise GridError(
+            "no_node_credential",
+            f"no node credential was given and no controller runs from {state} on this machine",
+            fix="start the local controller first (then no flag is needed), or " + _remote_fix(),
+            next_command=with_dirs("grid up", state_dir=state_dir),
+        )
+    settings = load_settings(state)
+    if grid is not None and not serves_controller(grid, settings):
+        raise GridError(
+            "no_node_credential",
+            f"no node credential was given for the controller at {grid}, which is not the one "
+            f"on this machine ({settings.url})",
+            fix=_remote_fix(),
+        )
+    with AllocatorClient(settings.url, operator_token=settings.operator_token) as api:
+        minted = api.node_credential(host)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / LOCAL_TOKEN_NAME
+    write_credential_file(target, minted, force=True)
+    typer.echo(f"The local controller wrote a credential for host {host} to {target} (mode 0600)")
+    return target
+
+
 @node_app.command("start")
 def start(
     node_dir: NodeDirOpt = None,
@@ -179,13 +222,26 @@ def start(
         str | None,
         typer.Option("--telemetry", help="host: this machine's sensors; logical: a lab partition."),
     ] = None,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir",
+            help="The local controller's folder; with no credential given, that controller "
+            "writes this node one (default $GRID_STATE_DIR, else ~/.grid/allocator).",
+        ),
+    ] = None,
 ) -> None:
-    """Start this machine's node agent in the background (does nothing if it already runs)."""
+    """Start this machine's node agent in the background (does nothing if it already runs).
+
+    On the controller's machine no flag is needed: the local controller writes the node a
+    host-scoped credential. On another machine pass --grid and --token-file (a file written by
+    `grid allocator token write FILE --host-id ID` on the controller), or set
+    GRID_ALLOCATOR_NODE_TOKEN."""
     folder = _folder(node_dir)
     running = running_agent(folder)
     if running is not None:
         typer.echo(f"Already running: node agent (pid {running.pid}) in {folder}")
-        typer.echo("Next: grid allocator node status")
+        typer.echo("Next: " + with_dirs("grid allocator node status", node_dir=node_dir))
         return
     env_token = os.environ.get(TOKEN_ENV, "").strip() or None
     token = env_token or (_read_token_file(token_file) if token_file else None)
@@ -193,12 +249,9 @@ def start(
     if config_path(folder).exists():
         existing = load_config(folder).model_dump(mode="json")
     if token is None and token_file is None and not existing.get("token_file"):
-        raise GridError(
-            "no_node_credential",
-            "no node credential was given",
-            fix=f"set {TOKEN_ENV} or pass --token-file (written by "
-            "`grid allocator token write FILE --host-id ID` on the controller)",
-        )
+        wanted = host_id or existing.get("host_id") or f"host-{socket.gethostname()}"
+        token_file = _local_credential(folder, wanted, grid, state_dir)
+        token = _read_token_file(token_file)
     named = credential_host(token) if token else None
     chosen_host = host_id or named or existing.get("host_id") or f"host-{socket.gethostname()}"
     if named is not None and chosen_host != named:
@@ -207,7 +260,7 @@ def start(
             f"the credential is for host {named!r}, not {chosen_host!r}",
             fix="use the credential written for this host, or drop --host-id",
         )
-    url = grid or existing.get("grid_url") or load_settings(default_state_dir()).url
+    url = grid or existing.get("grid_url") or load_settings(_state(state_dir)).url
     updates: dict[str, Any] = {"grid_url": url, "host_id": chosen_host}
     if token_file is not None and env_token is None:
         updates["token_file"] = str(token_file.expanduser().absolute())
@@ -240,7 +293,7 @@ def start(
         why = status.last_error if status is not None else ""
         typer.echo(f"Not registered yet: {why or 'waiting for the controller'}")
     typer.echo(f"State: {folder} (log: {folder / 'agent.log'})")
-    typer.echo("Next: grid allocator node status")
+    typer.echo("Next: " + with_dirs("grid allocator node status", node_dir=node_dir))
 
 
 @node_app.command("stop")
@@ -299,7 +352,9 @@ def status(node_dir: NodeDirOpt = None, as_json: JsonOpt = False) -> None:
     typer.echo(f"Node agent: {state}" + (f" (pid {doc['pid']})" if doc["pid"] else ""))
     agent = NodeStatus.model_validate(doc["agent"]) if doc["agent"] else None
     if agent is None:
-        typer.echo("No status yet. Next: grid allocator node start")
+        typer.echo(
+            "No status yet. Next: " + with_dirs("grid allocator node start", node_dir=node_dir)
+        )
         return
     typer.echo(
         f"Host {agent.host_id}: {agent.lifecycle} "
@@ -310,7 +365,7 @@ def status(node_dir: NodeDirOpt = None, as_json: JsonOpt = False) -> None:
         typer.echo(f"Last error: {agent.last_error}")
     if doc["override"]:
         o = doc["override"]
-        until = f" until {time.ctime(o['expires_at'])}" if o.get("expires_at") else ""
+        until = f" until {local_time(o['expires_at'], time.time())}" if o.get("expires_at") else ""
         typer.echo(f"Local override: {o['kind']}{until} ({o.get('reason') or 'no reason'})")
     for row in agent.residencies:
         typer.echo(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
-from urllib.parse import urlsplit
 
 import typer
 
@@ -18,15 +17,12 @@ from grid.api.process import start_server, stop_server
 from grid.api.settings import (
     CONFIG_NAME,
     DEFAULT_PORT,
-    Settings,
     default_state_dir,
     load_settings,
 )
-from grid.cli.hints import default_node_dir, with_dirs
+from grid.cli.hints import default_node_dir, serves_controller, with_dirs
 from grid.fleet.errors import GridError
 from grid.node.agent import load_config, running_agent, stop_agent
-
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
 StateDirOption = Annotated[
     Path | None,
@@ -41,18 +37,6 @@ NodeDirOption = Annotated[
         "--node-dir", help="Local node agent folder (default $GRID_NODE_DIR, else ~/.grid/node)."
     ),
 ]
-
-
-def serves_controller(grid_url: str, settings: Settings) -> bool:
-    """Whether a node configured with `grid_url` talks to the controller of `settings`."""
-    try:
-        parts = urlsplit(grid_url)
-        port = parts.port
-    except ValueError:
-        return False
-    host = (parts.hostname or "").lower()
-    local = host in LOOPBACK_NAMES or host == settings.host.lower()
-    return parts.scheme == "http" and local and port == settings.port
 
 
 def stop_local_node(state_dir: Path, node_dir: Path) -> str | None:
