@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grid.lab.oracle import parse_trace, solve_oracle
+from grid.lab.oracle import compile_trace, parse_trace, solve_oracle
+from grid.lab.oracle.bound import coupled_bounds, minute_bounds
 from tests.lab.test_oracle_reference import brute_force, simulate
 
 pytestmark = pytest.mark.property
@@ -186,3 +187,13 @@ def tiny_traces(draw: st.DrawFn) -> dict[str, Any]:
 @given(tiny_traces())
 def test_oracle_equals_brute_force_on_random_tiny_traces(doc: dict[str, Any]) -> None:
     _check_against_reference(doc)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_traces())
+def test_lp_bounds_are_never_below_the_brute_force_optimum(doc: dict[str, Any]) -> None:
+    problem = compile_trace(parse_trace(copy.deepcopy(doc)))
+    best = brute_force(doc)[0] * problem.scale
+    caps = minute_bounds(problem)
+    assert sum(caps) >= best
+    assert coupled_bounds(problem, caps) >= best

@@ -34,17 +34,19 @@ stage-1 value, minimise Σ load + Σ unload. OPTIMAL only when both stages are p
 
 Tractability techniques used:
 - identical hosts (same capacity, slots, runtimes and down intervals, no initial replica) form a
-  counted type; inside a type, hosts are ordered by residency-minutes (symmetry breaking), and
-  the greedy hint is permuted to respect that order. The residency variables themselves stay per
-  host: a counted type's packing (which models share one host) is not linear in per-type counts,
-  so aggregating them would not be exact;
-- the greedy schedule (greedy.py) as a complete hint for stage 1; stage 1's schedule as the hint
-  for stage 2; the greedy schedule is also the fallback when CP-SAT finds nothing in time;
-- the LP bound: linearization level 2 (full LP relaxation with cuts) and the concave-hull served
-  term; the reported bound is min(CP-SAT's best bound, the static bound Σ min(D, C · hosts that
-  could be ready)), so a proven bound is reported even when the search is cut short;
-- variables only where they can be non-zero (down minutes, ineligible pairs and minutes before
-  a fresh replica could be ready get none), ledgers only where they can bind.
+  counted type. In the bounds (bound.py) the aggregation is exact: configuration LPs count
+  hosts per type. In the residency model, hosts of a type are ordered by residency-minutes
+  (symmetry breaking; the greedy hint is permuted to respect that order); its variables stay
+  per host, because which models share one host is not linear in per-type counts;
+- greedy schedules (greedy.py, several foresight lengths, the best kept) as a complete hint, as
+  the fallback and as the baseline; stage 1's schedule hints stage 2;
+- the LP bound: linearization level 2, the concave-hull served term, and per-minute
+  configuration-LP cuts Σ_m served[m,t] ≤ B_t; the reported bound is the smallest of CP-SAT's
+  best bound, Σ B_t, an LP coupled across minutes, and Σ min(D, C · hosts that could be ready);
+- variables only where they can be non-zero, ledgers only where they can bind;
+- beyond FULL_MODEL_CELLS replica variables (solve.py), a time-window large-neighbourhood
+  search (search.py): the exact model re-solved on short windows of minutes with the
+  incumbent's state at entry and its residency fixed just after the window.
 Not used: time compression of piecewise-constant demand. With load and hold timing, an optimal
 schedule may change residency inside a constant block (to be ready at the next block's start),
 so merging minutes is not exact in general; generated and real traces change every minute.

@@ -8,6 +8,10 @@ can hold, counted per type: the aggregation of identical hosts is exact here, si
 couples minutes) is much tighter than the item LP of the time-expanded model, whose fractional
 replicas split memory. B_t = ⌊LP_t⌋ (served is an integer) is added to CP-SAT as the cut
 Σ_m served[m, t] ≤ B_t, and Σ_t B_t is a proven bound on Σ served.
+
+`coupled_bounds` tightens this across minutes (a replica ready at t was present, so counted in
+its host's configuration, at every minute of [t − load, t]): one LP per span of minutes, each
+also capped by the B_t; it stops the per-minute bound from re-packing every minute for free.
 """
 
 from __future__ import annotations
@@ -70,15 +74,22 @@ def _host_types(problem: Problem, t: int) -> dict[tuple[object, ...], tuple[int,
             if held:
                 types[("initial", h)] = (1, [held])
             continue
-        models = tuple(m for m in range(len(problem.model_ids)) if problem.eligible[m][h])
-        key = (problem.capacity[h], problem.slots[h], models)
-        if key in types:
-            types[key] = (types[key][0] + 1, types[key][1])
-            continue
-        mem = tuple(problem.memory[m] for m in models)
-        local = _configs_cached(mem, problem.capacity[h], problem.slots[h])
-        types[key] = (1, [tuple(models[j] for j in cfg) for cfg in local])
+        _count_host(problem, h, types)
     return types
+
+
+def _count_host(
+    problem: Problem, h: int, types: dict[tuple[object, ...], tuple[int, list[Config]]]
+) -> None:
+    """Add host h to its type (capacity, slots, eligible models), with the type's configs."""
+    models = tuple(m for m in range(len(problem.model_ids)) if problem.eligible[m][h])
+    key = (problem.capacity[h], problem.slots[h], models)
+    if key in types:
+        types[key] = (types[key][0] + 1, types[key][1])
+        return
+    mem = tuple(problem.memory[m] for m in models)
+    local = _configs_cached(mem, problem.capacity[h], problem.slots[h])
+    types[key] = (1, [tuple(models[j] for j in cfg) for cfg in local])
 
 
 class _Layout:
@@ -148,16 +159,8 @@ def _present_types(problem: Problem, t: int) -> list[tuple[int, list[Config]]]:
     """Host types up at t (any present set): (count, maximal configurations over model ids)."""
     types: dict[tuple[object, ...], tuple[int, list[Config]]] = {}
     for h in range(len(problem.host_ids)):
-        if not problem.up[h][t]:
-            continue
-        models = tuple(m for m in range(len(problem.model_ids)) if problem.eligible[m][h])
-        key = (problem.capacity[h], problem.slots[h], models)
-        if key in types:
-            types[key] = (types[key][0] + 1, types[key][1])
-            continue
-        mem = tuple(problem.memory[m] for m in models)
-        local = _configs_cached(mem, problem.capacity[h], problem.slots[h])
-        types[key] = (1, [tuple(models[j] for j in cfg) for cfg in local])
+        if problem.up[h][t]:
+            _count_host(problem, h, types)
     return list(types.values())
 
 
