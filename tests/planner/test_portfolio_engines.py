@@ -67,3 +67,34 @@ def test_the_search_respects_its_portfolio_budget() -> None:
     ctx.policy = ctx.policy.model_copy(update={"max_portfolios": 2})
     result = coordinate_search(ctx)
     assert result.evaluated <= 2
+
+
+def test_the_search_consolidates_onto_shared_models_across_a_local_optimum() -> None:
+    # Three slots, five workloads. One workload at a time cannot leave the specialists (each
+    # single change keeps five models asked for three slots); the subset move puts marketing and
+    # sales on gen, research and coding on code2, embedding on emb: all five covered.
+    words = ["marketing", "sales", "research", "coding", "embedding"]
+    snap = wsnapshot(
+        [host("h1", 65536, max_models=3)],
+        [
+            model("mkt", 2048, workload_scores={"marketing": 1.0}),
+            model("sal", 2048, workload_scores={"sales": 1.0}),
+            model("res", 2048, workload_scores={"research": 1.0}),
+            model("cod", 2048, workload_scores={"coding": 1.0}),
+            model("emb", 2048, workload_scores={"embedding": 1.0}),
+            model("gen", 2048, workload_scores={"marketing": 0.8, "sales": 0.8}),
+            model("code2", 2048, workload_scores={"research": 0.8, "coding": 0.8}),
+        ],
+        {w: work(5, 0.5) for w in words},
+    )
+    ctx = build_context(snap, plan_of(snap.model_copy(update={"workloads": {}})))
+    expected = {
+        "marketing": "gen",
+        "sales": "gen",
+        "research": "code2",
+        "coding": "code2",
+        "embedding": "emb",
+    }
+    assert coordinate_search(ctx).mapping == expected
+    report = plan_of(snap).portfolio
+    assert report is not None and report.mapping == expected

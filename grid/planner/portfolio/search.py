@@ -1,6 +1,9 @@
 """Bounded coordinate search over complete workload → model maps (the fallback and the hint).
 
-Options per admitted workload: its best feasible candidates by utility, at most
+Before the passes of the exploitation-only search, up to six "admitted model subsets" are
+planned: every workload on its best model within one of the broadest candidate models' small
+subsets (≤ 3 of the 8 broadest), ranked by cheap set coverage; the best of them may replace the
+start. Options per admitted workload: its best feasible candidates by utility, at most
 `max_candidates_per_workload`, the last seat kept for the broadest cross-workload candidate
 (the model scoring the most admitted workloads), plus "deferred" (no model). Each portfolio is
 planned by the greedy ledger (`place`): the base plan stays, then the selected models' first
@@ -15,6 +18,7 @@ workload that E gives another model. Deterministic: sorted iteration only.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from grid.planner.cpsat.ledger import Ledger
@@ -134,6 +138,48 @@ def place(ctx: PortfolioContext, mapping: dict[str, str]) -> set[Key]:
     return set(ledger.placed) | set(ctx.outside_keys())
 
 
+SUBSET_MODELS = 8  # the broadest candidate models that subsets are drawn from
+SUBSET_SIZE = 3  # models per subset
+SUBSET_SEEDS = 6  # subsets planned, best cheap coverage first
+
+
+def subset_seeds(ctx: PortfolioContext) -> list[dict[str, str]]:
+    """Maps that put every admitted workload on its best model within a small model subset,
+    ranked by cheap set coverage (workloads, then pressure, then fewer models, then utility)."""
+    admitted = ctx.admitted
+    if len(admitted) < 2:
+        return []
+    feasible = {w: ctx.feasible_pairs(w) for w in admitted}
+    breadth: dict[str, int] = {}
+    for pairs in feasible.values():
+        for p in pairs:
+            breadth[p.model_id] = breadth.get(p.model_id, 0) + 1
+    top = sorted(breadth, key=lambda m: (-breadth[m], m))[:SUBSET_MODELS]
+    ranked: list[tuple[tuple[int, int, int, int], dict[str, str]]] = []
+    for size in range(1, min(SUBSET_SIZE, len(top)) + 1):
+        for combo in itertools.combinations(top, size):
+            chosen = set(combo)
+            mapping: dict[str, str] = {}
+            for w in admitted:
+                inside = [p for p in feasible[w] if p.model_id in chosen]
+                if inside:
+                    best = max(
+                        inside, key=lambda p: (p.utility_tenths(with_bonus=False), p.model_id)
+                    )
+                    mapping[w] = best.model_id
+            if len(set(mapping.values())) < size:
+                continue  # a model of the subset serves nothing: a smaller subset covers it
+            key = (
+                len(mapping),
+                sum(pressure_of(ctx, w) for w in mapping),
+                -size,
+                sum(ctx.pairs[(w, m)].utility_tenths(with_bonus=False) for w, m in mapping.items()),
+            )
+            ranked.append((key, mapping))
+    ranked.sort(key=lambda item: (item[0], sorted(item[1].items())), reverse=True)
+    return [mapping for _key, mapping in ranked[:SUBSET_SEEDS]]
+
+
 class _Search:
     def __init__(self, ctx: PortfolioContext) -> None:
         self.ctx = ctx
@@ -167,6 +213,15 @@ class _Search:
             placement = set(ctx.base_keys)
         best_values = evaluate(ctx, best, placement, with_bonus=with_bonus)
         exhausted = False
+        if exploit is None:  # bounded admitted model subsets cross multi-change local optima
+            for seed in subset_seeds(ctx):
+                planned = self.planned(seed)
+                if planned is None:
+                    exhausted = True
+                    break
+                values = evaluate(ctx, seed, planned, with_bonus=with_bonus)
+                if signed(values) > signed(best_values):
+                    best, best_values = seed, values
         changed = True
         while changed and not exhausted:
             changed = False
