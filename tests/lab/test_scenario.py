@@ -197,3 +197,19 @@ def test_same_bytes_across_processes_with_different_hash_seeds() -> None:
         assert done.returncode == 0, done.stderr
         outs.append(_bytes(json.loads(done.stdout)))
     assert outs[0] == outs[1]
+
+
+@pytest.mark.property
+@settings(max_examples=5, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), machines=st.integers(1, 4), minutes=st.integers(6, 14))
+def test_oracle_bounds_every_strategys_own_schedule(seed: int, machines: int, minutes: int) -> None:
+    cfg = ScenarioConfig(machines=machines, models=5, users=8, duration_s=minutes * 60, seed=seed)
+    runs = [run_scenario(dataclasses.replace(cfg, strategy=s)) for s in STRATEGIES]
+    trace = oracle_document(runs[0])
+    problem = compile_trace(parse_trace(trace))
+    oracle = run_oracle(runs[0], time_limit_s=10)
+    for run in runs:
+        own = replay(problem, run_schedule(run))
+        assert own.valid, own.violations[:3]
+        assert oracle["bound"] >= own.total / problem.scale - 1e-6
+        assert own.total / problem.scale >= run.metrics.on_target - 1e-4
