@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import re
 from typing import Any
 
 import pytest
@@ -177,6 +178,17 @@ def test_portfolio_safety_properties(snap: FleetSnapshot) -> None:
             assert extra.get(m, 0) <= len(words)
     # Only mapped models gain replicas.
     assert {m for m, n in extra.items() if n > 0} <= set(report.mapping.values())
+    # One admission row per active workload; a mapped row names its model; reasons start with
+    # a stable code.
+    assert [r.workload for r in report.admission] == sorted(snap.workloads)
+    for r in report.admission:
+        assert re.match(r"^[a-z_]+: ", r.reason), r.reason
+        if r.workload in report.mapping:
+            assert r.model_id == report.mapping[r.workload]
+            assert r.state in {"ready", "starting", "planned", "undersupplied"}
+            assert r.planned >= 1 and r.missing == max(0, r.desired - r.planned)
+        else:
+            assert r.planned == 0
     # Exploration budget against the exploitation-only portfolio.
     mapping, _placement, exploit, _solver = decide(build_context(snap, base), engine="cpsat")
     assert mapping == report.mapping
