@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
 import typer
 
+from grid.cli.demo_personas import PersonaRound, chat, genuine, persona_round, text_of
 from grid.fleet.errors import GridError
 from grid.lab.logical_fleet import LogicalFleet
 from grid.lab.logical_fleet_settings import (
@@ -45,6 +45,14 @@ CODING_REQUESTS = (
     ("user-3", "Write a SQL query that selects the ten newest rows from the orders table."),
 )
 NAMED_PROMPT = "Write a Python function that adds two numbers."
+STEPS = (
+    "baseline_ready_and_answering",
+    "auto_coding_requests_get_honest_503s",
+    "allocator_loads_the_coding_candidate",
+    "named_call_returns_real_output",
+    "auto_coding_request_is_served_by_the_candidate",
+    "personas_served_by_both_models",
+)
 
 
 @dataclass
@@ -122,26 +130,6 @@ class Watcher:
         return sorted(h for (h, m), s in self._states.items() if m == model_id and s == "ready")
 
 
-def _chat(url: str, model: str, prompt: str, user: str | None = None) -> httpx.Response:
-    headers = {"X-Grid-Affinity-Key": user} if user else {}
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": 24,
-        "temperature": 0,
-    }
-    return httpx.post(
-        f"{url}/v1/chat/completions", json=body, headers=headers, timeout=120, trust_env=False
-    )
-
-
-def _text(reply: httpx.Response) -> str:
-    try:
-        return str(reply.json()["choices"][0]["message"]["content"])
-    except (ValueError, KeyError, IndexError, TypeError):
-        return ""
-
-
 def _step(name: str, ok: bool, **facts: Any) -> dict[str, Any]:
     return {"step": name, "ok": ok, **facts}
 
@@ -174,8 +162,14 @@ def demo_settings(machines: int, run_dir: Path, port: int, engine_port_base: int
     )
 
 
-def run_demo(fleet: LogicalFleet, settings: FleetSettings, timeout_s: float) -> dict[str, Any]:
+def run_demo(
+    fleet: LogicalFleet,
+    settings: FleetSettings,
+    timeout_s: float,
+    personas: PersonaRound | None = None,
+) -> dict[str, Any]:
     """The demo's steps, in order; stops at the first failed one."""
+    personas = personas or PersonaRound()
     started = time.monotonic()
     watcher = Watcher(fleet, started)
     steps: list[dict[str, Any]] = []
@@ -185,8 +179,8 @@ def run_demo(fleet: LogicalFleet, settings: FleetSettings, timeout_s: float) -> 
         report = fleet.start(settings, wait_ready_s=timeout_s)
         url = report.url
         ready = report.ready_hosts
-        reply = _chat(url, baseline, "Say hello in five words.") if ready else None
-        answered = reply is not None and reply.status_code == 200 and bool(_text(reply))
+        reply = chat(url, baseline, "Say hello in five words.") if ready else None
+        answered = reply is not None and reply.status_code == 200 and bool(text_of(reply))
         steps.append(
             _step(
                 "baseline_ready_and_answering",
@@ -194,14 +188,14 @@ def run_demo(fleet: LogicalFleet, settings: FleetSettings, timeout_s: float) -> 
                 model_id=baseline,
                 ready_hosts=ready,
                 status=reply.status_code if reply is not None else None,
-                text=_text(reply) if reply is not None else "",
+                text=text_of(reply) if reply is not None else "",
             )
         )
         if not answered:
             return _report(steps, watcher, started)
         auto_replies: list[dict[str, Any]] = []
         for user, prompt in CODING_REQUESTS:
-            got = _chat(url, "auto", prompt, user)
+            got = chat(url, "auto", prompt, user)
             body = (
                 got.json()
                 if got.headers.get("content-type", "").startswith("application/json")
@@ -243,24 +237,36 @@ def run_demo(fleet: LogicalFleet, settings: FleetSettings, timeout_s: float) -> 
         )
         if not loaded:
             return _report(steps, watcher, started)
-        named = _chat(url, coder, NAMED_PROMPT)
+        named = chat(url, coder, NAMED_PROMPT)
         steps.append(
             _step(
                 "named_call_returns_real_output",
-                named.status_code == 200 and bool(_text(named)),
+                named.status_code == 200 and bool(text_of(named)),
                 model_id=coder,
                 status=named.status_code,
-                text=_text(named),
+                text=text_of(named),
             )
         )
-        again = _chat(url, "auto", CODING_REQUESTS[0][1], CODING_REQUESTS[0][0])
+        again = chat(url, "auto", CODING_REQUESTS[0][1], CODING_REQUESTS[0][0])
         steps.append(
             _step(
                 "auto_coding_request_is_served_by_the_candidate",
                 again.status_code == 200 and again.headers.get("X-Grid-Model") == coder,
                 status=again.status_code,
                 served_model=again.headers.get("X-Grid-Model"),
-                text=_text(again),
+                text=text_of(again),
+            )
+        )
+        if not steps[-1]["ok"]:
+            return _report(steps, watcher, started)
+        rows = persona_round(url, [baseline, coder], personas)
+        samples = _performance_samples(watcher, {baseline, coder})
+        steps.append(
+            _step(
+                "personas_served_by_both_models",
+                all(genuine(r) for r in rows) and set(samples) == {baseline, coder},
+                requests=rows,
+                performance_samples=samples,
             )
         )
         return _report(steps, watcher, started)
@@ -268,12 +274,29 @@ def run_demo(fleet: LogicalFleet, settings: FleetSettings, timeout_s: float) -> 
         watcher.stop()
 
 
+def _performance_samples(watcher: Watcher, models: set[str]) -> dict[str, dict[str, float]]:
+    """Per model, each host's measured token throughput in the planning snapshot (the proxy's
+    measurements of the served revision), once every model has one (or after 10 s)."""
+
+    def read() -> dict[str, dict[str, float]]:
+        watcher.poll()
+        out: dict[str, dict[str, float]] = {}
+        for host in (watcher.last or {}).get("snapshots", []):
+            for model_id, rate in (host.get("measured_tokens_per_s") or {}).items():
+                if model_id in models:
+                    out.setdefault(model_id, {})[host["host_id"]] = round(float(rate), 2)
+        return out
+
+    _wait(lambda: set(read()) == models, 10.0)
+    return read()
+
+
 def _report(steps: list[dict[str, Any]], watcher: Watcher, started: float) -> dict[str, Any]:
     watcher.poll()
     doc = watcher.last or {}
     portfolio = (doc.get("workloads") or {}).get("portfolio") or {}
     return {
-        "ok": all(s["ok"] for s in steps) and len(steps) == 5,
+        "ok": all(s["ok"] for s in steps) and len(steps) == len(STEPS),
         "seconds": round(time.monotonic() - started, 1),
         "steps": steps,
         "transitions": [t.to_dict() for t in watcher.transitions],
@@ -286,8 +309,15 @@ def _report(steps: list[dict[str, Any]], watcher: Watcher, started: float) -> di
 def _print(report: dict[str, Any]) -> None:
     for step in report["steps"]:
         mark = "ok  " if step["ok"] else "FAIL"
-        facts = {k: v for k, v in step.items() if k not in ("step", "ok")}
+        facts = {k: v for k, v in step.items() if k not in ("step", "ok", "requests")}
         typer.echo(f"[{mark}] {step['step']}: {json.dumps(facts)[:400]}")
+        for row in step.get("requests", []):
+            usage = row.get("usage") or {}
+            typer.echo(
+                f"       {row['user']} -> {row['model_id']}@{row['served_by']}: {row['status']} "
+                f"in {row['latency_s']} s ({row['attempts']} attempt(s)), "
+                f"{usage.get('completion_tokens', 0)} tokens, id {row['response_id']}"
+            )
     typer.echo("Residency transitions:")
     for row in report["transitions"]:
         typer.echo("  " + Transition(**row).line())
@@ -322,6 +352,15 @@ def demo(
     timeout_s: Annotated[
         float, typer.Option("--timeout-seconds", min=10, help="Wait this long for each READY.")
     ] = 150.0,
+    users: Annotated[
+        int, typer.Option("--users", min=1, max=16, help="Client personas in the last round.")
+    ] = 3,
+    requests: Annotated[
+        int, typer.Option("--requests", min=1, max=64, help="Requests in the persona round.")
+    ] = 6,
+    max_tokens: Annotated[
+        int, typer.Option("--max-tokens", min=1, max=512, help="max_tokens of every request.")
+    ] = 24,
     keep: Annotated[
         bool, typer.Option("--keep", help="Leave the fleet running afterwards.")
     ] = False,
@@ -345,7 +384,8 @@ def demo(
     _fresh(fleet)
     settings = demo_settings(machines, fleet.run_dir, port, engine_port_base)
     try:
-        report = run_demo(fleet, settings, timeout_s)
+        plan = PersonaRound(users=users, requests=requests, max_tokens=max_tokens)
+        report = run_demo(fleet, settings, timeout_s, plan)
     finally:
         stopped = None if keep else fleet.stop(timeout_s=30)
     if stopped is not None:

@@ -76,6 +76,17 @@ def test_demo_loads_the_coding_candidate_from_auto_requests_alone(
     served = steps["auto_coding_request_is_served_by_the_candidate"]
     assert (served["status"], served["served_model"]) == (200, "gemma-3-270m")
 
+    personas = steps["personas_served_by_both_models"]
+    rows = personas["requests"]
+    assert {r["model_id"] for r in rows} == {"smollm2-135m", "gemma-3-270m"}
+    assert len({r["user"] for r in rows}) == 3
+    for row in rows:
+        assert row["status"] == 200 and row["text"].strip() and row["response_id"]
+        assert row["usage"]["completion_tokens"] > 0 and row["latency_s"] > 0
+    # Per-node performance samples: the proxy's measurements reached the planning snapshot.
+    for model_id in ("smollm2-135m", "gemma-3-270m"):
+        assert all(rate > 0 for rate in personas["performance_samples"][model_id].values())
+
     assert report["mapping"] == {"coding": "gemma-3-270m"}
     gemma = [t for t in report["transitions"] if t["model_id"] == "gemma-3-270m"]
     assert gemma[0]["before"] is None and gemma[-1]["after"] == "ready"
