@@ -56,7 +56,7 @@ def _owned_process(state_dir: Path, record: dict[str, Any]) -> int | None:
 
 def _healthy(settings: Settings) -> bool:
     try:
-        with AllocatorClient(settings.url, timeout_s=2.0) as client:
+        with AllocatorClient(settings.url, timeout_s=2.0, ca_file=settings.ca_file) as client:
             return client.healthz().get("instance") == settings.instance
     except GridError:
         return False
@@ -86,8 +86,11 @@ def _log_tail(state_dir: Path, lines: int = 8) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def start_server(state_dir: Path, port: int | None = None) -> tuple[Settings, int, bool]:
-    """Start (or find) the server; returns (settings, pid, started_now)."""
+def start_server(
+    state_dir: Path, port: int | None = None, listen: dict[str, Any] | None = None
+) -> tuple[Settings, int, bool]:
+    """Start (or find) the server; returns (settings, pid, started_now). `listen`: the host and
+    TLS settings to record (see `load_or_create_settings`)."""
     state_dir = state_dir.expanduser().resolve()
     settings = load_settings(state_dir) if (state_dir / CONFIG_NAME).exists() else None
     if settings is not None:
@@ -101,7 +104,7 @@ def start_server(state_dir: Path, port: int | None = None) -> tuple[Settings, in
                     next_command=f"grid down --state-dir {state_dir}",
                 )
             return settings, pid, False
-    settings = load_or_create_settings(state_dir, port=port)
+    settings = load_or_create_settings(state_dir, port=port, listen=listen)
     log = open(state_dir / LOG_NAME, "ab")  # noqa: SIM115 - handed to the child process
     try:
         child = subprocess.Popen(

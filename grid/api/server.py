@@ -2,7 +2,8 @@
 
 Secrets are read from DIR/config.json (owner-only), never from the command line or the
 environment, so `ps` shows nothing sensitive. State lives in DIR/state.json with its lease
-beside it. The server binds to loopback unless the config names another address.
+beside it. The server binds to loopback unless the config names another address; a
+non-loopback address needs TLS (`tls_cert`, `tls_key`) or an explicit `insecure_http`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fastapi import FastAPI
 
 from grid.api.app import create_app
 from grid.api.settings import STATE_NAME, Settings, load_settings
+from grid.api.tls import check_bind, check_server_files
 from grid.demand.config import DemandConfig
 from grid.fleet.errors import GridError
 from grid.runtime.controller.config import ControllerConfig
@@ -71,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         settings = load_settings(args.state_dir)
+        check_bind(settings.host, tls=bool(settings.tls_cert), insecure_http=settings.insecure_http)
+        tls: dict[str, Any] = {}
+        if settings.tls_cert:
+            check_server_files(Path(settings.tls_cert), Path(settings.tls_key))
+            tls = {"ssl_certfile": settings.tls_cert, "ssl_keyfile": settings.tls_key}
         app, service = build(args.state_dir, settings)
     except GridError as err:
         print(f"Error [{err.code}]: {err.message}", file=sys.stderr)
@@ -78,14 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     port = args.port or settings.port
     service.start()
     log.info(
-        "controller %s listening on %s:%d (state %s)",
+        "controller %s listening on %s:%d, %s (state %s)",
         service.controller.controller_id,
         settings.host,
         port,
+        "TLS" if tls else "plain HTTP",
         args.state_dir / STATE_NAME,
     )
     try:
-        uvicorn.run(app, host=settings.host, port=port, log_level="info", access_log=True)
+        uvicorn.run(app, host=settings.host, port=port, log_level="info", access_log=True, **tls)
     finally:
         service.stop()
     return 0

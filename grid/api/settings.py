@@ -40,6 +40,13 @@ class Settings:
     port: int = DEFAULT_PORT
     instance: str = ""
     controller: dict[str, Any] = field(default_factory=dict)  # ControllerConfig overrides
+    # TLS (docs/addressing.md): the server's certificate chain and key; `ca_file` is what this
+    # machine's CLI verifies it with ("" = the system store). `insecure_http` records that a
+    # non-loopback plain-HTTP bind was asked for explicitly.
+    tls_cert: str = ""
+    tls_key: str = ""
+    ca_file: str = ""
+    insecure_http: bool = False
 
     @property
     def credentials(self) -> Credentials:
@@ -47,7 +54,9 @@ class Settings:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.tls_cert else "http"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{host}:{self.port}"
 
 
 def config_path(state_dir: Path) -> Path:
@@ -94,6 +103,15 @@ def load_settings(state_dir: Path) -> Settings:
     _owner_only(path)
     instance = data.get("instance", "")
     controller = data.get("controller", {})
+    tls = {name: data.get(name, "") for name in ("tls_cert", "tls_key", "ca_file")}
+    if not all(isinstance(v, str) for v in tls.values()) or bool(tls["tls_cert"]) != bool(
+        tls["tls_key"]
+    ):
+        raise GridError(
+            "invalid_controller_config",
+            f"{path} names tls_cert without tls_key (or the reverse), or a non-text path",
+            fix="pass both --tls-cert and --tls-key to `grid up`, or neither",
+        )
     return Settings(
         token,
         key,
@@ -101,6 +119,8 @@ def load_settings(state_dir: Path) -> Settings:
         port,
         instance if isinstance(instance, str) else "",
         controller if isinstance(controller, dict) else {},
+        insecure_http=data.get("insecure_http") is True,
+        **tls,
     )
 
 
@@ -110,20 +130,27 @@ def write_settings(state_dir: Path, settings: Settings) -> None:
     atomic_write_text(config_path(state_dir), json.dumps(asdict(settings), indent=2), 0o600)
 
 
-def load_or_create_settings(state_dir: Path, *, port: int | None = None) -> Settings:
-    """The existing config (a new port is recorded), or a fresh one with new secrets."""
+def load_or_create_settings(
+    state_dir: Path, *, port: int | None = None, listen: dict[str, Any] | None = None
+) -> Settings:
+    """The existing config (a new port or `listen` fields are recorded), or a fresh one with new
+    secrets. `listen` holds the given ones of host, tls_cert, tls_key, ca_file, insecure_http."""
+    changes: dict[str, Any] = dict(listen or {})
+    if port is not None:
+        changes["port"] = port
     if config_path(state_dir).exists():
         current = load_settings(state_dir)
-        if port is not None and port != current.port:
-            # Only the port moves: secrets, host, instance and controller tuning are kept.
-            current = replace(current, port=port)
-            write_settings(state_dir, current)
-        return current
+        moved = replace(current, **changes)
+        if moved != current:
+            # Only where it listens moves: secrets, instance and controller tuning are kept.
+            write_settings(state_dir, moved)
+        return moved
     settings = Settings(
         operator_token=new_secret(),
         node_signing_key=new_secret(),
         port=port or DEFAULT_PORT,
         instance=secrets.token_hex(8),
+        **{k: v for k, v in changes.items() if k != "port"},
     )
     write_settings(state_dir, settings)
     return settings

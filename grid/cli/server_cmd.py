@@ -9,17 +9,19 @@ heartbeat (spec "CLI workflow"); an agent that serves another controller is left
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from grid.api.process import start_server, stop_server
 from grid.api.settings import (
     CONFIG_NAME,
+    DEFAULT_HOST,
     DEFAULT_PORT,
     default_state_dir,
     load_settings,
 )
+from grid.api.tls import check_bind, check_server_files
 from grid.cli.hints import default_node_dir, serves_controller, with_dirs
 from grid.fleet.errors import GridError
 from grid.node.agent import load_config, running_agent, stop_agent
@@ -64,22 +66,96 @@ def stop_local_node(state_dir: Path, node_dir: Path) -> str | None:
     return f"Stopped the node agent of host {config.host_id} and its model processes."
 
 
+def _recorded_tls(folder: Path) -> bool:
+    try:
+        return bool(load_settings(folder.expanduser()).tls_cert)
+    except GridError:
+        return False
+
+
+def _listen(
+    host: str | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    ca_file: Path | None,
+    insecure_http: bool,
+) -> dict[str, Any]:
+    """The listening settings given on the command line, checked before anything starts."""
+    if (tls_cert is None) != (tls_key is None):
+        raise GridError(
+            "tls_incomplete",
+            "--tls-cert and --tls-key go together",
+            fix="pass both (the certificate chain and its private key), or neither",
+            next_command="grid up --help",
+        )
+    listen: dict[str, Any] = {}
+    if host is not None:
+        listen["host"] = host
+    if tls_cert is not None and tls_key is not None:
+        cert, key = tls_cert.expanduser().absolute(), tls_key.expanduser().absolute()
+        check_server_files(cert, key)
+        listen.update(tls_cert=str(cert), tls_key=str(key))
+    if ca_file is not None:
+        listen["ca_file"] = str(ca_file.expanduser().absolute())
+    if insecure_http:
+        listen["insecure_http"] = True
+    return listen
+
+
 def up(
     state_dir: StateDirOption = None,
     port: Annotated[
         int | None,
         typer.Option(
             "--port",
-            help=f"Port on 127.0.0.1 (default {DEFAULT_PORT}, or the one this state folder "
+            help=f"Port to listen on (default {DEFAULT_PORT}, or the one this state folder "
             "recorded; `grid test` uses 22100).",
         ),
     ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            help="Address to listen on (default 127.0.0.1, or the one recorded). A "
+            "non-loopback address needs --tls-cert/--tls-key or --insecure-http.",
+        ),
+    ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option("--tls-cert", help="PEM certificate chain whose SAN names --host."),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option("--tls-key", help="PEM private key of --tls-cert (owner-only, mode 0600)."),
+    ] = None,
+    ca_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--ca-file",
+            help="CA that issued --tls-cert; this machine's CLI verifies the controller with it "
+            "(default: the system store).",
+        ),
+    ] = None,
+    insecure_http: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-http",
+            help="Allow plain HTTP on a non-loopback address (a TLS proxy in front of it). "
+            "Grid clients still never send credentials over it.",
+        ),
+    ] = False,
 ) -> None:
     """Start the allocator controller in the background on 127.0.0.1:22101 (does nothing if it
     already runs). The operator capability is written to STATE_DIR/config.json (owner-only);
     admin commands on this machine read it from there."""
     folder = state_dir or default_state_dir()
-    settings, pid, started = start_server(folder, port)
+    listen = _listen(host, tls_cert, tls_key, ca_file, insecure_http)
+    check_bind(
+        listen.get("host", DEFAULT_HOST),
+        tls="tls_cert" in listen or _recorded_tls(folder),
+        insecure_http=insecure_http,
+    )
+    settings, pid, started = start_server(folder, port, listen)
     verb = "Started" if started else "Already running:"
     typer.echo(f"{verb} controller (pid {pid}) at {settings.url}")
     typer.echo(f"Operator capability: {folder.expanduser().resolve() / CONFIG_NAME} (owner-only)")

@@ -8,6 +8,9 @@ a credential.
 from __future__ import annotations
 
 import ipaddress
+import os
+import ssl
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -26,15 +29,35 @@ from grid.fleet.wire import (
 )
 
 DEFAULT_TIMEOUT_S = 60.0
+CA_FILE_ENV = "GRID_CA_FILE"  # the CA the CLI verifies a controller with (docs/addressing.md)
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
+    if host.lower() == "localhost":
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def client_verify(ca_file: str | Path | None) -> ssl.SSLContext | bool:
+    """What a controller's certificate is verified with: the private CA in `ca_file` (None:
+    $GRID_CA_FILE), else the system store (True)."""
+    if ca_file is None:
+        ca_file = os.environ.get(CA_FILE_ENV)
+    if ca_file is None or str(ca_file) == "":
+        return True
+    path = Path(ca_file).expanduser()
+    try:
+        return ssl.create_default_context(cafile=str(path))
+    except (OSError, ssl.SSLError, ValueError):
+        raise GridError(
+            "ca_file_invalid",
+            f"{path} is not a readable PEM file of CA certificates",
+            fix="pass --ca-file with the CA that issued the controller's certificate",
+            next_command="grid test status --json   (its ca_file names a logical fleet's CA)",
+        ) from None
 
 
 class AllocatorClient:
@@ -47,6 +70,7 @@ class AllocatorClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
         reply_key: str | None = None,
+        ca_file: str | Path | None = None,
     ) -> None:
         # With a reply key, every node reply must carry the controller's signature (issue 15).
         self.reply_key = reply_key or None
@@ -79,6 +103,7 @@ class AllocatorClient:
             timeout=timeout_s,
             transport=transport,
             trust_env=False,
+            verify=client_verify(ca_file),
         )
 
     def close(self) -> None:
@@ -107,13 +132,13 @@ class AllocatorClient:
                 fix="check the controller's log, or retry",
                 next_command="grid allocator status",
             ) from None
+        except httpx.ConnectError as exc:
+            cause = _verification_failure(exc)
+            if cause is not None:
+                raise _untrusted(self.base_url, cause) from None
+            raise _unreachable(self.base_url) from None
         except httpx.TransportError:
-            raise GridError(
-                "controller_unreachable",
-                f"no controller answers at {self.base_url}",
-                fix="start it, or pass the right --grid URL",
-                next_command="grid up",
-            ) from None
+            raise _unreachable(self.base_url) from None
         if response.status_code >= 400:
             raise _refusal(response)
         return response
@@ -224,3 +249,36 @@ def _default_fix(status: int) -> str:
     if status >= 500:
         return "read the controller's log, then retry"
     return "correct the request, then retry"
+
+
+def _unreachable(base_url: str) -> GridError:
+    return GridError(
+        "controller_unreachable",
+        f"no controller answers at {base_url}",
+        fix="start it, or pass the right --grid URL",
+        next_command="grid up",
+    )
+
+
+def _verification_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate verification error somewhere in `exc`'s chain, if any."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _untrusted(base_url: str, exc: ssl.SSLCertVerificationError) -> GridError:
+    """The controller's certificate did not verify: nothing was sent after the handshake."""
+    reason = exc.verify_message or str(exc)
+    return GridError(
+        "controller_certificate_untrusted",
+        f"the certificate of {base_url} did not verify ({reason}); no request was sent",
+        fix="pass --ca-file with the CA that issued the controller's certificate, or renew an "
+        "expired certificate on the controller",
+        next_command="grid test status --json   (its ca_file names a logical fleet's CA)",
+    )
