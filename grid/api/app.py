@@ -18,6 +18,7 @@ from grid.api.auth import Credentials
 from grid.api.errors import install_error_handlers
 from grid.api.limits import BodyLimit
 from grid.api.proxy_state import ProxyState
+from grid.api.settling import RouteWindow
 from grid.runtime.controller.service import ControllerService
 
 
@@ -35,6 +36,7 @@ def create_app(
     app.state.service = service
     app.state.credentials = credentials
     app.state.proxy = ProxyState()  # in memory only: circuits and measurements die with the app
+    app.state.route_window = RouteWindow()  # the first heartbeats after a start (settling.py)
     install_error_handlers(app)
     app.add_middleware(BodyLimit)  # before authentication and parsing: see limits.py
     app.include_router(routes_nodes.router)

@@ -42,6 +42,7 @@ from grid.api.openai_support import (
     read_facts,
 )
 from grid.api.proxy_state import Preparing, ProxyState, Upstream
+from grid.api.settling import RouteWindow
 from grid.demand import EndpointFamily, Outcome
 from grid.fleet.errors import GridError
 from grid.router import BreakerOutcome, RouteRefusal, classify_status, hash_affinity_key
@@ -63,7 +64,12 @@ def proxy_state(request: Request) -> ProxyState:
 @router.get("/models")
 async def list_models(request: Request, service: Service) -> dict[str, Any]:
     proxy = proxy_state(request)
-    models = await run_in_threadpool(proxy.ready_models, service.controller, service.clock())
+
+    async def ready() -> list[str]:
+        return await run_in_threadpool(proxy.ready_models, service.controller, service.clock())
+
+    window: RouteWindow = request.app.state.route_window  # just started: await heartbeats
+    models = await window.retry(ready, bool, await ready())
     return {
         "object": "list",
         "data": [{"id": m, "object": "model", "created": 0, "owned_by": "grid"} for m in models],
@@ -134,13 +140,22 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
         body = bind_model(body, picked.route.model_id)
         chosen: Upstream | RouteRefusal = picked
     else:
-        chosen = await run_in_threadpool(
-            proxy.choose,
-            ctl,
-            facts.model_id,
-            service.clock(),
-            affinity=affinity,
-            max_tokens=facts.max_tokens,
+
+        async def choose() -> Upstream | RouteRefusal:
+            return await run_in_threadpool(
+                proxy.choose,
+                ctl,
+                facts.model_id,
+                service.clock(),
+                affinity=affinity,
+                max_tokens=facts.max_tokens,
+            )
+
+        window: RouteWindow = request.app.state.route_window  # just started: await heartbeats
+        chosen = await window.retry(
+            choose,
+            lambda c: not (isinstance(c, RouteRefusal) and facts.model_id in ctl.profiles),
+            await choose(),
         )
     if isinstance(chosen, RouteRefusal):
         if chosen.code == "no_route" and facts.model_id not in ctl.profiles:

@@ -2,7 +2,8 @@
 
 `LeaseKeeper` renews the lease file when less than the renew fraction of its TTL is left and
 reports why automatic commands are held otherwise (into the warnings it is given). `Grace`
-suppresses destructive work for `membership_grace_s` after a restored start, anchored at the
+suppresses destructive work, and constructive work beyond the ready set (`held_in_grace`), for
+`membership_grace_s` after a restored start, anchored at the
 first tick and rebased if the clock moves back. Both take `now`; the lease file is the only
 side effect.
 """
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grid.fleet.actions import DESTRUCTIVE_KINDS, Action
 from grid.fleet.errors import GridError
+from grid.fleet.models import FleetSnapshot, ResidencyState
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.lease import LeaseFile, LeaseRecord
 from grid.runtime.controller.live_state import Warnings
@@ -81,3 +84,14 @@ class Grace:
 
     def until(self, grace_s: float) -> float | None:
         return None if self.anchor is None else self.anchor + grace_s
+
+
+def held_in_grace(actions: list[Action], snap: FleetSnapshot) -> list[Action]:
+    """What the post-restart grace holds: destructive work, and constructive work for a model
+    that already has a READY replica among the re-registered hosts (the hosts not yet back may
+    hold more; warming beyond the ready set now would only be undone once they return). A model
+    with no READY replica anywhere in view is still restored at once."""
+    ready = {
+        r.model_id for h in snap.hosts for r in h.residencies if r.state is ResidencyState.READY
+    }
+    return [a for a in actions if a.kind in DESTRUCTIVE_KINDS or a.model_id in ready]

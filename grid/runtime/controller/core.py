@@ -40,7 +40,6 @@ from typing import Any
 from grid.demand import DemandTracker, Observation
 from grid.demand import Outcome as ObsOutcome
 from grid.fleet.actions import (
-    DESTRUCTIVE_KINDS,
     Action,
     ActionKind,
     Deferral,
@@ -53,7 +52,7 @@ from grid.fleet.generation import PlanGeneration
 from grid.fleet.models import FleetSnapshot, ModelProfile, Plan, Policy
 from grid.planner.plan import make_plan
 from grid.router.measure import RevisionMeasurements
-from grid.runtime.controller.authority import Grace, LeaseKeeper
+from grid.runtime.controller.authority import Grace, LeaseKeeper, held_in_grace
 from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
@@ -506,8 +505,8 @@ class Controller:
                 report.withdrawn.append(withdrawal.action_id)
         actions, deferred = list(result.actions), list(result.deferred)
         if grace:
-            held = [a for a in actions if a.kind in DESTRUCTIVE_KINDS]
-            actions = [a for a in actions if a.kind not in DESTRUCTIVE_KINDS]
+            held = held_in_grace(actions, snap)
+            actions = [a for a in actions if a not in held]
             deferred += [grace_deferral(a, self.grace.anchor, self.config) for a in held]
         last.proposed = actions if mode is Mode.RECOMMEND else []
         if mode is Mode.AUTOMATIC and self.store.durable:

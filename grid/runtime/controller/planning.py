@@ -107,7 +107,7 @@ def grace_deferral(action: Action, anchor: float | None, config: ControllerConfi
         host_id=action.host_id,
         model_id=action.model_id,
         code="membership_grace",
-        message="the controller restarted recently; destructive work waits until the fleet has "
-        "re-registered",
+        message="the controller restarted recently; destructive work and replicas beyond the "
+        "ready set wait until the fleet has re-registered",
         retry_at=until,
     )
