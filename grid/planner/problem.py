@@ -258,19 +258,71 @@ def _host_budget(host: Host, snap: FleetSnapshot, profiles: dict[str, ModelProfi
     )
 
 
+HostSignature = tuple[tuple[str, ...], ...]
+
+
+def _signature(host: Host) -> HostSignature:
+    """Everything `eligibility.pair_refusals` reads from a host, but its ID."""
+    return (
+        tuple(host.runtimes),
+        tuple(sorted(host.backends)),
+        tuple(sorted(host.data_tiers)),
+        tuple(sorted(host.tags)),
+        tuple(sorted(host.actuator_capabilities)),
+    )
+
+
+class _PairRules:
+    """`compatible_runtimes` and `pair_refusals` memoized per (model, host signature): the
+    rules themselves stay in eligibility.py; a fleet of 1,000 hosts has a few dozen distinct
+    host signatures, so the build asks them a few thousand times instead of 200,000. The
+    returned lists are shared: never mutate them."""
+
+    def __init__(self) -> None:
+        self._runtimes: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+        self._refusals: dict[tuple[str, HostSignature, bool], list[str]] = {}
+
+    def runtimes(self, model: ModelProfile, host: Host, signature: HostSignature) -> list[str]:
+        key = (model.model_id, signature[0])
+        found = self._runtimes.get(key)
+        if found is None:
+            found = self._runtimes[key] = compatible_runtimes(model, host)
+        return found
+
+    def refusals(
+        self,
+        model: ModelProfile,
+        host: Host,
+        signature: HostSignature,
+        cached: bool,
+        runtimes: list[str],
+    ) -> list[str]:
+        if model.allowed_hosts or model.denied_hosts:  # the host ID matters: no memo
+            return pair_refusals(model, host, cached=cached, runtimes=runtimes)
+        key = (model.model_id, signature, cached)
+        found = self._refusals.get(key)
+        if found is None:
+            found = self._refusals[key] = pair_refusals(
+                model, host, cached=cached, runtimes=runtimes
+            )
+        return found
+
+
 def _pair(
     model: ModelProfile,
     host: Host,
     budget: HostBudget,
     partners: frozenset[str],
     residency: Residency | None,
+    rules: _PairRules,
+    signature: HostSignature,
 ) -> tuple[Candidate | None, list[str]]:
     cached = model.model_id in host.cached_models or (
         residency is not None and residency.state is ResidencyState.CACHED
     )
     refusals: list[str] = []
     incumbent: ResidencyState | None = None
-    runtimes = compatible_runtimes(model, host)
+    runtimes = rules.runtimes(model, host, signature)
     runtime = _smallest_runtime(model, runtimes)
     if residency is not None and residency.state in LIVE_STATES:
         reusable = (
@@ -286,9 +338,7 @@ def _pair(
         else:
             incumbent = residency.state
             runtime = residency.runtime or runtime
-    refusals += pair_refusals(
-        model, host, cached=cached or incumbent is not None, runtimes=runtimes
-    )
+    refusals += rules.refusals(model, host, signature, cached or incumbent is not None, runtimes)
     # Exclusions against inventory that stays are static: unmanaged residencies always stay,
     # and every live residency is still there when a new placement starts.
     neighbours = budget.fixed_models if incumbent is not None else budget.live_models
@@ -337,7 +387,9 @@ def build_problem(
     candidates: dict[tuple[str, str], Candidate] = {}
     refusals: dict[tuple[str, str], list[str]] = {}
     fixed: list[FixedReplica] = []
+    rules = _PairRules()
     for host, budget in zip(hosts, budgets, strict=True):
+        signature = _signature(host)
         for res in host.residencies:
             prof = profiles.get(res.model_id)
             if (
@@ -362,6 +414,8 @@ def build_problem(
                 budget,
                 partners.get(model.model_id, frozenset()),
                 residencies.get(model.model_id),
+                rules,
+                signature,
             )
             if cand is None:
                 refusals[(model.model_id, host.host_id)] = why
