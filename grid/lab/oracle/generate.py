@@ -15,14 +15,14 @@ from typing import Any
 
 from grid.lab.oracle.trace import Trace, parse_trace
 
-HOST_KINDS = (  # (name, capacity_mb, max_models, runtimes)
+HOST_KINDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (  # name, MB, slots, runtimes
     ("gpu80", 81920, 4, ("llama.cpp", "vllm")),
     ("gpu48", 49152, 3, ("llama.cpp", "vllm")),
     ("gpu24", 24576, 2, ("llama.cpp", "vllm")),
     ("mac64", 65536, 3, ("llama.cpp", "mlx")),
     ("cpu32", 32768, 2, ("llama.cpp",)),
 )
-MODEL_KINDS = (  # (name, memory_mb, runtimes, replica_concurrency)
+MODEL_KINDS: tuple[tuple[str, int, tuple[str, ...], float], ...] = (  # name, MB, runtimes, conc
     ("coder-32b", 36000, ("llama.cpp", "vllm"), 4.0),
     ("chat-8b", 9000, ("llama.cpp", "vllm", "mlx"), 6.0),
     ("chat-70b", 45000, ("vllm", "llama.cpp"), 3.0),

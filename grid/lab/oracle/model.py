@@ -10,11 +10,11 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model, cp_model_helper
 
 from grid.lab.oracle.trace import Problem
 
-Lit = cp_model.IntVar | cp_model.NotBooleanVariable
+Lit = cp_model_helper.Literal  # a Boolean variable or its negation
 
 
 def identical_host_groups(problem: Problem) -> list[list[int]]:
@@ -193,7 +193,7 @@ class ResidencyModel:
 
     def hint(self, rows: list[list[set[int]]]) -> None:
         """Hint every variable with the values of the residency `rows` (rows[t][h])."""
-        self.model.clear_hints()
+        self.model.clear_hints()  # type: ignore[no-untyped-call]
         val: dict[int, int] = {}
         for (m, h, t), x in self.x.items():
             val[x.index] = int(m in rows[t][h])

@@ -80,10 +80,11 @@ def _err(code: str, message: str, path: str, fix: str) -> TraceError:
 
 
 def _check_ids(trace: Trace) -> None:
-    for kind, items in (("host", trace.hosts), ("model", trace.models)):
+    hosts = [h.host_id for h in trace.hosts]
+    models = [m.model_id for m in trace.models]
+    for kind, idents in (("host", hosts), ("model", models)):
         seen: set[str] = set()
-        for i, item in enumerate(items):
-            ident = item.host_id if isinstance(item, TraceHost) else item.model_id
+        for i, ident in enumerate(idents):
             if ident in seen:
                 raise _err(
                     "duplicate_id",
@@ -311,7 +312,7 @@ def choose_scale(trace: Trace) -> int:
     values = [m.replica_concurrency for m in trace.models]
     values += [v for series in trace.demand.values() for v in series]
     digits = min(MAX_DECIMALS, max((_decimals(v) for v in values), default=0))
-    total = sum(Decimal(repr(v)) for series in trace.demand.values() for v in series)
+    total = sum((Decimal(repr(v)) for series in trace.demand.values() for v in series), Decimal(0))
     while digits > 0 and total.scaleb(digits) > MAX_SCALED_TOTAL:
         digits -= 1
     return digits
