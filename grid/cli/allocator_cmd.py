@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,13 +19,17 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from grid.api.settings import config_path, default_state_dir, load_settings
-from grid.cli.hints import current_command, with_dirs
+from grid.cli.connection import (
+    GridOpt,
+    JsonOpt,
+    StateOpt,
+    TokenFileOpt,
+    _again,
+    client,
+)
 from grid.cli.render_portfolio import workload_parts
+from grid.cli.text import local_time, plural, relative
 from grid.fleet.errors import GridError
-from grid.wire import AllocatorClient
-
-TOKEN_ENV = "GRID_ALLOCATOR_CONTROL_TOKEN"
 
 allocator_app = typer.Typer(
     name="allocator",
@@ -37,103 +42,6 @@ model_app = typer.Typer(
 token_app = typer.Typer(help="Write host-scoped node credentials.", no_args_is_help=True)
 allocator_app.add_typer(model_app, name="model")
 allocator_app.add_typer(token_app, name="token")
-
-GridOpt = Annotated[str | None, typer.Option("--grid", help="Controller URL (default: local).")]
-StateOpt = Annotated[Path | None, typer.Option("--state-dir", help="Local controller folder.")]
-TokenFileOpt = Annotated[
-    Path | None, typer.Option("--token-file", help="File holding the operator capability.")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
-
-
-# ----------------------------------------------------------------------------- connection
-
-
-def _read_token_file(path: Path) -> str:
-    try:
-        text = path.expanduser().read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise GridError(
-            "token_file_unreadable",
-            f"cannot read {path} ({exc.strerror})",
-            fix="check the --token-file path and its permissions",
-        ) from None
-    if text.startswith("{"):  # a controller config.json
-        try:
-            token = json.loads(text).get("operator_token", "")
-        except (ValueError, AttributeError):
-            token = ""
-        text = token if isinstance(token, str) else ""
-    if not text:
-        raise GridError(
-            "token_file_empty",
-            f"{path} holds no operator capability",
-            fix="point --token-file at the controller's config.json or a token file",
-        )
-    return text
-
-
-def _operator_token(state_dir: Path, token_file: Path | None, url: str) -> str:
-    """--token-file, then $GRID_ALLOCATOR_CONTROL_TOKEN, then `<state-dir>/config.json`."""
-    if token_file is not None:
-        return _read_token_file(token_file)
-    from_env = os.environ.get(TOKEN_ENV, "").strip()
-    if from_env:
-        return from_env
-    config = config_path(state_dir)
-    if config.exists():
-        return load_settings(state_dir).operator_token
-    raise GridError(
-        "no_operator_token",
-        f"this command needs the operator capability of the controller at {url}; it was looked "
-        f"for in --token-file (not given), ${TOKEN_ENV} (not set) and {config} (no such file)",
-        fix="pass --token-file with that controller's config.json (`grid up` and `grid test "
-        f"start` print its path), or set {TOKEN_ENV}",
-        next_command=_token_hint(url),
-    )
-
-
-def _token_hint(url: str) -> str:
-    """Retry with --token-file: the logical fleet's config when `url` is that fleet's."""
-    from grid.lab.logical_fleet import LogicalFleet
-
-    fleet = LogicalFleet()
-    config = config_path(fleet.controller_dir)
-    found = config.exists() and fleet.url() == url.rstrip("/")
-    where = str(config) if found else "STATE_DIR/config.json"
-    return f"{current_command()} --grid {url} --token-file {where}"
-
-
-def _url(grid: str | None, state_dir: Path) -> str:
-    if grid:
-        return grid
-    try:
-        return load_settings(state_dir).url
-    except GridError as err:
-        err.fix = "start the local controller, or pass --grid URL"
-        err.next_command = with_dirs("grid up", state_dir=state_dir)
-        raise
-
-
-def client(
-    grid: str | None, state_dir: Path | None, token_file: Path | None = None, *, admin: bool = True
-) -> AllocatorClient:
-    folder = (state_dir or default_state_dir()).expanduser()
-    url = _url(grid, folder)  # no --grid and no local config: no controller to talk to
-    token = _operator_token(folder, token_file, url) if admin else None
-    return AllocatorClient(url, operator_token=token)
-
-
-def _again(
-    command: str, grid: str | None, state_dir: Path | None, token_file: Path | None = None
-) -> str:
-    """A follow-up command that talks to the same controller with the same credential."""
-    text = with_dirs(command, state_dir=state_dir)
-    if grid:
-        text += f" --grid {grid}"
-    if token_file is not None:
-        text += f" --token-file {token_file.expanduser().absolute()}"
-    return text
 
 
 def _emit(document: Any) -> None:
@@ -377,7 +285,7 @@ def mode(
         return
     typer.echo(f"Mode: {result['previous']} -> {result['mode']}")
     if result["withdrawn"]:
-        typer.echo(f"Cancelled {len(result['withdrawn'])} undelivered command(s).")
+        typer.echo(f"Cancelled {plural(len(result['withdrawn']), 'undelivered command')}.")
 
 
 @allocator_app.command("tick")
@@ -397,7 +305,7 @@ def tick(
     if report.get("ok"):
         typer.echo(
             f"Tick ok in {report['duration_ms']} ms: {report['engine']} "
-            f"{report['solver_status']}, {len(report['issued'])} command(s) issued, "
+            f"{report['solver_status']}, {plural(len(report['issued']), 'command')} issued, "
             f"generation {report['generation']}"
         )
     else:
@@ -434,22 +342,28 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
     if doc["grace"]["active"]:
         head.append("\nmembership grace active: destructive work waits", style="yellow")
     tick_info = doc.get("last_tick") or {}
+    now = doc.get("now") or time.time()
     if tick_info:
         head.append(
             f"\nlast tick {'ok' if tick_info['ok'] else 'FAILED'} "
-            f"{tick_info['duration_ms']} ms {tick_info.get('error', '')}"
+            f"{tick_info['duration_ms']} ms {tick_info.get('error', '')}".rstrip()
         )
+    if doc.get("last_success_at"):
+        head.append(f"; last success {local_time(doc['last_success_at'], now)}")
     parts.append(head)
     for warning in doc["warnings"]:
         parts.append(Text(f"warning [{warning['code']}]: {warning['message']}", style="yellow"))
     hosts = _table("Hosts", ["host", "state", "domain", "memory MB", "residencies"])
+    if not doc["hosts"]:
+        parts.append(Text("Hosts: none registered yet. Next: grid allocator node start"))
     for h in doc["hosts"]:
         res = ", ".join(f"{r['model_id']}:{r['state']}" for r in h["residencies"]) or "-"
         state = h["state"] + ("" if not h["refusals"] else f" ({', '.join(h['refusals'])})")
         hosts.add_row(
             h["host_id"], state, h["failure_domain"], f"{h['live_mb']}/{h['allocatable_mb']}", res
         )
-    parts.append(hosts)
+    if doc["hosts"]:
+        parts.append(hosts)
     plan = doc.get("plan")
     if plan:
         solver = plan["solver"]
@@ -457,7 +371,7 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
             Text(
                 f"Plan {doc.get('plan_generation')}: {solver['engine']} "
                 f"{solver['status']} in {solver['wall_ms']} ms, "
-                f"{len(plan['assignments'])} assignment(s)",
+                f"{plural(len(plan['assignments']), 'assignment')}",
                 style="bold",
             )
         )
@@ -501,12 +415,20 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
         for row in rows:
             table.add_row(*row)
         parts.append(table)
+    deferred = (doc.get("reconciliation") or {}).get("deferred") or []
+    if deferred:
+        table = _table("Deferred", ["kind", "host", "model", "code", "retry", "why"])
+        for d in deferred:
+            retry = relative(d["retry_at"], now) if d.get("retry_at") else "-"
+            table.add_row(d["kind"], d["host_id"], d["model_id"], d["code"], retry, d["message"])
+        parts.append(table)
     failures = [r for r in doc.get("history", []) if r.get("status") == "failed"][-5:]
     if failures:
-        table = _table("Recent failures", ["action", "kind", "host", "model", "why"])
+        table = _table("Recent failures", ["action", "kind", "host", "model", "when", "why"])
         for r in failures:
             why = r.get("outcome") or "-"
-            table.add_row(r["action_id"], r["kind"], r["host_id"], r["model_id"], why)
+            when = local_time(r["finished_at"], now) if r.get("finished_at") else "-"
+            table.add_row(r["action_id"], r["kind"], r["host_id"], r["model_id"], when, why)
         parts.append(table)
     if doc["withdrawn_destructive"]:
         table = _table(

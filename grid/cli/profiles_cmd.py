@@ -19,16 +19,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from grid.cli.allocator_cmd import (
-    GridOpt,
-    JsonOpt,
-    StateOpt,
-    TokenFileOpt,
-    _again,
-    allocator_app,
-    client,
-    model_app,
-)
+from grid.cli.allocator_cmd import allocator_app, model_app
+from grid.cli.connection import GridOpt, JsonOpt, StateOpt, TokenFileOpt, _again, client
 from grid.fleet.errors import GridError
 
 __all__ = ["allocator_app", "apply_catalog", "model_list"]

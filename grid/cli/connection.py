@@ -1,0 +1,123 @@
+"""How the allocator commands reach a controller: its URL and the operator capability.
+
+`--grid URL`, else the local controller of `--state-dir`. Admin commands take the operator
+capability from `--token-file`, then GRID_ALLOCATOR_CONTROL_TOKEN, then `<state-dir>/config.json`;
+when none has it the refusal names the credential and the three places. Hints built here keep
+the same `--grid`, `--state-dir` and `--token-file`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from grid.api.settings import config_path, default_state_dir, load_settings
+from grid.cli.hints import CONTROL_TOKEN_ENV, current_command, with_dirs
+from grid.fleet.errors import GridError
+from grid.wire import AllocatorClient
+
+TOKEN_ENV = CONTROL_TOKEN_ENV
+
+GridOpt = Annotated[str | None, typer.Option("--grid", help="Controller URL (default: local).")]
+StateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--state-dir",
+        help="Local controller folder (default $GRID_STATE_DIR, else ~/.grid/allocator).",
+    ),
+]
+TokenFileOpt = Annotated[
+    Path | None, typer.Option("--token-file", help="File holding the operator capability.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+
+
+def _read_token_file(path: Path) -> str:
+    try:
+        text = path.expanduser().read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise GridError(
+            "token_file_unreadable",
+            f"cannot read {path} ({exc.strerror})",
+            fix="check the --token-file path and its permissions",
+        ) from None
+    if text.startswith("{"):  # a controller config.json
+        try:
+            token = json.loads(text).get("operator_token", "")
+        except (ValueError, AttributeError):
+            token = ""
+        text = token if isinstance(token, str) else ""
+    if not text:
+        raise GridError(
+            "token_file_empty",
+            f"{path} holds no operator capability",
+            fix="point --token-file at the controller's config.json or a token file",
+        )
+    return text
+
+
+def _operator_token(state_dir: Path, token_file: Path | None, url: str) -> str:
+    """--token-file, then $GRID_ALLOCATOR_CONTROL_TOKEN, then `<state-dir>/config.json`."""
+    if token_file is not None:
+        return _read_token_file(token_file)
+    from_env = os.environ.get(TOKEN_ENV, "").strip()
+    if from_env:
+        return from_env
+    config = config_path(state_dir)
+    if config.exists():
+        return load_settings(state_dir).operator_token
+    raise GridError(
+        "no_operator_token",
+        f"this command needs the operator capability of the controller at {url}; it was looked "
+        f"for in --token-file (not given), ${TOKEN_ENV} (not set) and {config} (no such file)",
+        fix="pass --token-file with that controller's config.json (`grid up` and `grid test "
+        f"start` print its path), or set {TOKEN_ENV}",
+        next_command=_token_hint(url),
+    )
+
+
+def _token_hint(url: str) -> str:
+    """Retry with --token-file: the logical fleet's config when `url` is that fleet's."""
+    from grid.lab.logical_fleet import LogicalFleet
+
+    fleet = LogicalFleet()
+    config = config_path(fleet.controller_dir)
+    found = config.exists() and fleet.url() == url.rstrip("/")
+    where = str(config) if found else "STATE_DIR/config.json"
+    return f"{current_command()} --grid {url} --token-file {where}"
+
+
+def _url(grid: str | None, state_dir: Path) -> str:
+    if grid:
+        return grid
+    try:
+        return load_settings(state_dir).url
+    except GridError as err:
+        err.fix = "start the local controller, or pass --grid URL"
+        err.next_command = with_dirs("grid up", state_dir=state_dir)
+        raise
+
+
+def client(
+    grid: str | None, state_dir: Path | None, token_file: Path | None = None, *, admin: bool = True
+) -> AllocatorClient:
+    folder = (state_dir or default_state_dir()).expanduser()
+    url = _url(grid, folder)  # no --grid and no local config: no controller to talk to
+    token = _operator_token(folder, token_file, url) if admin else None
+    return AllocatorClient(url, operator_token=token)
+
+
+def _again(
+    command: str, grid: str | None, state_dir: Path | None, token_file: Path | None = None
+) -> str:
+    """A follow-up command that talks to the same controller with the same credential."""
+    text = with_dirs(command, state_dir=state_dir)
+    if grid:
+        text += f" --grid {grid}"
+    if token_file is not None:
+        text += f" --token-file {token_file.expanduser().absolute()}"
+    return text
