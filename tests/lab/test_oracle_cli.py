@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from grid.cli.main import app
-from grid.lab.oracle import generate_document
+from grid.lab.oracle import generate_document, parse_trace
 from tests.lab.test_oracle_reference import brute_force, simulate
 
 pytestmark = pytest.mark.unit
@@ -83,6 +83,7 @@ BAD_TRACES = [
         "initial[0]",
     ),
     (_set("minutes", 0), "out_of_range", "minutes"),
+    (_set("minutes", 3_000_000), "trace_too_large", "minutes"),
     (_set("schema_version", 2), "unsupported_schema_version", "schema_version"),
 ]
 
@@ -181,3 +182,9 @@ def test_same_trace_same_answer(
     served, _mutations = simulate(copy.deepcopy(doc), out["schedule"])
     assert float(served) == pytest.approx(out["served"], abs=1e-6)
     assert out["bound"] >= out["served"] - 1e-9
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "models" / "oracle").glob("*.json")))
+def test_shipped_traces_validate(path: Path) -> None:
+    trace = parse_trace(json.loads(path.read_text()))
+    assert trace.minutes > 0 and trace.hosts and trace.models
