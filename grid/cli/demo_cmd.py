@@ -302,6 +302,7 @@ def _report(steps: list[dict[str, Any]], watcher: Watcher, started: float) -> di
         "transitions": [t.to_dict() for t in watcher.transitions],
         "commands": sorted(watcher.commands.values(), key=lambda c: (c["model_id"], c["kind"])),
         "mapping": portfolio.get("mapping", {}),
+        "outcomes": (doc.get("workloads") or {}).get("outcomes", []),
         "admission": portfolio.get("admission", []),
     }
 

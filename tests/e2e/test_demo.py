@@ -94,6 +94,11 @@ def test_demo_loads_the_coding_candidate_from_auto_requests_alone(
         assert all(rate > 0 for rate in personas["performance_samples"][model_id].values())
 
     assert report["mapping"] == {"coding": "gemma-3-270m"}
+    # The auto request served by the candidate is outcome evidence keyed by the serving
+    # residency's artifact revision (the node reports it; the router carries it).
+    evidence = {(o["model_id"], o["workload"]): o for o in report["outcomes"]}
+    assert evidence[("gemma-3-270m", "coding")]["artifact_sha256"] == gemma_entry.sha256
+    assert evidence[("gemma-3-270m", "coding")]["requests"] >= 1
     gemma = [t for t in report["transitions"] if t["model_id"] == "gemma-3-270m"]
     assert gemma[0]["before"] is None and gemma[-1]["after"] == "ready"
     # The candidate's first residency appeared only after the three 503s were answered: the
