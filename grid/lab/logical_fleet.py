@@ -46,6 +46,7 @@ from grid.node.agent import (
     stop_agent,
 )
 from grid.node.engines import EngineStateStore, identity_mismatch, is_alive, read_identity
+from grid.node.engines.discover import find_own_children
 from grid.wire import AllocatorClient
 
 RUN_DIR_ENV = "GRID_TEST_DIR"
@@ -341,13 +342,19 @@ def candidate_profile(settings: FleetSettings, candidate: CandidateModel) -> dic
 
 
 def recorded_children(engines_dir: Path) -> list[tuple[int, bool]]:
-    """(pid, proven) of every live child recorded in a node's engine state."""
+    """(pid, proven) of every live child recorded in a node's engine state, and of the node's
+    own children found without it (run folder, key-file argv, birth marker: an unreadable or
+    lost engine state must never make a running engine look gone)."""
+    store = EngineStateStore(engines_dir)
     try:
-        doc = EngineStateStore(engines_dir).read()
+        records = list(store.read().engines.values())
     except GridError:
-        return []  # no readable engine state: nothing recorded to prove or stop
+        records = []
     out: list[tuple[int, bool]] = []
-    for record in doc.engines.values():
+    for found in find_own_children(store.state_dir, store.key_path):
+        if all(r.pid != found.identity.pid for r in records):
+            out.append((found.identity.pid, True))
+    for record in records:
         if not is_alive(record.pid):
             continue
         birth = record.birth.marker() if record.birth is not None else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
+from grid.node.engines.discover import FoundChild, find_own_children
 from grid.node.engines.proc import BirthMarker
 
 STATE_FILE_NAME = "engines.json"
@@ -60,6 +62,20 @@ class EngineStateDoc(_Strict):
     engines: dict[str, EngineRecord] = Field(default_factory=dict)
 
 
+def _record_of(child: FoundChild) -> EngineRecord:
+    identity = child.identity
+    return EngineRecord(
+        model_id=child.model_id,
+        pid=identity.pid,
+        port=child.port,
+        argv=list(identity.argv),
+        model_path=child.model_path,
+        executable=identity.executable,
+        birth=BirthRecord(start_ticks=identity.birth.start_ticks, boot_id=identity.birth.boot_id),
+        spawned_at=time.time(),
+    )
+
+
 def _reason(exc: Exception) -> str:
     """Why the file was refused, naming fields and positions but never a value from it."""
     if isinstance(exc, ValidationError):
@@ -92,12 +108,27 @@ class EngineStateStore:
                 next_command=f"ls -ld {self.state_dir.parent}",
             ) from exc
         if not self.state_path.exists():
-            doc = EngineStateDoc(engine_key=secrets.token_urlsafe(32))
+            doc = self._rediscovered()
             self.save(doc)
         else:
             doc = self.read()
         self.write_key_file(doc.engine_key)
         return doc
+
+    def _rediscovered(self) -> EngineStateDoc:
+        """A fresh document that records the node's own children still running (an engine state
+        moved aside, or lost, while they ran) and keeps the key they were started with."""
+        found = find_own_children(self.state_dir, self.key_path)
+        key = self._old_key() if found else None
+        engines = {c.model_id: _record_of(c) for c in found}
+        return EngineStateDoc(engine_key=key or secrets.token_urlsafe(32), engines=engines)
+
+    def _old_key(self) -> str | None:
+        try:
+            lines = self.key_path.read_text(encoding="utf-8").split()
+        except OSError:
+            return None
+        return lines[0] if lines and len(lines[0]) >= 16 else None
 
     def read(self) -> EngineStateDoc:
         """The stored document (creates nothing); GridError when missing, corrupt or newer."""
@@ -109,7 +140,8 @@ class EngineStateStore:
             # the file holds the engine key. Only the failing field paths are named.
             raise GridError(
                 code="engine_state_corrupt",
-                message=f"The engine state file {self.state_path} cannot be read: {_reason(exc)}.",
+                message=f"The engine state file {self.state_path} cannot be read: "
+                f"{_reason(exc)}.{self._running_note()}",
                 fix="Inspect the file; if no engine is running, move it aside and start again.",
                 path=str(self.state_path),
                 next_command=f"mv {self.state_path} {self.state_path}.corrupt",
@@ -126,6 +158,17 @@ class EngineStateStore:
                 next_command=f"mv {self.state_path} {self.state_path}.v{doc.schema_version}",
             )
         return doc
+
+    def _running_note(self) -> str:
+        found = find_own_children(self.state_dir, self.key_path)
+        if not found:
+            return ""
+        pids = ", ".join(str(c.identity.pid) for c in found)
+        return (
+            f" {len(found)} engine process(es) of this node still run (PID {pids}); the agent "
+            "finds them again (run folder, command line, birth marker) once the file is moved "
+            "aside"
+        )
 
     def save(self, doc: EngineStateDoc) -> None:
         """Atomic owner-only write; raises OSError on failure (the caller decides the fallout)."""
