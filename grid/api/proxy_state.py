@@ -80,7 +80,7 @@ class Upstream:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.route.port}"
+        return self.route.base_url
 
 
 def _routes(
@@ -113,6 +113,7 @@ def _routes(
                         concurrency=wire.concurrency,
                         queued=wire.queued,
                         artifact_sha256=residency.artifact_sha256,
+                        address=entry.address,
                     )
                 )
     # Proxy-owned counters survive heartbeats (the node's own slot count lags behind them).
@@ -211,7 +212,9 @@ class ProxyState:
             outcome = classify_status(status)
             self.breakers.record(key, outcome, now)
             if status is not None and 200 <= status < 300:
-                self.measurements.record(key, latency_s, completion_tokens, now)
+                self.measurements.record(
+                    upstream.route.measure_key, latency_s, completion_tokens, now
+                )
 
     def abandon(self, upstream: Upstream, now: float) -> None:
         """The request ended without an engine verdict (the client left): free its route only."""

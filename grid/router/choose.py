@@ -50,9 +50,9 @@ def _estimate(
     waves = 1.0 + (route.active + route.queued) / max(1, limit if limit is not None else 1)
     if measurements is None:
         return waves
-    estimate = waves * measurements.latency_s(route.breaker_key, peers, now)
+    estimate = waves * measurements.latency_s(route.measure_key, peers, now)
     if max_tokens is not None and max_tokens > 0:
-        throughput = measurements.throughput(route.breaker_key, peers, now)
+        throughput = measurements.throughput(route.measure_key, peers, now)
         if throughput is not None:
             estimate += max_tokens / throughput
     return estimate
@@ -107,7 +107,7 @@ def choose_route(
         return _refusal(model_id, reasons)
     best_class = min(r.protection_class for r in admitted)
     pool = [r for r in admitted if r.protection_class == best_class]
-    peers = [r.breaker_key for r in pool]
+    peers = [r.measure_key for r in pool]
     scored = sorted(
         (
             (_estimate(r, peers, now, measurements, max_tokens), r.load_ratio(), r.lease_age(now),

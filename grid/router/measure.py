@@ -1,4 +1,8 @@
-"""Proxy-owned latency and throughput EWMAs per (engine, model) (pure, bounded, in memory).
+"""Proxy-owned latency and throughput EWMAs per (engine, model revision) (pure, bounded).
+
+The router keys its series by `Route.measure_key`: the engine and the model, tagged with the
+serving artifact's SHA-256 when the node reports one, so a replaced artifact starts from the
+prior. `RevisionMeasurements` (below) is the placement side of the same measurements.
 
 Each successful response updates the end-to-end latency EWMA of its engine and model and, when
 the completion-token count is known, the token-throughput EWMA. Confidence ramps to full over

@@ -32,6 +32,13 @@ class Route:
     # The serving residency's artifact revision: outcome evidence is kept per revision, so a
     # late response of a replaced artifact can never update the new one's evidence.
     artifact_sha256: str | None = None
+    # Where the engine listens: the host's advertised address (DESIGN "Addressing").
+    address: str = "127.0.0.1"
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"http://{host}:{self.port}"
 
     @property
     def engine_id(self) -> str:
@@ -40,6 +47,14 @@ class Route:
     @property
     def breaker_key(self) -> tuple[str, str]:
         return (self.engine_id, self.model_id)
+
+    @property
+    def measure_key(self) -> tuple[str, str]:
+        """The latency/throughput series: per engine, model and artifact revision, so a
+        replaced artifact starts from the prior instead of the old weights' measurements."""
+        if not self.artifact_sha256:
+            return self.breaker_key
+        return (self.engine_id, f"{self.model_id}@{self.artifact_sha256.lower()}")
 
     @property
     def protection_class(self) -> int:

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from grid.router import Measurements
+from grid.fleet.models import HostState, ResidencyState
+from grid.router import Measurements, Route
 from grid.router.measure import DEFAULT_LATENCY_S, MAX_AGE_S, MAX_TRACKED
 
 pytestmark = pytest.mark.unit
@@ -62,3 +63,20 @@ def test_memory_stays_bounded_and_forgets_the_stalest_estimates() -> None:
     assert m.latency_s(newest, [newest], now) == pytest.approx(MAX_TRACKED + 50.0)
     assert m.latency_s(stalest, [stalest], now) == DEFAULT_LATENCY_S  # forgotten
     assert len(m) == MAX_TRACKED  # the bound itself
+
+
+def test_a_replaced_artifact_starts_from_the_prior_on_the_same_engine() -> None:
+    old = Route(
+        "h", "m", 9000, HostState.ACCEPTING, ResidencyState.READY, T, artifact_sha256="a" * 64
+    )
+    new = Route(
+        "h", "m", 9000, HostState.ACCEPTING, ResidencyState.READY, T, artifact_sha256="b" * 64
+    )
+    assert old.breaker_key == new.breaker_key  # one engine, one circuit
+    assert old.measure_key != new.measure_key  # but two measurement series
+    m = Measurements()
+    for _ in range(8):
+        m.record(old.measure_key, 5.0, 50, T)
+    assert m.latency_s(old.measure_key, [old.measure_key], T) == pytest.approx(5.0)
+    assert m.latency_s(new.measure_key, [new.measure_key], T) == DEFAULT_LATENCY_S
+    assert m.throughput(new.measure_key, [new.measure_key], T) is None
