@@ -6,6 +6,7 @@ this server's clock domain and the commands for the authenticated host. With
 `request_commands: false` the update only refreshes registry truth and marks placement dirty;
 it returns at once and never marks a command delivered. Every reply is signed with the
 credential's reply key (`X-Grid-Reply-Signature`, see `grid.fleet.wire.reply_signature`).
+A node that advertises an engine address has its routes probed first (`grid.api.reachability`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Response
 
 from grid.api.deps import Node, Service
+from grid.api.reachability import REACHABILITY
 from grid.fleet.wire import (
     REPLY_SIGNATURE_HEADER,
     AckAnswer,
@@ -34,6 +36,12 @@ NodeId = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9
 @router.put("/nodes/{node_id}", response_model=NodeReply)
 def put_node(node_id: NodeId, update: NodeUpdate, service: Service, node: Node) -> Response:
     ctl = service.controller
+    unreachable = REACHABILITY.problems(update)  # probes outside the controller lock
+    with ctl.lock:
+        if unreachable:
+            ctl.registry.unreachable[node.host_id] = unreachable
+        else:
+            ctl.registry.unreachable.pop(node.host_id, None)
     reply = ctl.node_update(node_id, node.host_id, update, service.clock())
     commands: list[dict[str, Any]] = []
     held: list[str] = []

@@ -230,6 +230,20 @@ def start(
             "writes this node one (default $GRID_STATE_DIR, else ~/.grid/allocator).",
         ),
     ] = None,
+    advertise_address: Annotated[
+        str | None,
+        typer.Option(
+            "--advertise-address",
+            help="Address of this machine the controller's router dials; engines bind to it "
+            "(default 127.0.0.1: a node on the controller's machine).",
+        ),
+    ] = None,
+    ca_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--ca-file", help="CA that verifies an https controller (default: the system store)."
+        ),
+    ] = None,
 ) -> None:
     """Start this machine's node agent in the background (does nothing if it already runs).
 
@@ -275,6 +289,8 @@ def start(
         ("dedicated", dedicated),
         ("heartbeat_interval_s", heartbeat_s),
         ("telemetry", telemetry),
+        ("advertise_address", advertise_address),
+        ("ca_file", str(ca_file.expanduser().absolute()) if ca_file else None),
     ):
         if value is not None:
             updates[key] = value
@@ -284,7 +300,7 @@ def start(
     merged["catalog"] = [e.model_dump() for e in _catalog(model, current)]
     config: NodeConfig = parse_config(merged, "the node start flags")
     # Refuse a URL credentials may not travel to before anything starts.
-    AllocatorClient(config.grid_url, node_token=token or "check").close()
+    AllocatorClient(config.grid_url, node_token=token or "check", ca_file=config.ca_file).close()
     save_config(folder, config)
     started = start_agent(folder, token=env_token)
     status = read_status(folder)

@@ -4,8 +4,8 @@ One class per message, used by both ends:
 
 - `NodeUpdate`: PUT /nodes/{node_id}, registration and heartbeat share one body: `resources`
   (`WireResources`), the `allocator` envelope (`WireAllocator`: lifecycle, cached models,
-  residency rows `WireResidency`, loopback `routes`), `load` and the receipts
-  (`acknowledgements`, `WireAck`);
+  residency rows `WireResidency`, `routes` on the host's `advertise_address`), `load` and the
+  receipts (`acknowledgements`, `WireAck`);
 - `NodeReply`: the controller's answer, carrying the commands for the host (`WireCommand`);
 - `NodeStatus`: the node agent's `status.json`, the document `grid allocator node status` shows.
 
@@ -49,6 +49,9 @@ def reply_is_signed(reply_key: str, node_id: str, body: bytes, presented: str | 
     return hmac.compare_digest(expected.encode(), presented.encode("ascii", "replace"))
 
 
+# An IPv4/IPv6 literal or a DNS name: letters, digits, dots, dashes and colons only.
+ADDRESS_PATTERN = r"^[A-Za-z0-9.:-]+$"
+DEFAULT_ENGINE_ADDRESS = "127.0.0.1"
 MAX_ROWS = 256  # residencies or cached models per host
 MAX_TEXT = 512
 ACK_STATUSES = tuple(s.value for s in ReceiptStatus)
@@ -101,7 +104,8 @@ class WireResidency(_Tolerant):
 
 
 class WireRoute(_Tolerant):
-    """A READY Grid-owned child the proxy may reach on the host's loopback port."""
+    """A READY Grid-owned child the proxy may reach on this port of the host's advertised
+    address (`WireAllocator.advertise_address`)."""
 
     model_id: str = Field(min_length=1, max_length=256)
     port: int = Field(ge=1, le=65535)
@@ -132,6 +136,11 @@ class WireAllocator(_Tolerant):
     # What the node itself finds wrong (e.g. its state folder cannot be written); with these it
     # reports `unhealthy`, and the controller shows them among the host's problems.
     problems: list[str] = Field(default_factory=list, max_length=8)
+    # Where this host's engines listen (an IP literal or DNS name; DESIGN "Addressing"): the
+    # router dials `routes` there. None (older nodes): the controller's own loopback.
+    advertise_address: str | None = Field(
+        default=None, min_length=1, max_length=253, pattern=ADDRESS_PATTERN
+    )
 
 
 class WireAck(_Tolerant):

@@ -16,13 +16,15 @@ from typing import Any
 
 
 class FakeEngine:
-    def __init__(self, engine_key: str, name: str = "fake") -> None:
+    def __init__(
+        self, engine_key: str, name: str = "fake", *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.engine_key = engine_key
         self.name = name
         self.mode = "ok"
         self.delay_s = 0.0  # added before every answer: a slow engine
         self.requests: list[dict[str, Any]] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer((host, port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
+from grid.fleet.wire import ADDRESS_PATTERN
 
 CONFIG_NAME = "node.json"
 HOST_ID_RE = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
@@ -68,6 +69,13 @@ class NodeConfig(_Strict):
     host_id: str
     node_id: str | None = None  # default: "<host_id>.allocator"
     token_file: str | None = None  # None: the token arrives on stdin at daemon start
+    # Where this host's engines listen and the router dials them (docs/addressing.md); None:
+    # 127.0.0.1 (a node on the controller's machine). `ca_file`: the CA that verifies an https
+    # controller (None: the system store).
+    advertise_address: str | None = Field(
+        default=None, min_length=1, max_length=253, pattern=ADDRESS_PATTERN
+    )
+    ca_file: str | None = None
     # Resources. capacity None: the machine's physical memory.
     capacity_mb: int | None = Field(default=None, ge=0)
     reserved_mb: int = Field(default=0, ge=0)

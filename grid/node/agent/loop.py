@@ -317,6 +317,8 @@ class NodeAgent:
         )
         if self.keeper.fault:
             block.problems = [self.keeper.fault[:300]]
+        if self.config.advertise_address:  # where the router dials the routes (and engines bind)
+            block.advertise_address = self.config.advertise_address
         if state.highest_term:  # the fence, so a controller without state can out-term it
             block.highest_term = state.highest_term
             block.controller_id = state.controller_id

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 
 from grid.fleet.errors import GridError
+from grid.fleet.wire import DEFAULT_ENGINE_ADDRESS
 from grid.node.agent.config import NodeConfig, load_config
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.agent.telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
@@ -106,6 +107,7 @@ def engine_config(config: NodeConfig, state_dir: Path) -> LlamaCppConfig:
         state_dir=state_dir / ENGINES_DIR,
         binary=Path(config.llama_server) if config.llama_server else None,
         port_range=config.engine_port_range,
+        host=config.advertise_address or DEFAULT_ENGINE_ADDRESS,  # engines bind where routed
         context_size=config.engine_context,
         threads=config.engine_threads,
         parallel=config.engine_parallel,
@@ -127,6 +129,7 @@ def build_agent(config: NodeConfig, state_dir: Path, token: str) -> NodeAgent:
         node_token=token,
         timeout_s=config.request_timeout_s,
         reply_key=read_reply_key(config),
+        ca_file=config.ca_file,
     )
 
     def child_pids() -> list[int]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from grid.fleet.errors import GridError
-from grid.fleet.models import Host
+from grid.fleet.models import Host, HostState
+from grid.fleet.wire import DEFAULT_ENGINE_ADDRESS
 from grid.runtime.controller.wire import (
     NodeUpdate,
     WireAllocator,
@@ -44,6 +45,8 @@ class HostEntry:
     # The node's authority fence as it reports it: the highest term it accepted, and from whom.
     fence_term: int = 0
     fence_controller: str = ""
+    # Where the router dials this host's routes (its advertised address; older nodes: loopback).
+    address: str = DEFAULT_ENGINE_ADDRESS
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ class Registry:
     def __init__(self) -> None:
         self.hosts: dict[str, HostEntry] = {}
         self.node_to_host: dict[str, str] = {}
+        # Set by the API before each update (grid.api.reachability): a host whose advertised
+        # engine address does not answer is unhealthy with these reasons.
+        self.unreachable: dict[str, list[str]] = {}
 
     def apply(self, node_id: str, auth_host: str, update: NodeUpdate, now: float) -> ApplyResult:
         """Fold one registration or heartbeat received at `now` from `auth_host`'s credential."""
@@ -96,6 +102,10 @@ class Registry:
         host, problems = build_host(host_id, resources, allocator, now=now, manual=manual)
         if allocator is not None:  # what the node itself reports wrong (e.g. unwritable state)
             problems += [f"node: {p[:300]}" for p in allocator.problems]
+        unreachable = self.unreachable.get(host_id, [])
+        if unreachable:  # never routed to, never given new work (docs/addressing.md)
+            problems += unreachable
+            host = host.model_copy(update={"state": HostState.UNHEALTHY})
         before = safety_signature(entry.host) if entry is not None else None
         if entry is None:
             entry = HostEntry(
@@ -111,6 +121,8 @@ class Registry:
         entry.resources = resources
         entry.allocator = allocator
         entry.routes = list(allocator.routes) if allocator is not None else []
+        advertised = allocator.advertise_address if allocator is not None else None
+        entry.address = advertised or DEFAULT_ENGINE_ADDRESS
         entry.engine_key = engine_key
         if update.allocator is not None:
             entry.fence_term = update.allocator.highest_term

@@ -58,6 +58,7 @@ def _hosts(registry: Registry, snap: FleetSnapshot, now: float) -> list[dict[str
                 "heartbeat_age_s": round(max(0.0, now - entry.received_at), 1),
                 "refusals": host_refusals(host, snap),
                 "problems": list(entry.problems),
+                "address": entry.address,
                 "node_records": len(entry.node_ids),
                 "residencies": [
                     {
