@@ -1,4 +1,5 @@
-"""GridError -> HTTP response, one JSON shape: {"error": {code, message, fix}}.
+"""GridError -> HTTP response, one JSON shape: {"error": {code, message, fix}}; under /v1 the
+OpenAI shape {"error": {message, type, code}} (grid/api/openai_errors.py) for every error.
 
 Error bodies never echo what the caller sent (a request may carry a credential), and an
 unexpected exception becomes a bare 500 with the code `internal_error`, never a traceback.
@@ -13,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from grid.api.openai_errors import framework_error, is_openai_path, openai_body
 from grid.fleet.errors import GridError
 
 log = logging.getLogger("grid.api")
@@ -47,30 +49,39 @@ def error_body(code: str, message: str, fix: str = "") -> dict[str, dict[str, st
     return {"error": body}
 
 
+def _body(request: Request, status: int, code: str, message: str, fix: str = "") -> object:
+    """Grid's shape, or OpenAI's under /v1 (grid/api/openai_errors.py)."""
+    if is_openai_path(request.url.path):
+        return openai_body(status, code, message, fix)
+    return error_body(code, message, fix)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GridError)
-    async def _grid_error(_request: Request, err: GridError) -> JSONResponse:
+    async def _grid_error(request: Request, err: GridError) -> JSONResponse:
         status = status_for(err)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        return JSONResponse(error_body(err.code, err.message, err.fix), status, headers=headers)
+        body = _body(request, status, err.code, err.message, err.fix)
+        return JSONResponse(body, status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
         message = f"{where}: {first.get('msg', 'invalid value')}"
-        return JSONResponse(
-            error_body("invalid_request", message, "send the documented fields and types"), 422
-        )
+        fix = "send the documented fields and types"
+        return JSONResponse(_body(request, 422, "invalid_request", message, fix), 422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if is_openai_path(request.url.path):
+            body = framework_error(exc.status_code, request.method, request.url.path)
+            return JSONResponse(body, exc.status_code, headers=exc.headers)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return JSONResponse(error_body(code, str(exc.detail)), exc.status_code)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.error("unexpected %s while serving a request", type(exc).__name__)
-        return JSONResponse(
-            error_body("internal_error", "the controller hit an internal error"), 500
-        )
+        message = "the controller hit an internal error"
+        return JSONResponse(_body(request, 500, "internal_error", message), 500)

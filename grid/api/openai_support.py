@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from fastapi.responses import JSONResponse
 
+from grid.api.openai_errors import openai_body
 from grid.demand import (
     ClassifierConfig,
     EndpointFamily,
@@ -153,11 +154,7 @@ def bind_model(body: bytes, model_id: str) -> bytes:
 
 def openai_error(status: int, code: str, message: str, fix: str = "") -> JSONResponse:
     """OpenAI's error shape (`message`, `type`, `code`) plus Grid's `fix`; never echoes input."""
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    error: dict[str, str] = {"message": message, "type": kind, "code": code}
-    if fix:
-        error["fix"] = fix
-    return JSONResponse({"error": error}, status_code=status)
+    return JSONResponse(openai_body(status, code, message, fix), status_code=status)
 
 
 def observation_of(facts: RequestFacts, timestamp: float) -> Observation:
