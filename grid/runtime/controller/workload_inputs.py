@@ -50,7 +50,9 @@ def measured_hosts(
                 host.host_id, model_id, profile.artifact_sha256, prior, now
             )
             if estimate.samples:
-                rates[model_id] = round(estimate.tokens_per_s, 6)
+                rates[model_id] = round(
+                    estimate.tokens_per_s, 2
+                )  # 0.01 tok/s: no plan churn from noise
         changed = rates != host.measured_tokens_per_s
         out.append(host.model_copy(update={"measured_tokens_per_s": rates}) if changed else host)
     return out
