@@ -157,7 +157,9 @@ class LogicalFleet:
         with AllocatorClient(url, operator_token=operator) as admin:
             for index in range(settings.machines):
                 self._start_node(admin, settings, index)
-            if not already:
+            # A controller that lost its state (quarantine) runs in recommend mode with no
+            # profile behind a running fleet: configure it again, never report it READY.
+            if not already or not self._configured(settings.model.model_id):
                 admin.put_model(settings.model.model_id, self._profile(settings))
                 for candidate in settings.candidates:
                     admin.put_model(candidate.model_id, candidate_profile(settings, candidate))
@@ -239,9 +241,17 @@ class LogicalFleet:
             time.sleep(0.5)
         return ready
 
+    def _configured(self, model_id: str, doc: dict[str, Any] | None = None) -> bool:
+        """The controller manages the model: automatic mode with its profile."""
+        doc = doc if doc is not None else self.controller_status()
+        profiles = {p.get("model_id") for p in (doc or {}).get("profiles", [])}
+        return doc is not None and doc.get("mode") == "automatic" and model_id in profiles
+
     def ready_hosts(self, model_id: str) -> list[str]:
+        """Hosts where the controller counts the model READY (none while it does not manage
+        the model: a node's warm child alone is not a managed replica)."""
         doc = self.controller_status()
-        if doc is None:
+        if doc is None or not self._configured(model_id, doc):
             return []
         return sorted(
             h["host_id"]
