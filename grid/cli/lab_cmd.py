@@ -104,25 +104,28 @@ SCHEDULE_ROWS = 40  # the human view lists this many actions; --json has them al
 
 def _render_oracle(result: OracleResult) -> None:
     console = Console(highlight=False)
-    summary = Table(title="Hindsight oracle", box=box.SIMPLE_HEAD)
-    for col in ("", "status", "served", "demand", "ceiling", "bound", "gap", "mutations"):
-        summary.add_column(col, justify="left" if not col else "right")
+    summary = Table(
+        title="Hindsight oracle",
+        caption=f"demand {result.demand:.1f} concurrency-minutes",
+        box=box.SIMPLE_HEAD,
+    )
+    for col in ("schedule", "status", "served", "ceiling", "bound", "gap", "mutations"):
+        summary.add_column(col, justify="left" if col == "schedule" else "right", no_wrap=True)
     summary.add_row(
         result.engine,
         result.status,
-        f"{result.served:.3f}",
-        f"{result.demand:.3f}",
+        f"{result.served:.1f}",
         f"{result.service_ceiling:.2%}",
-        f"{result.bound:.3f}",
+        f"{result.bound:.1f}",
         f"{result.gap:.2%}",
         str(result.mutations),
     )
+    greedy_ceiling = result.greedy_served / result.demand if result.demand else 1.0
     summary.add_row(
         "greedy",
         "",
-        f"{result.greedy_served:.3f}",
-        "",
-        "",
+        f"{result.greedy_served:.1f}",
+        f"{greedy_ceiling:.2%}",
         "",
         "",
         str(result.greedy_mutations),

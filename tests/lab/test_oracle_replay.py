@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from grid.lab.oracle import (
     Action,
@@ -20,6 +21,9 @@ from grid.lab.oracle import (
     replay,
     solve_oracle,
 )
+from grid.lab.oracle.greedy import best_greedy
+from grid.lab.oracle.replay import schedule_from_residency
+from grid.lab.oracle.tidy import tidy
 from tests.lab.test_oracle_exact import tiny_traces
 from tests.lab.test_oracle_reference import brute_force, simulate
 
@@ -123,3 +127,48 @@ def test_generated_traces_are_seeded_valid_and_realistic() -> None:
     morning, night = sum(total[90:150]), sum(total[:20]) * 3  # 9:30–10:30 against 8:00–8:20
     assert morning > night  # a diurnal surge, not flat noise
     assert any(h.down for h in trace.hosts)
+
+
+def _rows_to_schedule(problem: Any, rows: list[list[set[int]]]) -> list[dict[str, Any]]:
+    return _as_dicts(schedule_from_residency(problem, rows))
+
+
+def test_tidy_drops_an_idle_stay_and_bridges_a_gap() -> None:
+    # hand-worked on one host that fits a and b (11 MB, no slot limit): a is wanted at 1-3, b never
+    doc = _doc()
+    doc["hosts"][0]["down"] = []
+    doc["hosts"][0]["max_models"] = 0
+    doc["hosts"][0]["capacity_mb"] = 11
+    doc["hold_minutes"] = 0
+    doc["demand"] = {"a": [0.0, 1.0, 1.0, 1.0], "b": [0.0, 0.0, 0.0, 0.0]}
+    problem = compile_trace(parse_trace(copy.deepcopy(doc)))
+    a, b = 0, 1
+    # a loaded at 0, unloaded at 2, reloaded at 3; b loaded at 0 and unloaded at 2, idle
+    rows = [[{a, b}], [{a, b}], [set()], [{a}]]
+    before = simulate(doc, _rows_to_schedule(problem, rows))
+    assert before == (Fraction(1), 5)  # a serves at minute 1 only (its reload is ready at 4)
+    after_rows = tidy(problem, rows)
+    assert after_rows == [[{a}], [{a}], [{a}], [{a}]]
+    assert simulate(doc, _rows_to_schedule(problem, after_rows)) == (Fraction(3), 1)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_traces(), st.data())
+def test_tidy_never_lowers_served_nor_raises_mutations(doc: dict[str, Any], data: Any) -> None:
+    problem = compile_trace(parse_trace(copy.deepcopy(doc)))
+    rows = [[set(r) for r in row] for row in best_greedy(problem)]
+    for m, h in problem.pairs():  # add churn: random extra stays, kept only if still valid
+        if data.draw(st.booleans()):
+            start = data.draw(st.integers(0, problem.minutes - 1))
+            end = data.draw(st.integers(start + 1, problem.minutes))
+            trial = [[set(r) for r in row] for row in rows]
+            for t in range(start, end):
+                if problem.up[h][t]:
+                    trial[t][h].add(m)
+            if replay(problem, schedule_from_residency(problem, trial)).valid:
+                rows = trial
+    served, mutations = simulate(doc, _rows_to_schedule(problem, rows))
+    tidied = tidy(problem, rows)
+    after_served, after_mutations = simulate(doc, _rows_to_schedule(problem, tidied))
+    assert after_served >= served
+    assert after_mutations <= mutations

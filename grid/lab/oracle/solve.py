@@ -7,6 +7,7 @@
    lexicographic stages: maximise Σ served (exact scaled integers), then, with Σ served ≥ the
    stage-1 value, minimise loads + unloads. OPTIMAL only when both stages are proven.
    Larger traces: the time-window search (search.py), always FEASIBLE.
+4. `tidy.py` removes churn a cut-short search left (never lowering served).
 Every schedule reported is replayed by `replay.replay`; served and mutations are the replay's,
 never the solver's objective. The bound is the smallest proven one.
 """
@@ -24,6 +25,7 @@ from grid.lab.oracle.greedy import best_greedy
 from grid.lab.oracle.model import ResidencyModel, identical_host_groups
 from grid.lab.oracle.replay import Action, Replay, replay, schedule_from_residency
 from grid.lab.oracle.search import Budget, Rows, window_search
+from grid.lab.oracle.tidy import tidy
 from grid.lab.oracle.trace import Problem, Trace, compile_trace
 
 STAGE1_SHARE = 0.75  # of the budget; stage 2 also gets whatever stage 1 leaves unused
@@ -154,19 +156,26 @@ def _two_stages(
 def solve_problem(problem: Problem, time_limit_s: float, deterministic: bool) -> OracleResult:
     started = time.perf_counter()
     budget = Budget(time_limit_s, deterministic)
-    greedy_rows = _ordered_for_symmetry(problem, best_greedy(problem))
+    greedy_rows = best_greedy(problem)
     greedy_plan, greedy = _check(problem, greedy_rows)
+    hint_rows = tidy(problem, greedy_rows)  # the baseline stays the plain greedy schedule
+    if _check(problem, hint_rows)[1].total < greedy.total:
+        hint_rows = greedy_rows
+    hint_rows = _ordered_for_symmetry(problem, hint_rows)
     caps = minute_bounds(problem)
     bound = min(static_bound(problem), sum(caps), coupled_bounds(problem, caps))
     cells = len(problem.pairs()) * problem.minutes
     if cells <= FULL_MODEL_CELLS:
         rm = ResidencyModel(problem)
         rm.add_minute_caps(caps)
-        rows, bound, proven, reports = _two_stages(problem, rm, greedy_rows, bound, budget)
+        rows, bound, proven, reports = _two_stages(problem, rm, hint_rows, bound, budget)
     else:
-        rows, reports = window_search(problem, greedy_rows, caps, budget)
+        rows, reports = window_search(problem, hint_rows, caps, budget)
         proven = False  # windows never prove the mutation level
     schedule, final = _check(problem, rows)
+    tidied, after = _check(problem, tidy(problem, rows))
+    if (after.total, -after.mutations) > (final.total, -final.mutations):
+        schedule, final = tidied, after
     if final.total < greedy.total:  # cannot happen: every accepted step only improves
         schedule, final = greedy_plan, greedy
     engine = "greedy" if schedule == greedy_plan else "cp-sat"
