@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from grid import __version__
 from grid.api import (
     routes_allocator,
+    routes_enroll,
     routes_evaluations,
     routes_metrics,
     routes_nodes,
@@ -41,6 +42,7 @@ def create_app(
     app.add_middleware(BodyLimit)  # before authentication and parsing: see limits.py
     app.include_router(routes_nodes.router)
     app.include_router(routes_allocator.router)
+    app.include_router(routes_enroll.router)
     app.include_router(routes_evaluations.router)
     app.include_router(routes_metrics.router)
     app.include_router(routes_openai.router)

@@ -57,6 +57,14 @@ _ALLOCATOR_GROUP = lazy_group(
             "node_app",
             "Run this machine's allocator node agent and fence it locally.",
         ),
+        "enroll": LazyCommand(
+            "grid.cli.enroll_cmd", "enroll", "Print a one-time enrollment token for a new host."
+        ),
+        "join": LazyCommand(
+            "grid.cli.enroll_cmd",
+            "join",
+            "Enroll this machine with a one-time token and start its node agent.",
+        ),
     },
 )
 

@@ -81,16 +81,9 @@ class AllocatorClient:
                 f"{base_url!r} is not an http(s) URL",
                 fix="pass --grid http://127.0.0.1:22101 (or the controller's URL)",
             )
-        if (
-            (operator_token or node_token)
-            and parts.scheme == "http"
-            and not is_loopback(parts.hostname)
-        ):
-            raise GridError(
-                "insecure_transport",
-                "credentials are never sent over plain HTTP to a non-loopback address",
-                fix="use the controller's https:// URL, or run the command on the controller",
-            )
+        self._plain_remote = parts.scheme == "http" and not is_loopback(parts.hostname)
+        if operator_token or node_token:
+            self._check_secret_may_travel()
         headers: dict[str, str] = {}
         if operator_token:
             headers[OPERATOR_HEADER] = operator_token
@@ -105,6 +98,14 @@ class AllocatorClient:
             trust_env=False,
             verify=client_verify(ca_file),
         )
+
+    def _check_secret_may_travel(self) -> None:
+        if self._plain_remote:
+            raise GridError(
+                "insecure_transport",
+                "credentials are never sent over plain HTTP to a non-loopback address",
+                fix="use the controller's https:// URL, or run the command on the controller",
+            )
 
     def close(self) -> None:
         self._http.close()
@@ -185,6 +186,23 @@ class AllocatorClient:
         if ttl_s is not None:
             body["ttl_seconds"] = ttl_s
         result: dict[str, Any] = self.request("POST", "/allocator/node-credentials", json=body)
+        return result
+
+    def create_enrollment(
+        self, host_id: str, *, ttl_s: float | None = None, credential_ttl_s: float | None = None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"host_id": host_id}
+        if ttl_s is not None:
+            body["ttl_seconds"] = ttl_s
+        if credential_ttl_s is not None:
+            body["credential_ttl_seconds"] = credential_ttl_s
+        result: dict[str, Any] = self.request("POST", "/allocator/enrollments", json=body)
+        return result
+
+    def enroll(self, enrollment_token: str) -> dict[str, Any]:
+        """Exchange a one-time enrollment token for a host credential (token, reply_key)."""
+        self._check_secret_may_travel()
+        result: dict[str, Any] = self.request("POST", "/enroll", json={"token": enrollment_token})
         return result
 
     def metrics(self) -> str:

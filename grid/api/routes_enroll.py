@@ -1,0 +1,149 @@
+"""One-time enrollment tokens (docs/addressing.md "Enrollment").
+
+- `POST /allocator/enrollments` (operator capability): a token for one host id, valid `ttl`
+  seconds (default 15 minutes). Only its SHA-256 is kept, in `<state-dir>/enrollments.json`
+  (owner-only, atomic writes), so the file never holds a usable secret.
+- `POST /enroll` (no credential: the token is in the body): exchanges a valid, unused token for
+  that host's credential (the same host-scoped credential `token write` mints, with its reply
+  key). The token is marked used durably before the credential is returned, so a reused token is
+  refused (`enrollment_token_used`) even across a controller restart; an expired one is
+  `enrollment_token_expired`, an unknown one `enrollment_token_invalid`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field
+
+from grid.api.auth import DEFAULT_NODE_TTL_S, MAX_NODE_TTL_S, Credentials
+from grid.api.deps import Service, get_credentials, require_operator
+from grid.fleet.errors import GridError
+from grid.fleet.files import atomic_write_text
+
+router = APIRouter(tags=["enrollment"])
+
+ENROLL_PREFIX = "gridenroll"
+ENROLLMENTS_NAME = "enrollments.json"
+DEFAULT_ENROLL_TTL_S = 900.0
+MAX_ENROLL_TTL_S = 7 * 86_400.0
+MAX_KEPT = 1024  # used and expired entries are pruned beyond this
+_LOCK = threading.Lock()
+
+
+class EnrollmentRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    host_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@-]+$")
+    ttl_seconds: float = Field(default=DEFAULT_ENROLL_TTL_S, gt=0, le=MAX_ENROLL_TTL_S)
+    credential_ttl_seconds: float = Field(default=DEFAULT_NODE_TTL_S, gt=0, le=MAX_NODE_TTL_S)
+
+
+class EnrollBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    token: str = Field(min_length=1, max_length=256, repr=False)
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+
+
+def _book_path(service: Any) -> Path:
+    return Path(service.controller.store.path).with_name(ENROLLMENTS_NAME)
+
+
+def _load(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        raise GridError(
+            "enrollment_book_unreadable",
+            f"{path} cannot be read, so no enrollment token can be checked",
+            fix=f"move {path} aside (outstanding tokens are then void) and enroll again",
+            details={"http_status": 500},
+        ) from None
+    return data if isinstance(data, dict) else {}
+
+
+def _save(path: Path, book: dict[str, dict[str, Any]], now: float) -> None:
+    if len(book) > MAX_KEPT:
+        for key in sorted(book, key=lambda k: book[k].get("expires_at", 0.0)):
+            if len(book) <= MAX_KEPT:
+                break
+            if book[key].get("used_at") or book[key].get("expires_at", 0.0) <= now:
+                del book[key]
+    atomic_write_text(path, json.dumps(book, indent=1, sort_keys=True), 0o600)
+
+
+@router.post("/allocator/enrollments", dependencies=[Depends(require_operator)])
+def post_enrollment(body: EnrollmentRequest, service: Service) -> dict[str, Any]:
+    now = service.clock()
+    token = f"{ENROLL_PREFIX}.{secrets.token_urlsafe(32)}"
+    path = _book_path(service)
+    with _LOCK:
+        book = _load(path)
+        book[_digest(token)] = {
+            "host_id": body.host_id,
+            "created_at": now,
+            "expires_at": now + body.ttl_seconds,
+            "credential_ttl_s": body.credential_ttl_seconds,
+            "used_at": None,
+        }
+        _save(path, book, now)
+    return {"host_id": body.host_id, "token": token, "expires_at": now + body.ttl_seconds}
+
+
+def _refused(code: str, message: str, status: int) -> GridError:
+    return GridError(
+        code,
+        message,
+        fix="ask the operator for a fresh token: grid allocator enroll --host-id ID",
+        details={"http_status": status},
+    )
+
+
+@router.post("/enroll")
+def post_enroll(
+    body: EnrollBody,
+    service: Service,
+    credentials: Annotated[Credentials, Depends(get_credentials)],
+) -> dict[str, Any]:
+    now = service.clock()
+    path = _book_path(service)
+    presented = _digest(body.token)
+    with _LOCK:
+        book = _load(path)
+        key = next((k for k in book if hmac.compare_digest(k, presented)), None)
+        entry = book.get(key) if key is not None else None
+        if key is None or entry is None:
+            raise _refused(
+                "enrollment_token_invalid", "this enrollment token is not known here", 403
+            )
+        if entry.get("used_at"):
+            raise _refused(
+                "enrollment_token_used",
+                "this enrollment token was already used; a token enrolls one machine once",
+                409,
+            )
+        if float(entry.get("expires_at", 0.0)) <= now:
+            raise _refused("enrollment_token_expired", "this enrollment token has expired", 410)
+        entry["used_at"] = now
+        _save(path, book, now)  # durable before the credential leaves: never usable twice
+    host_id = str(entry["host_id"])
+    token, expires = credentials.mint_node_token(
+        host_id, now=now, ttl_s=float(entry.get("credential_ttl_s", DEFAULT_NODE_TTL_S))
+    )
+    return {
+        "host_id": host_id,
+        "token": token,
+        "reply_key": credentials.reply_key(token),
+        "expires_at": expires,
+    }

@@ -1,0 +1,175 @@
+"""`grid allocator enroll` and `grid allocator join`: bring a new machine in with one token.
+
+On the controller (operator capability):
+
+    grid allocator enroll --host-id worker-01 [--ttl 900]
+
+prints a one-time enrollment token (valid --ttl seconds, default 15 minutes). Copy it to the
+new machine over a secure channel as a file, then there:
+
+    grid allocator join https://controller:22101 --enrollment-token FILE [--dedicated]
+
+exchanges it for the host-scoped credential (written owner-only, mode 0600, into the node
+folder; never printed) and starts the node agent. A used, expired or unknown token is refused
+with its code (`enrollment_token_used`, `..._expired`, `..._invalid`). See docs/addressing.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from grid.cli.connection import GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
+from grid.fleet.errors import GridError
+from grid.wire import AllocatorClient
+
+ENROLLED_TOKEN_NAME = "node.token"  # in the node folder, like a locally minted credential
+
+
+def enroll(
+    host_id: Annotated[
+        str, typer.Option("--host-id", help="Stable host id the new machine will serve as.")
+    ],
+    ttl: Annotated[
+        float,
+        typer.Option(
+            "--ttl", min=1, help="Seconds the enrollment token stays valid (default 900)."
+        ),
+    ] = 900.0,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Write the token to this file (mode 0600) instead of printing."
+        ),
+    ] = None,
+    grid: GridOpt = None,
+    state_dir: StateOpt = None,
+    token_file: TokenFileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print a one-time enrollment token for one host (needs the operator capability)."""
+    with client(grid, state_dir, token_file) as api:
+        issued = api.create_enrollment(host_id, ttl_s=ttl)
+    if output is not None:
+        _write_private(output.expanduser(), issued["token"] + "\n")
+        where = f"Wrote the enrollment token to {output} (mode 0600)"
+    else:
+        where = issued["token"]
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "host_id": issued["host_id"],
+                    "expires_at": issued["expires_at"],
+                    "token": None if output else issued["token"],
+                    "file": str(output) if output else None,
+                }
+            )
+        )
+        return
+    typer.echo(where)
+    typer.echo(
+        f"One-time token for host {issued['host_id']}, valid {ttl:g} s. On the new machine: "
+        "grid allocator join CONTROLLER_URL --enrollment-token FILE"
+    )
+
+
+def join(
+    url: Annotated[str, typer.Argument(help="The controller's URL (https:// off this machine).")],
+    enrollment_token: Annotated[
+        Path,
+        typer.Option(
+            "--enrollment-token", help="File holding the token `grid allocator enroll` printed."
+        ),
+    ],
+    dedicated: Annotated[
+        bool,
+        typer.Option("--dedicated/--workstation", help="Always-on server (ignore user activity)."),
+    ] = False,
+    node_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--node-dir", help="Node state folder (default $GRID_NODE_DIR, else ~/.grid/node)."
+        ),
+    ] = None,
+    advertise_address: Annotated[
+        str | None,
+        typer.Option(
+            "--advertise-address",
+            help="Address of this machine the controller's router dials; engines bind to it.",
+        ),
+    ] = None,
+    ca_file: Annotated[
+        Path | None,
+        typer.Option("--ca-file", help="CA that verifies the controller (default: system store)."),
+    ] = None,
+    telemetry: Annotated[
+        str | None,
+        typer.Option("--telemetry", help="host: this machine's sensors; logical: a lab partition."),
+    ] = None,
+) -> None:
+    """Exchange a one-time enrollment token for this host's credential and start the node."""
+    from grid.cli import node_cmd
+
+    token = _read_enrollment_token(enrollment_token.expanduser())
+    with AllocatorClient(url, ca_file=ca_file) as api:
+        minted = api.enroll(token)
+    folder = node_cmd._folder(node_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    target = folder / ENROLLED_TOKEN_NAME
+    key = minted.get("reply_key")
+    _write_private(target, minted["token"] + (f"\nreply-key {key}" if key else "") + "\n")
+    typer.echo(f"Enrolled as host {minted['host_id']}; credential in {target} (mode 0600)")
+    node_cmd.start(
+        node_dir=folder,
+        grid=url,
+        token_file=target,
+        host_id=minted["host_id"],
+        failure_domain=None,
+        capacity_mb=None,
+        reserved_mb=None,
+        tag=None,
+        model=None,
+        engine_ports=None,
+        dedicated=dedicated,
+        heartbeat_s=None,
+        telemetry=telemetry,
+        state_dir=None,
+        advertise_address=advertise_address,
+        ca_file=ca_file,
+    )
+
+
+def _read_enrollment_token(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise GridError(
+            "enrollment_token_unreadable",
+            f"the enrollment token file {path} cannot be read ({exc.strerror or exc})",
+            fix="copy the token `grid allocator enroll` printed into that file",
+            next_command="grid allocator enroll --host-id ID   (on the controller)",
+        ) from None
+    token = text.splitlines()[0].strip() if text else ""
+    if not token:
+        raise GridError(
+            "enrollment_token_unreadable",
+            f"the enrollment token file {path} is empty",
+            fix="copy the token `grid allocator enroll` printed into that file",
+            next_command="grid allocator enroll --host-id ID   (on the controller)",
+        )
+    return token
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
