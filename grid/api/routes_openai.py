@@ -124,14 +124,22 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
     if affinity is not None:
         facts = replace(facts, affinity_digest=affinity.digest)
     proxy = proxy_state(request)
+    window: RouteWindow = request.app.state.route_window  # just started: await heartbeats
     if facts.auto:
-        picked = await run_in_threadpool(
-            proxy.choose_auto,
-            ctl,
-            facts.shape.workload,
-            service.clock(),
-            affinity=affinity,
-            max_tokens=facts.max_tokens,
+
+        async def choose_auto() -> Upstream | Preparing:
+            return await run_in_threadpool(
+                proxy.choose_auto,
+                ctl,
+                facts.shape.workload,
+                service.clock(),
+                affinity=affinity,
+                max_tokens=facts.max_tokens,
+            )
+
+        # Just after a start the first plan and heartbeats are still coming: wait (bounded).
+        picked = await window.retry(
+            choose_auto, lambda c: not isinstance(c, Preparing), await choose_auto()
         )
         if isinstance(picked, Preparing):
             # Workload demand: the arrival counts for the workload, no engine saw it.
@@ -151,7 +159,6 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
                 max_tokens=facts.max_tokens,
             )
 
-        window: RouteWindow = request.app.state.route_window  # just started: await heartbeats
         chosen = await window.retry(
             choose,
             lambda c: not (isinstance(c, RouteRefusal) and facts.model_id in ctl.profiles),
