@@ -1,0 +1,147 @@
+"""The newcomer test (issue 14): every command in README.md's `sh` blocks, run exactly as
+written, in order, the way a new user copies them, with a fresh HOME and the documented folder
+variables (GRID_STATE_DIR, GRID_NODE_DIR, GRID_TEST_DIR) pointing into a temporary folder.
+
+Each command must exit 0 and print its key line. A few are not run, each for a stated reason
+(SKIPPED); a README command that is neither run nor skipped with a reason fails the test, so a
+new README line is covered the day it is written. Real processes throughout: the controller of
+`grid up`, a node agent with real llama.cpp, the logical fleet of `grid test`, curl.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.engine]
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+COMMAND_TIMEOUT_S = 400
+
+# Not run, and why (matched as a prefix of the command).
+SKIPPED = {
+    "scripts/install.sh": "installs the environment this test runs in (minutes of compiling)",
+    "scripts/test.sh": "the full suite, which contains this test",
+    ".venv/bin/python bench/": "benchmarks print figures for minutes and assert nothing",
+    ".venv/bin/jupyter nbconvert": "executes the notebook (tests/notebooks runs it)",
+}
+RUN_ANYWAY = ("scripts/test.sh -m smoke",)  # the fast selection is run, bounded
+
+# What each command must print (matched as a prefix of the command; first match wins).
+EXPECT = [
+    ("scripts/test.sh -m smoke", " passed"),
+    (".venv/bin/grid plan models/fleets/fleet-64.json --unmet-only", "Unmet replicas"),
+    (".venv/bin/grid plan models/fleets/office.json --json", '"assignments"'),
+    (".venv/bin/grid plan", "Plan: "),
+    (".venv/bin/grid validate", "OK models/fleets/office.json"),
+    (".venv/bin/grid lab generate-fleet", "wrote /tmp/fleet.json: 256 hosts, 96 models"),
+    (".venv/bin/grid reconcile", "Actions"),
+    (".venv/bin/grid up", "Started controller (pid"),
+    (".venv/bin/grid allocator status", "mode "),
+    (".venv/bin/grid allocator apply models/catalog.toml --dry-run", "Dry run: 8 changes"),
+    (".venv/bin/grid allocator model set smollm2-135m", "Saved profile smollm2-135m"),
+    (".venv/bin/grid allocator model list", "Model profiles (1)"),
+    (".venv/bin/grid allocator mode automatic", "-> automatic"),
+    (".venv/bin/grid allocator node start", "The local controller wrote a credential"),
+    (".venv/bin/grid allocator node status", "Node agent: running"),
+    (".venv/bin/grid down", "Stopped the controller."),
+    (".venv/bin/grid test start --machines 2", "smollm2-135m is READY on"),
+    (".venv/bin/grid test status", "Controller http://127.0.0.1:22100: running"),
+    ("curl http://127.0.0.1:22100/v1/models", '"smollm2-135m"'),
+    ("curl http://127.0.0.1:22100/v1/chat/completions", '"choices"'),
+    (".venv/bin/grid test stop", "no process is left"),
+    (".venv/bin/grid capacity models/fleets/office.json --drill", "drill: if this host failed"),
+    (".venv/bin/grid capacity models/fleets/fleet-64.json", '"added"'),
+    (".venv/bin/grid capacity", "OPTIMAL"),
+]
+
+
+def readme_commands(text: str) -> list[str]:
+    """Every command line of the ```sh blocks, continuation lines joined, comments dropped."""
+    commands: list[str] = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                commands.append(shlex.join(words))
+    return commands
+
+
+def _skip_reason(command: str) -> str | None:
+    if command.startswith(RUN_ANYWAY):
+        return None
+    return next((why for prefix, why in SKIPPED.items() if command.startswith(prefix)), None)
+
+
+def _expected(command: str) -> str | None:
+    return next((text for prefix, text in EXPECT if command.startswith(prefix)), None)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_every_readme_command_is_run_or_skipped_with_a_reason() -> None:
+    commands = readme_commands(README.read_text())
+    assert len(commands) > 25
+    for command in commands:
+        assert _skip_reason(command) or _expected(command), f"README command not covered: {command}"
+
+
+def test_readme_commands_as_written(tmp_path: Path) -> None:
+    busy = [p for p in (22100, 22101) if not _port_free(p)]
+    if busy:
+        pytest.skip(f"the README's ports {busy} are in use on this machine")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_")}
+    env.update(
+        HOME=str(home),
+        GRID_STATE_DIR=str(tmp_path / "allocator"),
+        GRID_NODE_DIR=str(tmp_path / "node"),
+        GRID_TEST_DIR=str(tmp_path / "test"),
+        COLUMNS="120",
+    )
+    transcript: list[str] = []
+    try:
+        for command in readme_commands(README.read_text()):
+            if _skip_reason(command):
+                transcript.append(f"$ {command}\n(skipped: {_skip_reason(command)})")
+                continue
+            done = subprocess.run(
+                shlex.split(command),
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=COMMAND_TIMEOUT_S,
+            )
+            output = done.stdout + done.stderr
+            transcript.append(f"$ {command}\n{output.strip()[:1500]}")
+            assert done.returncode == 0, f"{command} exited {done.returncode}:\n{output[-3000:]}"
+            expected = _expected(command)
+            assert expected is not None and expected in output, f"{command}:\n{output[-3000:]}"
+            assert "Traceback" not in output, command
+    finally:
+        (tmp_path / "transcript.txt").write_text("\n\n".join(transcript) + "\n")
+        # Whatever a failed step left running is stopped the documented way.
+        for cleanup in (["test", "stop"], ["down"]):
+            subprocess.run(
+                [str(REPO / ".venv" / "bin" / "grid"), *cleanup],
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                timeout=180,
+            )
