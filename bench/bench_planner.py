@@ -1,7 +1,7 @@
 """Planner benchmark: both engines on generated fleets of growing size (prints figures only).
 
     .venv/bin/python bench/bench_planner.py [--sizes 8,64,256,1000] [--time-limit 5] [--json]
-    .venv/bin/python bench/bench_planner.py --process [--runs 3] [--time-limit 5]
+    .venv/bin/python bench/bench_planner.py --process [--runs 3] [--time-limit 5] [--baseline DIR]
 
 `--process` times the whole `grid plan SNAPSHOT --time-limit S --json` process on a generated
 1,000-host x 200-model fleet (snapshot load, problem build, solve, staging, explanations,
@@ -198,9 +198,9 @@ class ProcessRun:
     exit_code: int
 
 
-def _run(argv: list[str]) -> ProcessRun:
+def _run(argv: list[str], cwd: str | None = None) -> ProcessRun:
     started = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, check=False, text=True)
+    done = subprocess.run(argv, capture_output=True, check=False, text=True, cwd=cwd)
     wall = time.perf_counter() - started
     last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
     import_s, command_s = (
@@ -228,31 +228,67 @@ def _row(name: str, runs: list[ProcessRun]) -> dict[str, object]:
     }
 
 
-def bench_process(seed: int, time_limit_s: float, runs: int) -> dict[str, object]:
-    """Whole `grid plan` processes at 1000 x 200: wall, CLI import, and the command after it."""
+def bench_process(
+    seed: int, time_limit_s: float, runs: int, baseline: str | None = None
+) -> dict[str, object]:
+    """Whole `grid plan` processes at 1000 x 200: wall, CLI import, and the command after it.
+
+    `baseline`: another checkout (e.g. `git worktree` of an older commit); its processes run
+    from there (`python -c` imports the `grid` of the working directory), alternating run by run
+    with this checkout's, so both see the same machine load.
+    """
     python = sys.executable
+    here = str(Path(__file__).resolve().parent.parent)
+    trees = [("", here)] + ([("baseline: ", baseline)] if baseline else [])
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "fleet.json"
         snap = generate_fleet(PROCESS_HOSTS, PROCESS_MODELS, seed)
         path.write_text(json.dumps(snap.model_dump(mode="json")), encoding="utf-8")
-        plan = [python, "-c", CLI_RUNNER, "plan", str(path), "--time-limit", str(time_limit_s)]
-        commands = [
-            ("python -c pass", [python, "-c", "pass"]),
-            (f"grid plan --time-limit {time_limit_s:g} --json", [*plan, "--json"]),
-            ("grid plan --engine heuristic --json", [*plan, "--engine", "heuristic", "--json"]),
-        ]
-        for name, argv in commands:
-            rows.append(_row(name, [_run(argv) for _ in range(runs)]))
-    return {
+        fleets = {"": path}
+        if baseline:  # its own generator: an older schema may not read today's fields
+            fleets["baseline: "] = Path(folder) / "baseline-fleet.json"
+            generate = [python, "-m", "grid", "lab", "generate-fleet", "--hosts"]
+            generate += [str(PROCESS_HOSTS), "--models", str(PROCESS_MODELS), "--seed", str(seed)]
+            subprocess.run(
+                [*generate, "-o", str(fleets["baseline: "])],
+                cwd=baseline,
+                check=True,
+                capture_output=True,
+            )
+
+        def commands(fleet: Path) -> list[tuple[str, list[str]]]:
+            plan = [python, "-c", CLI_RUNNER, "plan", str(fleet), "--time-limit", str(time_limit_s)]
+            return [
+                ("python -c pass", [python, "-c", "pass"]),
+                (f"grid plan --time-limit {time_limit_s:g} --json", [*plan, "--json"]),
+                ("grid plan --engine heuristic --json", [*plan, "--engine", "heuristic", "--json"]),
+            ]
+
+        for index, (name, _argv) in enumerate(commands(path)):
+            results: dict[str, list[ProcessRun]] = {label: [] for label, _ in trees}
+            for _ in range(runs):
+                for label, cwd in trees:
+                    argv = commands(fleets[label])[index][1]
+                    results[label].append(_run(argv, cwd=cwd))
+            for label, _cwd in trees:
+                if label and name.startswith("python"):
+                    continue
+                rows.append(_row(label + name, results[label]))
+    cpsat = rows[1]
+    out: dict[str, object] = {
         "hosts": PROCESS_HOSTS,
         "models": PROCESS_MODELS,
         "seed": seed,
         "time_limit_s": time_limit_s,
         "rows": rows,
-        "cpsat_after_import_max_s": rows[1]["after_import_max_s"],
-        "promise_kept": float(str(rows[1]["after_import_max_s"])) <= time_limit_s,
+        "cpsat_after_import_max_s": cpsat["after_import_max_s"],
+        "promise_kept": float(str(cpsat["after_import_max_s"])) <= time_limit_s,
     }
+    if baseline:
+        out["baseline"] = baseline
+        out["baseline_cpsat_after_import_max_s"] = rows[2]["after_import_max_s"]
+    return out
 
 
 def print_process(result: dict[str, object]) -> None:
@@ -261,14 +297,14 @@ def print_process(result: dict[str, object]) -> None:
         f"(seed {result['seed']}, --time-limit {result['time_limit_s']}):"
     )
     print(
-        f"{'process':<36} {'runs':>4} {'wall min':>8} {'median':>7} {'max':>6} "
+        f"{'process':<46} {'runs':>4} {'wall min':>8} {'median':>7} {'max':>6} "
         f"{'import max':>10} {'after import max':>16}  exit"
     )
     rows = result["rows"]
     assert isinstance(rows, list)
     for row in rows:
         print(
-            f"{row['process']:<36} {row['runs']:>4} {row['wall_min_s']:>8.2f} "
+            f"{row['process']:<46} {row['runs']:>4} {row['wall_min_s']:>8.2f} "
             f"{row['wall_median_s']:>7.2f} {row['wall_max_s']:>6.2f} {row['import_max_s']:>10.2f} "
             f"{row['after_import_max_s']:>16.2f}  {row['exit_codes']}"
         )
@@ -277,6 +313,11 @@ def print_process(result: dict[str, object]) -> None:
         f"against the {result['time_limit_s']} s limit: "
         f"{'kept' if result['promise_kept'] else 'BROKEN'}"
     )
+    if "baseline" in result:
+        print(
+            f"baseline ({result['baseline']}), slowest: "
+            f"{result['baseline_cpsat_after_import_max_s']} s"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,9 +336,13 @@ def main(argv: list[str] | None = None) -> int:
         "--process", action="store_true", help="time whole `grid plan` processes at 1000x200"
     )
     parser.add_argument("--runs", type=int, default=3, help="runs per process (--process)")
+    parser.add_argument(
+        "--baseline",
+        help="another checkout to time alternately with this one (--process), e.g. a worktree",
+    )
     args = parser.parse_args(argv)
     if args.process:
-        result = bench_process(args.seed, args.time_limit, max(1, args.runs))
+        result = bench_process(args.seed, args.time_limit, max(1, args.runs), args.baseline)
         if args.json:
             print(json.dumps(result, indent=2))
         else:
