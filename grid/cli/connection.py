@@ -103,12 +103,28 @@ def _url(grid: str | None, state_dir: Path) -> str:
 
 
 def client(
-    grid: str | None, state_dir: Path | None, token_file: Path | None = None, *, admin: bool = True
+    grid: str | None,
+    state_dir: Path | None,
+    token_file: Path | None = None,
+    *,
+    admin: bool = True,
+    ca_file: Path | None = None,
 ) -> AllocatorClient:
     folder = (state_dir or default_state_dir()).expanduser()
     url = _url(grid, folder)  # no --grid and no local config: no controller to talk to
     token = _operator_token(folder, token_file, url) if admin else None
-    return AllocatorClient(url, operator_token=token)
+    return AllocatorClient(url, operator_token=token, ca_file=ca_file or _local_ca(grid, folder))
+
+
+def _local_ca(grid: str | None, state_dir: Path) -> str | None:
+    """The CA `grid up --ca-file` recorded, when talking to this machine's controller (None:
+    $GRID_CA_FILE, else the system store)."""
+    if grid is not None or not config_path(state_dir).exists():
+        return None
+    try:
+        return load_settings(state_dir).ca_file or None
+    except GridError:
+        return None
 
 
 def _again(

@@ -107,6 +107,12 @@ ROOT_COMMANDS = {
         "the scenario lab, the demo.",
         factory=True,
     ),
+    "models": LazyCommand(
+        "grid.cli.client_cmd", "models", "List model profiles and the models served now."
+    ),
+    "chat": LazyCommand(
+        "grid.cli.client_cmd", "chat", "Chat with a served model through the router (streams)."
+    ),
     "lab": LazyCommand(
         "grid.cli.lab_cmd", "lab_app", "Scenario lab: generated fleets, the hindsight oracle."
     ),

@@ -123,6 +123,10 @@ class AllocatorClient:
             return response.json()
         return response.text
 
+    def stream(self, method: str, path: str, **kwargs: Any) -> Any:
+        """A streamed request (a context manager of `httpx.Response`), e.g. a chat reply."""
+        return self._http.stream(method, path, **kwargs)
+
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self._http.request(method, path, **kwargs)

@@ -1,0 +1,141 @@
+"""`grid models` and `grid chat`: what a user of the grid runs (spec "Remote Grid deployment").
+
+Both find the controller like every other command: `--grid URL`, else the local controller of
+`--state-dir`; an https controller is verified with `--ca-file`, $GRID_CA_FILE, the CA `grid up`
+recorded, or the system store. Neither needs a credential: the OpenAI surface is public.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from grid.cli.connection import GridOpt, JsonOpt, StateOpt, client
+from grid.fleet.errors import GridError
+
+CaFileOpt = Annotated[
+    Path | None,
+    typer.Option("--ca-file", help="CA that verifies an https controller (default: system store)."),
+]
+
+
+def models(
+    grid: GridOpt = None,
+    state_dir: StateOpt = None,
+    ca_file: CaFileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the model profiles and which models are served (ready on some host) now."""
+    with client(grid, state_dir, admin=False, ca_file=ca_file) as api:
+        status = api.status(history=0)
+        served_doc = api.request("GET", "/v1/models")
+    served = sorted(m["id"] for m in served_doc.get("data", []) if isinstance(m, dict))
+    profiles = status.get("profiles", [])
+    if as_json:
+        document = {
+            "profiles": [
+                {"model_id": p["model_id"], "memory_mb": p["memory_mb"]} for p in profiles
+            ],
+            "served": served,
+        }
+        typer.echo(json.dumps(document, indent=2))
+        return
+    table = Table(title=f"Models ({len(profiles)} profiles, {len(served)} served)")
+    for column in ("model", "memory MB", "replicas", "served"):
+        table.add_column(column)
+    names = sorted({p["model_id"] for p in profiles} | set(served))
+    by_id = {p["model_id"]: p for p in profiles}
+    for name in names:
+        p = by_id.get(name)
+        table.add_row(
+            name,
+            str(p["memory_mb"]) if p else "-",
+            f"{p['min_replicas']}..{p['max_replicas']}" if p else "(no profile)",
+            "yes" if name in served else "no",
+        )
+    Console(highlight=False).print(table)
+    if not served:
+        typer.echo("Nothing is served yet. Next: grid allocator status")
+
+
+def chat(
+    text: Annotated[str, typer.Argument(help="The message to send.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Model id (see `grid models`).")],
+    max_tokens: Annotated[
+        int, typer.Option("--max-tokens", min=1, help="Most tokens in the reply.")
+    ] = 128,
+    grid: GridOpt = None,
+    state_dir: StateOpt = None,
+    ca_file: CaFileOpt = None,
+) -> None:
+    """Send one message through the grid's router and stream the reply to stdout."""
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": max_tokens,
+        "stream": True,
+    }
+    api = client(grid, state_dir, admin=False, ca_file=ca_file)
+    base = api.base_url
+    try:
+        with api, api.stream("POST", "/v1/chat/completions", json=body) as reply:
+            if reply.status_code >= 400:
+                raise _refused(reply, model)
+            served_by = reply.headers.get("X-Grid-Served-By", "")
+            if reply.headers.get("content-type", "").startswith("application/json"):
+                reply.read()  # an engine that answered in one piece
+                for choice in reply.json().get("choices", []):
+                    sys.stdout.write((choice.get("message") or {}).get("content") or "")
+            for delta in _deltas(reply.iter_lines()):
+                sys.stdout.write(delta)
+                sys.stdout.flush()
+    except httpx.TransportError as exc:
+        raise GridError(
+            "controller_unreachable",
+            f"the chat to {base} failed in transit ({type(exc).__name__})",
+            fix="check that the controller runs and --grid names it",
+            next_command="grid models",
+        ) from None
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    if served_by:
+        typer.echo(f"(served by {served_by})", err=True)
+
+
+def _deltas(lines: Any) -> Any:
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            continue
+        for choice in chunk.get("choices", []) if isinstance(chunk, dict) else []:
+            content = (choice.get("delta") or {}).get("content")
+            if content:
+                yield content
+
+
+def _refused(reply: httpx.Response, model: str) -> GridError:
+    reply.read()
+    try:
+        error = reply.json().get("error", {})
+    except ValueError:
+        error = {}
+    code = str(error.get("code") or f"http_{reply.status_code}")
+    return GridError(
+        code,
+        str(error.get("message") or f"the router answered HTTP {reply.status_code}"),
+        fix=str(error.get("fix") or f"wait until {model} is served, or pick a served model"),
+        next_command="grid models",
+    )
