@@ -46,7 +46,8 @@ Tractability techniques used:
 - variables only where they can be non-zero, ledgers only where they can bind;
 - beyond FULL_MODEL_CELLS replica variables (solve.py), a time-window large-neighbourhood
   search (search.py): the exact model re-solved on short windows of minutes with the
-  incumbent's state at entry and its residency fixed just after the window.
+  incumbent's state at entry and its residency fixed just after the window;
+- a tidy pass (tidy.py) on the hint and on the answer: bridge reload gaps, drop idle stays.
 Not used: time compression of piecewise-constant demand. With load and hold timing, an optimal
 schedule may change residency inside a constant block (to be ready at the next block's start),
 so merging minutes is not exact in general; generated and real traces change every minute.
