@@ -103,6 +103,14 @@ def start(
             "named becomes a candidate). Repeatable.",
         ),
     ] = None,
+    distinct_addresses: Annotated[
+        bool,
+        typer.Option(
+            "--distinct-addresses",
+            help="Each machine on its own loopback address (127.0.0.2, ...) and the controller "
+            "on TLS with a generated CA (`grid test status --json` shows ca_file).",
+        ),
+    ] = False,
     run_dir: RunDirOpt = None,
 ) -> None:
     """Start (or find) the logical fleet; the model becomes READY with no further step."""
@@ -129,6 +137,7 @@ def start(
         priority=priority,
         model_scores=model_scores,
         candidates=candidates,
+        distinct_addresses=distinct_addresses,
     )
     report = fleet.start(settings, wait_ready_s=wait_s)
     verb = "Started" if report.started_now else "Already running:"
@@ -137,8 +146,11 @@ def start(
         low, high = settings.engine_ports(index)
         typer.echo(
             f"  {host}: {settings.capacities_mb[index]} MB, domain "
-            f"{settings.failure_domain(index)}, engine ports {low}-{high}"
+            f"{settings.failure_domain(index)}, engines on "
+            f"{settings.address(index) or '127.0.0.1'} ports {low}-{high}"
         )
+    if distinct_addresses:
+        typer.echo(f"Controller TLS CA: {fleet.ca_file()} (pass it as --ca-file)")
     for candidate in candidates:
         scores = ", ".join(f"{w}={s:g}" for w, s in candidate.workload_scores.items()) or "none"
         typer.echo(f"  candidate {candidate.model_id} (workload scores: {scores})")

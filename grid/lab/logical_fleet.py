@@ -110,6 +110,13 @@ class LogicalFleet:
         except (OSError, ValueError):
             return None
 
+    def ca_file(self) -> str | None:
+        """The CA the controller's certificate verifies with (None: plain HTTP on loopback)."""
+        try:
+            return load_settings(self.controller_dir).ca_file or None
+        except GridError:
+            return None
+
     def url(self) -> str | None:
         try:
             return load_settings(self.controller_dir).url
@@ -130,7 +137,7 @@ class LogicalFleet:
         if url is None:
             return False
         try:
-            with AllocatorClient(url, timeout_s=2.0) as client:
+            with AllocatorClient(url, timeout_s=2.0, ca_file=self.ca_file()) as client:
                 client.healthz()
         except GridError:
             return False
@@ -154,7 +161,7 @@ class LogicalFleet:
         assert url is not None
         operator = load_settings(self.controller_dir).operator_token
         hosts = self.hosts(settings)
-        with AllocatorClient(url, operator_token=operator) as admin:
+        with AllocatorClient(url, operator_token=operator, ca_file=self.ca_file()) as admin:
             for index in range(settings.machines):
                 self._start_node(admin, settings, index)
             # A controller that lost its state (quarantine) runs in recommend mode with no
@@ -180,7 +187,24 @@ class LogicalFleet:
             if current.controller != CONTROLLER_TUNING:
                 tuned = replace(current, controller=dict(CONTROLLER_TUNING))
                 write_settings(self.controller_dir, tuned)
-        start_server(self.controller_dir, settings.port)
+        start_server(self.controller_dir, settings.port, self._listen(settings))
+
+    def _listen(self, settings: FleetSettings) -> dict[str, Any]:
+        """TLS with a CA generated for this run folder when machines have distinct addresses,
+        else plain HTTP on loopback."""
+        if not settings.distinct_addresses:
+            return {"host": "127.0.0.1", "tls_cert": "", "tls_key": "", "ca_file": ""}
+        pki = self.run_dir / "pki"
+        if not (pki / "ca.pem").exists():
+            from grid.api.tls import generate_ca_and_server
+
+            generate_ca_and_server(pki, ["127.0.0.1", "localhost"], common_name="Grid test CA")
+        return {
+            "host": "127.0.0.1",
+            "tls_cert": str(pki / "server.pem"),
+            "tls_key": str(pki / "server-key.pem"),
+            "ca_file": str(pki / "ca.pem"),
+        }
 
     def _start_node(self, admin: AllocatorClient, settings: FleetSettings, index: int) -> None:
         host_id = settings.host_id(index)
@@ -212,6 +236,8 @@ class LogicalFleet:
             heartbeat_interval_s=settings.heartbeat_s,
             telemetry="logical",
             protection={"debounce_samples": 2, "recovery_cooldown_s": 5.0},
+            advertise_address=settings.address(index),
+            ca_file=self.ca_file(),
         )
         save_config(folder, config)
         start_agent(folder, token=None)
@@ -267,7 +293,7 @@ class LogicalFleet:
         if url is None:
             return None
         try:
-            with AllocatorClient(url, timeout_s=5.0) as client:
+            with AllocatorClient(url, timeout_s=5.0, ca_file=self.ca_file()) as client:
                 return client.status(history=20)
         except GridError:
             return None
@@ -294,6 +320,8 @@ class LogicalFleet:
             )
         return {
             "run_dir": str(self.run_dir),
+            "controller_url": self.url(),
+            "ca_file": self.ca_file(),
             "settings": settings.model_dump(mode="json") if settings is not None else None,
             "controller": {
                 "url": self.url(),

@@ -69,6 +69,13 @@ class FleetSettings(BaseModel):
     threads: int = Field(default=1, ge=1)
     model_scores: dict[str, float] = Field(default_factory=dict)  # the baseline's workloads
     candidates: list[CandidateModel] = Field(default_factory=list)
+    # Each machine on its own loopback address (127.0.0.2, ...) and the controller on TLS with a
+    # generated CA: real addressing and verification on one machine (docs/addressing.md).
+    distinct_addresses: bool = False
+
+    def address(self, index: int) -> str | None:
+        """The engine address machine `index` advertises (None: the shared 127.0.0.1)."""
+        return f"127.0.0.{index + 2}" if self.distinct_addresses else None
 
     def catalog_models(self) -> list[FleetModel]:
         return [self.model, *self.candidates]
