@@ -31,6 +31,7 @@ from starlette.concurrency import run_in_threadpool
 
 from grid.api.deps import Service
 from grid.api.errors import status_for
+from grid.api.openai_errors import engine_error
 from grid.api.openai_support import (
     MAX_BODY_BYTES,
     MAX_RESPONSE_BYTES,
@@ -74,6 +75,28 @@ async def list_models(request: Request, service: Service) -> dict[str, Any]:
         "object": "list",
         "data": [{"id": m, "object": "model", "created": 0, "owned_by": "grid"} for m in models],
     }
+
+
+@router.get("/models/{model_id:path}", response_model=None)
+async def retrieve_model(model_id: str, request: Request, service: Service) -> Response:
+    """One entry of GET /v1/models: 200 when the model has a READY engine, else 404."""
+    listed = await list_models(request, service)
+    entry = next((m for m in listed["data"] if m["id"] == model_id), None)
+    if entry is not None:
+        return JSONResponse(entry)
+    if model_id in service.controller.profiles:
+        return openai_error(
+            404,
+            "model_unavailable",
+            f"model {model_id!r} is configured but no engine has it READY yet",
+            fix="retry when GET /v1/models lists it; requests for it count as demand",
+        )
+    return openai_error(
+        404,
+        "model_not_found",
+        f"model {model_id!r} is not served by this Grid",
+        fix="list the served models with GET /v1/models",
+    )
 
 
 @router.post("/chat/completions", response_model=None)
@@ -213,10 +236,13 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
     # The engine's own failures (5xx, 429) are errors; a caller's 4xx is served demand.
     engine_failed = classify_status(reply.status_code) in ENGINE_FAILURES
     outcome = Outcome.ERROR if engine_failed else Outcome.OK
+    media_type = reply.headers.get("content-type", "application/json")
+    if reply.status_code >= 400:  # the engine's error in the one /v1 error shape
+        content, media_type = engine_error(content, reply.status_code), "application/json"
     response = Response(
         content,
         status_code=reply.status_code,
-        media_type=reply.headers.get("content-type", "application/json"),
+        media_type=media_type,
         headers=_served_headers(chosen, facts),
     )
     return _with_observation(response, service, facts.finished(outcome, elapsed, usage))
