@@ -15,6 +15,9 @@ from typing import Annotated, Any
 import typer
 
 from grid.cli.candidates import candidate_models
+from grid.cli.fleet_watch import failures, node_lines, ready_hosts, split_outcome, start_failed
+from grid.cli.hints import with_dirs
+from grid.cli.text import local_time, plural
 from grid.fleet.errors import GridError
 from grid.lab.logical_fleet import LogicalFleet
 from grid.lab.logical_fleet_settings import (
@@ -35,7 +38,8 @@ test_app = typer.Typer(
 )
 
 RunDirOpt = Annotated[
-    Path | None, typer.Option("--run-dir", help="Run folder (default ~/.grid/test).")
+    Path | None,
+    typer.Option("--run-dir", help="Run folder (default $GRID_TEST_DIR, else ~/.grid/test)."),
 ]
 
 
@@ -77,7 +81,9 @@ def start(
     priority: Annotated[
         int, typer.Option("--priority", min=0, help="Priority class of the model.")
     ] = 0,
-    port: Annotated[int, typer.Option("--port", help="Controller port.")] = DEFAULT_PORT,
+    port: Annotated[
+        int, typer.Option("--port", help="Controller port on 127.0.0.1 (`grid up` uses 22101).")
+    ] = DEFAULT_PORT,
     engine_port_base: Annotated[
         int, typer.Option("--engine-port-base", help="First engine port of the first node.")
     ] = (DEFAULT_ENGINE_PORT_BASE),
@@ -113,7 +119,9 @@ def start(
     ] = False,
     run_dir: RunDirOpt = None,
 ) -> None:
-    """Start (or find) the logical fleet; the model becomes READY with no further step."""
+    """Start (or find) the logical fleet on 127.0.0.1:22100; the model becomes READY with no
+    further step. Each node's state is printed as it changes; a model that fails to start stops
+    the wait with the engine's reason and a non-zero exit."""
     fleet = LogicalFleet(run_dir)
     chosen = resolve_model(model, fleet.run_dir / "weights", memory_mb)
     model_scores, candidates = candidate_models(
@@ -139,9 +147,9 @@ def start(
         candidates=candidates,
         distinct_addresses=distinct_addresses,
     )
-    report = fleet.start(settings, wait_ready_s=wait_s)
+    report = fleet.start(settings, wait_ready_s=0)
     verb = "Started" if report.started_now else "Already running:"
-    typer.echo(f"{verb} logical fleet of {machines} machines at {report.url}")
+    typer.echo(f"{verb} logical fleet of {plural(machines, 'machine')} at {report.url}")
     for index, host in enumerate(report.hosts):
         low, high = settings.engine_ports(index)
         typer.echo(
@@ -156,11 +164,44 @@ def start(
         typer.echo(f"  candidate {candidate.model_id} (workload scores: {scores})")
     typer.echo(f"Operator capability (owner-only): {report.token_file}")
     if wait_s > 0:
-        if report.ready_hosts:
-            typer.echo(f"{chosen.model_id} is READY on {', '.join(report.ready_hosts)}")
+        ready = _wait_ready(fleet, chosen.model_id, max(1, min_replicas), wait_s, run_dir)
+        if ready:
+            typer.echo(f"{chosen.model_id} is READY on {', '.join(ready)}")
         else:
-            typer.echo(f"{chosen.model_id} is not READY yet; follow it with `grid test watch`")
-    typer.echo("Next: grid test status")
+            watch_hint = with_dirs("grid test watch", run_dir=run_dir)
+            typer.echo(f"{chosen.model_id} is not READY yet; follow it with `{watch_hint}`")
+    typer.echo("Next: " + with_dirs("grid test status", run_dir=run_dir))
+
+
+def _wait_ready(
+    fleet: LogicalFleet, model_id: str, wanted: int, timeout_s: float, run_dir: Path | None
+) -> list[str]:
+    """Print each node's state as it changes until `wanted` hosts have the model READY or the
+    timeout passes; a start that failed with nothing in flight ends it (fleet_watch.py)."""
+    deadline = time.monotonic() + timeout_s
+    shown: dict[str, str] = {}
+    while True:
+        doc = fleet.status()
+        for host, line in sorted(node_lines(doc).items()):
+            if shown.get(host) != line:
+                typer.echo(f"  {time.strftime('%H:%M:%S')} {host}: {line}")
+                shown[host] = line
+        ready = ready_hosts(doc, model_id)
+        if len(ready) >= wanted:
+            return ready
+        failed = start_failed(doc, model_id)
+        if failed:
+            raise GridError(
+                failed[0].code,
+                f"{model_id} failed to start: " + "; ".join(f.line() for f in failed),
+                fix="check that the model file is a GGUF llama.cpp loads (the error says what the "
+                "engine reported); "
+                "the fleet keeps running so you can look at it",
+                next_command=with_dirs("grid test stop", run_dir=run_dir),
+            )
+        if time.monotonic() >= deadline:
+            return ready
+        time.sleep(0.5)
 
 
 def _previous_or_default(fleet: LogicalFleet, machines: int, model_mb: int) -> list[int]:
@@ -183,10 +224,15 @@ def status(
         return
     ctl = doc["controller"]
     if doc["settings"] is None:
-        typer.echo("No logical fleet in this run folder. Next: grid test start")
+        typer.echo(
+            "No logical fleet in this run folder. Next: "
+            + with_dirs("grid test start", run_dir=run_dir)
+        )
         return
-    running = "running" if ctl["running"] else "not running"
-    typer.echo(f"Controller {ctl['url']}: {running}, mode {ctl['mode']}")
+    if ctl["running"]:
+        typer.echo(f"Controller {ctl['url']}: running, mode {ctl['mode'] or 'unknown'}")
+    else:
+        typer.echo(f"Controller {ctl['url']}: not running")
     for node in doc["nodes"]:
         rows = ", ".join(
             f"{r['model_id']} {r['state']}" + (f" (pid {r['pid']})" if r.get("pid") else "")
@@ -196,6 +242,10 @@ def status(
         typer.echo(f"  {node['host_id']}: {state}; {rows or 'no residencies'}")
     for unmet in ctl["unmet"] or []:
         typer.echo(f"  unmet: {unmet['model_id']} {unmet['code']}: {unmet['message']}")
+    now = time.time()
+    for failure in failures(doc):
+        when = f", {local_time(failure.finished_at, now)}" if failure.finished_at else ""
+        typer.echo(f"  failed: {failure.line()} (attempt {failure.attempt}{when})")
 
 
 def _transitions(doc: dict[str, Any]) -> dict[str, str]:
@@ -231,7 +281,10 @@ def watch(
             for record in doc["history"]:
                 label = f"{record['kind']} {record['model_id']}@{record['host_id']}"
                 if seen_records.get(record["action_id"]) != record["status"]:
-                    typer.echo(f"{time.strftime('%H:%M:%S')} {label}: {record['status']}")
+                    why = ""
+                    if record["status"] == "failed":
+                        why = " ({}: {})".format(*split_outcome(record.get("outcome") or ""))
+                    typer.echo(f"{time.strftime('%H:%M:%S')} {label}: {record['status']}{why}")
                     seen_records[record["action_id"]] = record["status"]
             time.sleep(interval_s)
     except KeyboardInterrupt:
