@@ -118,8 +118,8 @@ def attach_portfolio(
     for m in sorted(set(mapping.values())):
         asked = sum(ctx.pairs[(w, mm)].need for w, mm in mapping.items() if mm == m)
         want = min(asked, ctx.room.get(m, 0))
-        desired[m] = ctx.base_level.get(m, 0) + want
-        short = want - counts.get(m, 0)
+        desired[m] = ctx.final_desired(m, want)
+        short = want - counts.get(m, 0) - ctx.surplus.get(m, 0)
         if short > 0:
             unsatisfied.append(
                 Unsatisfied(

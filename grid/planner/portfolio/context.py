@@ -37,7 +37,7 @@ from grid.planner.portfolio.gates import (
 )
 from grid.planner.portfolio.spare import spare_capacity_proof
 from grid.planner.problem import PlacementProblem, build_problem
-from grid.planner.targets import Target, compute_targets
+from grid.planner.targets import HostIndex, Target, compute_targets, model_target
 
 Key = tuple[str, str]
 TENTHS = 10  # utilities enter CP-SAT in tenths of a point
@@ -81,7 +81,11 @@ class PortfolioContext:
     base_keys: frozenset[Key]  # base placements that are candidate keys (fixed at 1)
     outside_hosts: frozenset[str]  # hosts with staged preemptions/repacks: left as planned
     base_counts: dict[str, int]  # replicas of each model in the base plan (fixed included)
-    base_level: dict[str, int]  # max(base desired, base replicas): workload replicas go beyond
+    base_level: dict[str, int]  # the base targets' desired count: workload replicas go beyond
+    # Base replicas beyond the base targets' desired count (idle incumbents the base plan keeps,
+    # e.g. through the scale-down cooldown): already serving, they count as workload replicas.
+    surplus: dict[str, int]
+    base_desired: dict[str, int]  # the base targets' desired counts (cooldown holds included)
     gates: dict[str, GateResult]
     pairs: dict[tuple[str, str], PairInfo]  # every (w, m) with a score, feasible or not
     room: dict[str, int]  # workload replicas each model may receive
@@ -120,17 +124,21 @@ class PortfolioContext:
     def outside_keys(self) -> list[Key]:
         return sorted(k for k in self.base_keys if k[1] in self.outside_hosts)
 
-    def off_pin_allowance(self, model_id: str) -> int | None:
-        """Workload-free room off the pins (None: no pins). Pins are reserved, never substituted:
-        placements off the pins ≤ base_level + D_m − |pins| − fixed replicas off the pins, so
-        this value plus the model's desired workload replicas bounds them."""
+    def off_pin_allowance(self, model_id: str, workload: int) -> int | None:
+        """Room off the pins (None: no pins) when the model has `workload` workload replicas.
+        Pins are reserved, never substituted: placements off the pins ≤ the final desired count
+        max(base desired, base_level + workload) − |pins| − fixed replicas off the pins."""
         pins = set(self.problem.model_by_id[model_id].pinned_hosts)
         if not pins:
             return None
         fixed_off = sum(
             1 for f in self.problem.fixed if f.model_id == model_id and f.host_id not in pins
         )
-        return self.base_level.get(model_id, 0) - len(pins) - fixed_off
+        return self.final_desired(model_id, workload) - len(pins) - fixed_off
+
+    def final_desired(self, model_id: str, workload: int) -> int:
+        """The plan's desired count of the model with `workload` workload replicas desired."""
+        return max(self.base_desired.get(model_id, 0), self.base_level.get(model_id, 0) + workload)
 
     def forecast(self, workload: str) -> WorkloadForecast:
         return self.snapshot.workloads[workload]
@@ -199,6 +207,22 @@ def _augmented_targets(
             out[m.model_id] = replace(
                 base[m.model_id], desired=max(base[m.model_id].desired, ceiling)
             )
+    return out
+
+
+def demand_levels(snap: FleetSnapshot, targets: dict[str, Target]) -> dict[str, int]:
+    """Per model, the replicas its base target asks for on account of demand, pins and bounds:
+    the target itself, except that replicas held only by the scale-down cooldown (reason
+    `cooldown`) are left out; those idle incumbents are the portfolio's to keep or release."""
+    index = HostIndex(snap)
+    out: dict[str, int] = {}
+    for m in snap.models:
+        target = targets[m.model_id]
+        if target.reason == "cooldown":
+            uncooled = m.model_copy(update={"scale_down_cooldown_s": -1.0})
+            out[m.model_id] = min(target.desired, model_target(uncooled, snap, index).desired)
+        else:
+            out[m.model_id] = target.desired
     return out
 
 
@@ -295,17 +319,18 @@ def build_context(
             pairs[key] = replace(p, need=min(p.need, policy.canary_max_replicas), weak=True)
     final = dict(base_targets)
     room: dict[str, int] = {}
+    levels = demand_levels(snap, base_targets)
     for m in snap.models:
         asked = sum(
             p.need
             for (w, mid), p in pairs.items()
             if mid == m.model_id and p.feasible and gates[w].admitted
         )
-        base_desired = max(base_targets[m.model_id].desired, counts[m.model_id])
+        level = levels[m.model_id]
         ceiling = max(m.max_replicas, len(set(m.pinned_hosts)))
-        desired = max(base_desired, min(ceiling, base_desired + asked))
-        room[m.model_id] = desired - base_desired
-        if room[m.model_id]:
+        desired = max(level, min(ceiling, level + asked))
+        room[m.model_id] = desired - level
+        if desired > base_targets[m.model_id].desired:
             final[m.model_id] = replace(
                 base_targets[m.model_id], desired=desired, reason="portfolio"
             )
@@ -318,7 +343,9 @@ def build_context(
         base_keys=base_keys,
         outside_hosts=outside,
         base_counts=dict(counts),
-        base_level={m: max(t.desired, counts[m]) for m, t in base_targets.items()},
+        base_level=levels,
+        surplus={m: max(0, counts[m] - n) for m, n in levels.items()},
+        base_desired={m: t.desired for m, t in base_targets.items()},
         gates=gates,
         pairs=pairs,
         room=room,

@@ -2,12 +2,15 @@
 
     a[w, m] ⇒ count_m ≥ 1                         (a covered workload has a replica of m)
     wr_m  = Σ_{k ∈ keys(m) ∖ B} x_k                (workload replicas beyond the base plan)
+    s_m   = ctx.surplus[m]                         (base idle incumbents held by the cooldown:
+                                                    they already serve the workload)
     N_m   = Σ_w req(w, m) · a[w, m]
     D_m   = min(N_m, room_m)                       (desired workload replicas)
-    wr_m ≤ D_m                                     (no replica without a workload asking for it)
-    miss_m = D_m − wr_m ≥ 0
-    Σ_{h ∉ pins(m)} x[m, h] ≤ base_level_m + D_m − |pins(m)| − fixed_off(m)   (pins never
-                                                  substituted, against the final desired count)
+    wr_m + s_m ≤ max(D_m, s_m)                     (no new replica without a workload asking)
+    miss_m ≥ D_m − wr_m − s_m,  miss_m ≥ 0         (minimised at its level: the shortfall)
+    Σ_{h ∉ pins(m)} x[m, h] ≤ max(base_desired_m, base_level_m + D_m) − |pins(m)| − fixed_off(m)
+                                                  (pins never substituted, against the final
+                                                  desired count)
 Base keys are fixed: x_k = 1 for k ∈ B, so the base plan's replicas stay where they are.
 """
 
@@ -44,18 +47,27 @@ def add_links(
             continue
         asked = cp_model.LinearExpr.weighted_sum([v for v, _n in lits], [n for _v, n in lits])
         ceiling = sum(n for _v, n in lits)
+        surplus = ctx.surplus.get(m, 0)
         demand = model.new_int_var(0, min(room, ceiling), f"D[{m}]")
         asked_var = model.new_int_var(0, ceiling, f"N[{m}]")
         model.add(asked_var == asked)
         model.add_min_equality(demand, [asked_var, room])
-        model.add(wr <= demand)
+        top = model.new_int_var(surplus, max(surplus, min(room, ceiling)), f"top[{m}]")
+        model.add_max_equality(top, [demand, surplus])
+        model.add(wr + surplus <= top)
         miss = model.new_int_var(0, min(room, ceiling), f"miss[{m}]")
-        model.add(miss == demand - wr)
+        model.add(miss >= demand - wr - surplus)
         missing[m] = miss
-        allowance = ctx.off_pin_allowance(m)
-        if allowance is not None:
-            pins = set(ctx.problem.model_by_id[m].pinned_hosts)
+        pins = set(ctx.problem.model_by_id[m].pinned_hosts)
+        if pins:
+            fixed_off = sum(
+                1 for f in ctx.problem.fixed if f.model_id == m and f.host_id not in pins
+            )
+            final = model.new_int_var(0, ctx.final_desired(m, min(room, ceiling)), f"F[{m}]")
+            model.add_max_equality(
+                final, [ctx.base_desired.get(m, 0), ctx.base_level.get(m, 0) + demand]
+            )
             off = [k for k in xs.keys_of_model(m) if k[1] not in pins]
             outside_off = sum(1 for mm, h in xs.outside if mm == m and h not in pins)
-            model.add(xs.total(off) + outside_off <= allowance + demand)
+            model.add(xs.total(off) + outside_off <= final - len(pins) - fixed_off)
     return missing

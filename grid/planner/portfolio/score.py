@@ -9,7 +9,8 @@ For a mapping μ: W_a → M (partial) and a placement P ⊇ B (every key of the 
                  (R = policy.portfolio.spare_slot_reserve; R when some admitting host has
                  no slot limit)
     missing      Σ_m max(0, D_m − wr_m),  D_m = min(Σ_{covered w→m} req(w, m), room_m),
-                 wr_m = count_m − base_count_m                                     min
+                 wr_m = count_m − base_count_m + surplus_m (idle incumbents the base
+                 plan holds only for its scale-down cooldown serve the workload)  min
     utility      Σ_{covered w} utility(w, μ(w)) in tenths (with the optimism bonus)  max
     transition   Σ_{new k ∈ P∖B} ⌈startup_s(k)⌉ + Σ_{speculative incumbents k ∉ P} disruption(k)
                                                                                    min
@@ -81,6 +82,12 @@ def slot_hosts(ctx: PortfolioContext) -> tuple[list[str], bool]:
     return limited, unlimited
 
 
+def workload_count(ctx: PortfolioContext, model_id: str, count: int) -> int:
+    """Workload replicas among `count` replicas of the model: those beyond the base plan plus
+    the base plan's idle incumbents beyond its demand level (ctx.surplus)."""
+    return count - ctx.base_counts.get(model_id, 0) + ctx.surplus.get(model_id, 0)
+
+
 def evaluate(
     ctx: PortfolioContext,
     mapping: Mapping[str, str],
@@ -115,7 +122,7 @@ def evaluate(
     for w, m in covered.items():
         asked[m] = asked.get(m, 0) + ctx.pairs[(w, m)].need
     values["missing"] = sum(
-        max(0, min(n, ctx.room.get(m, 0)) - (counts.get(m, 0) - ctx.base_counts.get(m, 0)))
+        max(0, min(n, ctx.room.get(m, 0)) - workload_count(ctx, m, counts.get(m, 0)))
         for m, n in asked.items()
     )
     values["utility"] = sum(

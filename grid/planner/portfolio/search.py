@@ -84,7 +84,9 @@ def place(ctx: PortfolioContext, mapping: dict[str, str]) -> set[Key]:
         weight[m] = weight.get(m, 0) + pressure_of(ctx, w)
         asked[m] = asked.get(m, 0) + ctx.pairs[(w, m)].need
     order = sorted(weight, key=lambda m: (-weight[m], m))
-    want = {m: min(asked[m], ctx.room.get(m, 0)) for m in order}
+    # D_m workload replicas; the base plan's idle incumbents (surplus) already count.
+    goal = {m: min(asked[m], ctx.room.get(m, 0)) for m in order}
+    want = {m: max(0, goal[m] - ctx.surplus.get(m, 0)) for m in order}
     keys_of: dict[str, list[Key]] = {}
     for m in order:
         keys = [
@@ -97,11 +99,11 @@ def place(ctx: PortfolioContext, mapping: dict[str, str]) -> set[Key]:
     added = {m: 0 for m in order}
     off_room: dict[str, int] = {}  # placements still allowed off the pins (pinned models)
     for m in order:
-        allowance = ctx.off_pin_allowance(m)
+        allowance = ctx.off_pin_allowance(m, goal[m])
         if allowance is not None:
             pins = set(problem.model_by_id[m].pinned_hosts)
             used = sum(1 for mm, h in ctx.base_keys if mm == m and h not in pins)
-            off_room[m] = allowance + want[m] - used
+            off_room[m] = allowance - used
 
     def fits(k: Key) -> bool:
         if ledger.blockers(k):
