@@ -4,7 +4,8 @@ A warm depends on a preceding load when the exact artifact is not cached; a defe
 defers its warm. New replicas of one model are numbered in rounds (after the replicas already
 serving or starting), so the governors can give every model its k-th replica before any model
 its (k+1)-th. Pins and the min_replicas baseline are `required`; further replicas carry the
-demand's evidence (direct or inferred).
+demand's evidence (direct or inferred); replicas beyond the demand target (the portfolio's
+workload replicas) are speculative and run as `inferred`, behind direct demand.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ def replica_urgency(view: FleetView, model_id: str, host_id: str, replica_round:
         return Urgency.DIRECT
     if replica_round <= max(target.baseline, target.pins):
         return Urgency.REQUIRED
+    if replica_round > target.desired:
+        # Beyond what baseline and direct demand ask for: a portfolio (workload) replica, which
+        # is speculative: ranked behind direct demand, with no more authority than inference.
+        return Urgency.INFERRED
     return Urgency.INFERRED if target.evidence is Evidence.INFERRED else Urgency.DIRECT
 
 
