@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from grid.demand import EndpointFamily, Observation, RequestOutcome, observation_from
+from grid.demand import EndpointFamily, Observation, Outcome, RequestOutcome, observation_from
 from grid.fleet.actions import Mode
 from grid.fleet.models import FleetSnapshot, HostState, Plan, ResidencyState
 from grid.lab.scenario import workday
@@ -29,7 +29,7 @@ from grid.lab.scenario.catalog import compatible, designated
 from grid.lab.scenario.fleet import LabFleet
 from grid.lab.scenario.metrics import Metrics
 from grid.lab.scenario.personas import build_users
-from grid.lab.scenario.physics import MinuteResult, Replica, route_minute
+from grid.lab.scenario.physics import MinuteResult, Replica, Routed, route_minute
 from grid.lab.scenario.strategies import STRATEGIES, Control, make_control
 from grid.lab.scenario.world import ScenarioConfig, World, build_world
 from grid.lab.simulator import SimConfig
@@ -89,6 +89,18 @@ def _apply_event(fleet: LabFleet, event: workday.Event) -> None:
         host.residencies.clear()  # the machine rebooted: processes are gone, the disk stays
 
 
+def queued_units(r: Routed) -> int:
+    """Queue depth the boundary reports for a finished request, in concurrency units.
+
+    Routed: the replica's overflow (physics). NO_ROUTE: no engine could take the job, so all of
+    its work is still queued at the boundary: its base device seconds over one unit (60 device
+    seconds per minute), rounded up; a queued minute-long video job is two units, which is what
+    lets it cross the spec's offered-concurrency gate (or the media canary band) at once."""
+    if r.outcome is Outcome.NO_ROUTE:
+        return max(1, math.ceil(r.request.service_s / TICK_S - 1e-9))
+    return r.queue_depth
+
+
 def _observations(
     result: MinuteResult, start: float, fleet: LabFleet
 ) -> list[tuple[Observation, str, str | None]]:
@@ -102,7 +114,7 @@ def _observations(
             outcome=r.outcome,
             service_time_s=r.device_s,
             queue_wait_s=max(0.0, r.latency_s - r.device_s),
-            queue_depth=r.queue_depth,
+            queue_depth=queued_units(r),
             body_bytes=req.body_bytes,
             timestamp=done,
         )
