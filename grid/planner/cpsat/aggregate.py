@@ -1,0 +1,288 @@
+"""The replica levels solved over host types (types.py): n[m,T] replicas of m on type T.
+
+Variables
+    x[m,h] ∈ {0,1}   candidates on individual hosts (types of count 1), with every hard
+                     constraint family of build.py but the replica bounds (memory, slots,
+                     colocation, disk: the per-host model, exact)
+    n[m,T] ∈ 0..min(|T|, open(m))   replicas of m on the hosts of an aggregated type T
+Per-type ledgers (T has |T| identical hosts, budget B, new budget B', slot cap s, disk D):
+    Σ_m mem(m)·n[m,T] ≤ |T|·B,   Σ_m new_mb(m)·n[m,T] ≤ |T|·B',   Σ_m n[m,T] ≤ |T|·s,
+    Σ_m disk(m)·n[m,T] ≤ |T|·D,   n[a,T] + n[b,T] ≤ |T| for every excluded pair,
+    Σ_{m: size(m)·k > L} n[m,T] ≤ (k−1)·|T| for k = 2..s and both ledgers L ∈ {B, B'}
+    (a host holds at most k−1 items each larger than L/k: valid cuts of the packing),
+    colocation ceilings are not aggregated (the disaggregation enforces them).
+Replica bounds over both kinds: Σ_h x[m,h] + Σ_T n[m,T] ≤ open(m), and the pins'
+reservation on the unpinned candidates (replicas.py), so the levels' expressions are those of
+objective.py with count_m = fixed(m) + Σ x + Σ n.
+
+Exactness. n[m,T] ≤ |T| is exact (one replica of m per host). With a slot cap of 1 every
+per-type ledger is exact too (each candidate fits a host alone). Otherwise the per-type sums
+are a relaxation of the per-host packing (bin packing): a solution's counts may not pack. The
+relaxation's lexicographic optimum is an upper bound of the per-host model's, level by level
+(every per-host placement maps to a feasible n with equal replica levels), so
+`solve_aggregated` disaggregates (types.disaggregate, first-fit decreasing) and checks: when
+the disaggregated placement reaches the aggregate's value at every replica level and every
+stage was OPTIMAL, those values are the per-host optimum (proven); else it is only a hint.
+Symmetry: hosts of one type are not variables of the model at all, so there is no symmetry
+within a type to break; the disaggregation's host order (by ID) is the canonical choice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from grid.planner.cpsat.colocation import add_colocation
+from grid.planner.cpsat.disk import add_disk
+from grid.planner.cpsat.memory import add_memory
+from grid.planner.cpsat.replicas import pinned_hosts, unpinned_allowance
+from grid.planner.cpsat.scoring import Scorer
+from grid.planner.cpsat.slots import add_slots
+from grid.planner.cpsat.stages import Stage, stages_of
+from grid.planner.cpsat.variables import Key, PlacementVars
+from grid.planner.levels import (
+    baseline_members,
+    baseline_rounds,
+    compare,
+    direct_rounds,
+    inferred_members,
+    round_members,
+)
+from grid.planner.problem import PlacementProblem
+from grid.planner.types import HostType, disaggregate, host_types, type_counts
+
+SEED = 20240611
+FIRST_STAGE_S = 1.0  # any stage may take this long: the first one pays the LP's warm-up
+Expr = cp_model.LinearExpr
+
+
+@dataclass
+class AggregateResult:
+    placed: set[Key]
+    values: dict[str, int]  # the aggregate's optimum (or best) per replica level
+    proven: bool  # the disaggregated placement reaches them and every stage was OPTIMAL
+    statuses: list[str] = field(default_factory=list)
+    variables: int = 0
+    aggregated_hosts: int = 0
+    types: int = 0
+
+
+def aggregation_pays(problem: PlacementProblem) -> bool:
+    """At least half of the candidates sit on hosts of types with more than one host."""
+    types = host_types(problem)
+    grouped = sum(t.count * len(t.models) for t in types if t.count > 1)
+    return grouped * 2 >= max(1, len(problem.candidates))
+
+
+class _AggregateModel:
+    def __init__(self, problem: PlacementProblem, types: Sequence[HostType]) -> None:
+        self.problem = problem
+        self.model = cp_model.CpModel()
+        self.grouped = [t for t in types if t.count > 1]
+        singles = [t.host_ids[0] for t in types if t.count == 1]
+        keys = [c[:2] for h in singles for c in problem.candidates_of_host(h)]
+        self.xs = PlacementVars(self.model, problem, keys=keys)
+        add_memory(self.model, self.xs, problem)
+        add_slots(self.model, self.xs, problem)
+        add_colocation(self.model, self.xs, problem)
+        add_disk(self.model, self.xs, problem)
+        self.n: dict[tuple[str, str], cp_model.IntVar] = {}
+        self.top: dict[int, int] = {}  # upper bound of each n variable, by index
+        for htype in self.grouped:
+            self._add_type(htype)
+        self._replicas()
+        self._steps: dict[str, list[cp_model.IntVar]] = {}
+
+    def _add_type(self, htype: HostType) -> None:
+        problem, first, count = self.problem, htype.host_ids[0], htype.count
+        budget = problem.host_by_id[first]
+        cands = [problem.candidates[(m, first)] for m in htype.models]
+        ns = []
+        for cand in cands:
+            top = min(count, problem.open_replicas(cand.model_id))
+            var = self.model.new_int_var(0, top, "")
+            self.top[var.index] = top
+            self.n[(cand.model_id, htype.type_id)] = var
+            ns.append(var)
+        model = self.model
+        model.add(
+            Expr.weighted_sum(ns, [c.memory_mb for c in cands])
+            <= count * budget.footprint_budget_mb
+        )
+        model.add(Expr.weighted_sum(ns, [c.new_mb for c in cands]) <= count * budget.new_budget_mb)
+        if budget.desired_cap is not None:
+            model.add(Expr.sum(ns) <= count * budget.desired_cap)
+        if budget.disk_free_mb is not None:
+            model.add(
+                Expr.weighted_sum(ns, [c.disk_mb for c in cands]) <= count * budget.disk_free_mb
+            )
+        sizes = ([c.memory_mb for c in cands], [c.new_mb for c in cands])
+        for limit, sized in zip(
+            (budget.footprint_budget_mb, budget.new_budget_mb), sizes, strict=True
+        ):
+            cap = budget.desired_cap if budget.desired_cap is not None else len(cands)
+            for k in range(2, min(cap, len(cands)) + 1):
+                # A host holds at most k−1 items each larger than limit/k.
+                big = [v for mb, v in zip(sized, ns, strict=True) if mb * k > limit]
+                if len(big) > 1:
+                    model.add(Expr.sum(big) <= (k - 1) * count)
+        present = {c.model_id: var for c, var in zip(cands, ns, strict=True)}
+        for pair in sorted(tuple(sorted(p)) for p in problem.excluded_pairs if len(p) == 2):
+            if pair[0] in present and pair[1] in present:
+                model.add(present[pair[0]] + present[pair[1]] <= count)
+
+    def count_terms(self, model_id: str, *, unpinned: bool = False) -> list[cp_model.IntVar]:
+        pins = pinned_hosts(self.problem, model_id) if unpinned else frozenset()
+        out = [self.xs.x[k] for k in self.xs.keys_of_model(model_id) if k[1] not in pins]
+        for htype in self.grouped:
+            var = self.n.get((model_id, htype.type_id))
+            if var is not None and not (unpinned and set(htype.host_ids) & pins):
+                out.append(var)
+        return out
+
+    def _replicas(self) -> None:
+        problem = self.problem
+        for m in problem.models:
+            terms = self.count_terms(m.model_id)
+            if terms:
+                self.model.add(Expr.sum(terms) <= problem.open_replicas(m.model_id))
+            if m.pinned_hosts:
+                off = self.count_terms(m.model_id, unpinned=True)
+                if off:
+                    self.model.add(Expr.sum(off) <= unpinned_allowance(problem, m.model_id))
+
+    def at_least(self, model_id: str, k: int) -> cp_model.IntVar | int:
+        base = self.problem.fixed_count(model_id)
+        if k <= base:
+            return 1
+        steps = self._steps.get(model_id)
+        if steps is None:
+            terms = self.count_terms(model_id)
+            reach = sum(self.top.get(t.index, 1) for t in terms)
+            size = min(reach, self.problem.open_replicas(model_id))
+            steps = [self.model.new_bool_var("") for _ in range(size)]
+            for earlier, later in itertools.pairwise(steps):
+                self.model.add_implication(later, earlier)
+            self.model.add(Expr.sum(terms) == Expr.sum(steps))
+            self._steps[model_id] = steps
+        index = k - base - 1
+        return steps[index] if index < len(steps) else 0
+
+    def expressions(self) -> dict[str, Expr]:
+        problem, harm = self.problem, self.problem.harm_rank
+        pinned = [self.xs.x[k] for k in self.xs.x if problem.candidates[k].pinned]
+        for (model_id, tid), var in self.n.items():
+            if problem.candidates[(model_id, tid)].pinned:
+                pinned.append(var)
+        fixed_pinned = sum(
+            1 for f in problem.fixed if f.host_id in problem.model_by_id[f.model_id].pinned_hosts
+        )
+        out: dict[str, Expr] = {"pinned": Expr.sum(pinned) + fixed_pinned}
+        for p in problem.priorities:
+            for k in baseline_rounds(problem, p):
+                out[f"p{p}:baseline:{k}"] = _sum(
+                    self.at_least(m, k) for m in baseline_members(problem, p, k)
+                )
+            for k in direct_rounds(problem, p):
+                ids = round_members(problem, p, k)
+                out[f"p{p}:direct:{k}"] = _sum(self.at_least(m, k) for m in ids)
+                out[f"p{p}:direct:{k}:harm"] = _weighted(
+                    [(self.at_least(m, k), harm[m]) for m in ids]
+                )
+            inferred = inferred_members(problem, p)
+            if inferred:
+                out[f"p{p}:inferred"] = _sum(
+                    self.at_least(m, k)
+                    for m in inferred
+                    for k in range(problem.targets[m].baseline + 1, problem.targets[m].desired + 1)
+                )
+        return out
+
+    def hint(self, placed: set[Key], types: Sequence[HostType]) -> None:
+        self.model.clear_hints()  # type: ignore[no-untyped-call]
+        for key, var in self.xs.x.items():
+            self.model.add_hint(var, int(key in placed))
+        counts = type_counts([t for t in types if t.count > 1], placed)
+        for key, var in self.n.items():
+            self.model.add_hint(var, counts.get(key, 0))
+
+
+def _sum(items: Iterable[cp_model.IntVar | int]) -> Expr:
+    return _weighted([(item, 1) for item in items])
+
+
+def _weighted(pairs: list[tuple[cp_model.IntVar | int, int]]) -> Expr:
+    variables = [v for v, w in pairs if not isinstance(v, int) and w]
+    weights = [w for v, w in pairs if not isinstance(v, int) and w]
+    constant = sum(v * w for v, w in pairs if isinstance(v, int))
+    return Expr.weighted_sum(variables, weights) + constant
+
+
+def solve_aggregated(
+    problem: PlacementProblem, *, hint: set[Key], time_limit_s: float
+) -> AggregateResult:
+    """Lexicographic replica levels over host types, then disaggregation and its check."""
+    deadline = time.perf_counter() + max(0.0, time_limit_s)
+    types = host_types(problem)
+    built = _AggregateModel(problem, types)
+    exprs = built.expressions()
+    stages = [s for s in stages_of(problem) if all(lv.replica_level for lv in s.levels)]
+    scorer = Scorer(problem)
+    current = set(hint)
+    values = scorer.score(current)
+    statuses: list[str] = []
+    best: dict[str, int] = {}
+    solution: tuple[dict[Key, int], set[Key]] | None = None
+    for index, stage in enumerate(stages):
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0.001:
+            statuses.append("SKIPPED")
+            break
+        built.hint(current, types)
+        built.model.maximize(stage.expression(exprs))
+        solver = cp_model.CpSolver()
+        share = remaining / (len(stages) - index)
+        solver.parameters.max_time_in_seconds = max(0.01, share, min(remaining, FIRST_STAGE_S))
+        solver.parameters.num_workers = 1
+        solver.parameters.random_seed = SEED
+        status = solver.solve(built.model)
+        statuses.append(solver.status_name(status))
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            break
+        achieved = round(solver.objective_value)
+        built.model.add(stage.expression(exprs) >= achieved)
+        for level in stage.levels:
+            best[level.name] = round(solver.value(exprs[level.name]))
+        counts = {key: solver.value(var) for key, var in built.n.items()}
+        singles = {k for k, var in built.xs.x.items() if solver.boolean_value(var)}
+        solution = (counts, singles)
+        current = disaggregate(problem, types, counts, singles)
+    placed = set(hint)
+    if solution is not None and compare(problem, scorer.score(current), values) >= 0:
+        placed, values = current, scorer.score(current)
+    proven = (
+        len(statuses) == len(stages)
+        and all(s == "OPTIMAL" for s in statuses)
+        and all(values[name] == v for name, v in best.items())
+    )
+    return AggregateResult(
+        placed=placed,
+        values=best,
+        proven=proven,
+        statuses=statuses,
+        variables=len(built.model.proto.variables),
+        aggregated_hosts=sum(t.count for t in types if t.count > 1),
+        types=len(types),
+    )
+
+
+def replica_stage_count(problem: PlacementProblem) -> int:
+    return sum(1 for s in stages_of(problem) if _replica(s))
+
+
+def _replica(stage: Stage) -> bool:
+    return all(lv.replica_level for lv in stage.levels)

@@ -1,0 +1,149 @@
+"""Host types: hosts interchangeable for the plan, grouped with an integer count (pure).
+
+Two hosts are of one type when everything the planner reads about them, but their IDs, is
+equal: the ledger budgets of `problem.HostBudget` (allocatable memory, headroom, slot caps,
+known free disk, admission), the failure domain when some model asks for domain spread, and,
+model by model, the whole candidate (runtime, both memory figures, artifact disk, cached,
+pinned) and its quality score. The signature is built from the problem, not from the raw host,
+so it is exact by construction: swapping two hosts of one type maps every placement to one with
+the same value at every level and the same feasibility. Hosts with any live residency (so any
+incumbent or fixed replica) stay individual types of count 1, and so do hosts whose signature is
+unique. A host that admits nothing has no candidates and is never a decision.
+
+`disaggregate` turns "n replicas of m on type T" into concrete hosts, deterministically:
+per type, models by footprint (largest first, then ID), each replica to the first host of the
+type (by host ID) that still fits it under the shared placement fit rule (cpsat/ledger.py) and
+does not hold the model yet: first-fit decreasing. Individual hosts' placements are copied
+unchanged, so an incumbent is never moved. The result is a feasible placement; when the
+per-type counts were a relaxation of the per-host packing (cpsat/aggregate.py), some replicas
+may not fit, and the caller compares the levels it reaches with the aggregate's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from grid.planner.cpsat.ledger import Ledger
+from grid.planner.levels import quality_scores
+from grid.planner.problem import PlacementProblem
+
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class HostType:
+    type_id: str  # the first host ID of the type
+    host_ids: tuple[str, ...]  # sorted
+    models: tuple[str, ...]  # the models with a candidate on every host of the type
+
+    @property
+    def count(self) -> int:
+        return len(self.host_ids)
+
+
+def host_types(problem: PlacementProblem) -> list[HostType]:
+    """Every admitting host with candidates in exactly one type, by first host ID."""
+    cached = problem.memo.get("host_types")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    quality = quality_scores(problem)
+    spread = any(m.min_failure_domains > 1 for m in problem.models)
+    live_hosts = {h.host_id for h in problem.hosts if h.live_models or h.fixed_models}
+    groups: dict[object, list[str]] = {}
+    for budget in problem.hosts:
+        cands = problem.candidates_of_host(budget.host_id)
+        if not cands:
+            continue
+        if budget.host_id in live_hosts:
+            groups[("individual", budget.host_id)] = [budget.host_id]
+            continue
+        signature = (
+            budget.allocatable_mb,
+            budget.headroom_mb,
+            budget.slot_limit,
+            budget.desired_cap,
+            budget.new_cap,
+            budget.disk_free_mb,
+            budget.domain if spread else "",
+            tuple(
+                (
+                    c.model_id,
+                    c.runtime,
+                    c.memory_mb,
+                    c.new_mb,
+                    c.disk_mb,
+                    c.cached,
+                    c.pinned,
+                    quality[(c.model_id, c.host_id)],
+                )
+                for c in sorted(cands)
+            ),
+        )
+        groups.setdefault(signature, []).append(budget.host_id)
+    out = []
+    for members in groups.values():
+        ids = tuple(sorted(members))
+        models = tuple(sorted(c.model_id for c in problem.candidates_of_host(ids[0])))
+        out.append(HostType(ids[0], ids, models))
+    out.sort(key=lambda t: t.type_id)
+    problem.memo["host_types"] = out
+    return out
+
+
+def disaggregate(
+    problem: PlacementProblem,
+    types: Iterable[HostType],
+    counts: Mapping[tuple[str, str], int],
+    individual: Iterable[Key],
+) -> set[Key]:
+    """Concrete placements: `individual` keys as they are, then counts[(model, type_id)]
+    replicas per type, first-fit decreasing over the type's hosts (see the module docstring)."""
+    ledger = Ledger(problem)
+    for key in sorted(set(individual)):
+        ledger.add(key)
+    for htype in types:
+        wanted = [(m, counts.get((m, htype.type_id), 0)) for m in htype.models]
+        wanted = [(m, n) for m, n in wanted if n > 0]
+        if not wanted:
+            continue
+        first = htype.host_ids[0]
+        wanted.sort(key=lambda mn: (-problem.candidates[(mn[0], first)].memory_mb, mn[0]))
+        smallest = problem.candidates[(wanted[-1][0], first)].memory_mb
+        hosts = htype.host_ids
+        start = 0  # hosts before it cannot take even the smallest item: skipped
+        for model_id, n in wanted:
+            placed = 0
+            size = problem.candidates[(model_id, first)].memory_mb
+            index = start
+            while placed < n and index < len(hosts):
+                host_id = hosts[index]
+                index += 1
+                load = ledger.hosts[host_id]
+                free = load.budget.footprint_budget_mb - load.footprint_mb
+                if free < size or model_id in load.models:
+                    continue
+                key = (model_id, host_id)
+                if not ledger.blockers(key):
+                    ledger.add(key)
+                    placed += 1
+            while start < len(hosts):
+                load = ledger.hosts[hosts[start]]
+                if load.budget.footprint_budget_mb - load.footprint_mb >= smallest and not (
+                    load.budget.desired_cap is not None
+                    and len(load.models) >= load.budget.desired_cap
+                ):
+                    break
+                start += 1
+    return set(ledger.placed)
+
+
+def type_counts(types: Iterable[HostType], placed: Iterable[Key]) -> dict[tuple[str, str], int]:
+    """Replicas per (model, type_id) of a concrete placement (on aggregated types)."""
+    type_of = {h: t.type_id for t in types for h in t.host_ids}
+    out: dict[tuple[str, str], int] = {}
+    for model_id, host_id in placed:
+        tid = type_of.get(host_id)
+        if tid is not None:
+            out[(model_id, tid)] = out.get((model_id, tid), 0) + 1
+    return out
