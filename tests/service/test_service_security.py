@@ -22,14 +22,22 @@ pytestmark = pytest.mark.service
 
 PUBLIC = {("get", "/allocator/status"), ("get", "/metrics"), ("get", "/healthz")}
 NODE_ROUTES = {("put", "/nodes/{node_id}")}
+# The one-time enrollment token travels in the body (tests/service/test_enroll.py).
+ENROLL_ROUTES = {("post", "/enroll")}
 # The OpenAI-compatible inference boundary is permissionless by the spec (LAN clients need no
 # Grid credential; only configured model ids create demand).
-INFERENCE = {("get", "/v1/models"), ("post", "/v1/chat/completions"), ("post", "/v1/completions")}
+INFERENCE = {
+    ("get", "/v1/models"),
+    ("get", "/v1/models/{model_id}"),
+    ("post", "/v1/chat/completions"),
+    ("post", "/v1/completions"),
+}
 BODIES: dict[str, Any] = {
     "/allocator/models/{model_id}": {"memory_mb": 1024},
     "/allocator/mode": {"mode": "automatic"},
     "/allocator/observations": {"observations": [{"model_id": "m", "timestamp": 1.0}]},
     "/allocator/node-credentials": {"host_id": "h9"},
+    "/allocator/enrollments": {"host_id": "h9"},
     "/allocator/evaluations": {"model": "m", "workload": "coding", "quality": 0.5},
 }
 
@@ -37,7 +45,7 @@ BODIES: dict[str, Any] = {
 def admin_routes(server: ControllerProcess) -> list[tuple[str, str]]:
     schema = httpx.get(f"{server.url}/openapi.json").json()
     routes = [(m, p) for p, ops in schema["paths"].items() for m in ops]
-    return sorted(set(routes) - PUBLIC - NODE_ROUTES - INFERENCE)
+    return sorted(set(routes) - PUBLIC - NODE_ROUTES - INFERENCE - ENROLL_ROUTES)
 
 
 def observable_state(server: ControllerProcess) -> dict[str, Any]:
@@ -53,8 +61,8 @@ def test_every_admin_route_refuses_without_a_valid_capability(
     controller: ControllerProcess,
 ) -> None:
     routes = admin_routes(controller)
-    # models put/delete, mode, tick, observations, node-credentials, evaluations
-    assert len(routes) == 7
+    # models put/delete, mode, tick, observations, node-credentials, evaluations, enrollments
+    assert len(routes) == 8
     with controller.admin() as admin:
         admin.put_model("m", {"memory_mb": 1024})
     before = observable_state(controller)
