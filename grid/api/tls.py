@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grid.fleet.errors import GridError
+from grid.fleet.files import atomic_write_text
 from grid.wire.client import is_loopback
 
 
@@ -139,17 +140,8 @@ def generate_ca_and_server(
     files = IssuedFiles(folder / "ca.pem", folder / "server.pem", folder / "server-key.pem")
     files.ca_file.write_bytes(ca_cert.public_bytes(pem))
     files.cert_file.write_bytes(cert.public_bytes(pem))
-    _write_private(
-        files.key_file,
-        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+    private = key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
+    atomic_write_text(files.key_file, private.decode("ascii"), 0o600)
     return files
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, data)
-    finally:
-        os.close(fd)

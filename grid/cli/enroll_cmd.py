@@ -23,8 +23,11 @@ from typing import Annotated
 
 import typer
 
+from grid.cli.allocator_cmd import write_credential_file
 from grid.cli.connection import GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
+from grid.cli.node_cmd import NodeDirOpt
 from grid.fleet.errors import GridError
+from grid.fleet.files import atomic_write_text
 from grid.wire import AllocatorClient
 
 ENROLLED_TOKEN_NAME = "node.token"  # in the node folder, like a locally minted credential
@@ -55,7 +58,7 @@ def enroll(
     with client(grid, state_dir, token_file) as api:
         issued = api.create_enrollment(host_id, ttl_s=ttl)
     if output is not None:
-        _write_private(output.expanduser(), issued["token"] + "\n")
+        atomic_write_text(output.expanduser(), issued["token"] + "\n", 0o600)
         where = f"Wrote the enrollment token to {output} (mode 0600)"
     else:
         where = issued["token"]
@@ -90,12 +93,7 @@ def join(
         bool,
         typer.Option("--dedicated/--workstation", help="Always-on server (ignore user activity)."),
     ] = False,
-    node_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--node-dir", help="Node state folder (default $GRID_NODE_DIR, else ~/.grid/node)."
-        ),
-    ] = None,
+    node_dir: NodeDirOpt = None,
     advertise_address: Annotated[
         str | None,
         typer.Option(
@@ -122,8 +120,7 @@ def join(
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
     target = folder / ENROLLED_TOKEN_NAME
-    key = minted.get("reply_key")
-    _write_private(target, minted["token"] + (f"\nreply-key {key}" if key else "") + "\n")
+    write_credential_file(target, minted, force=True)
     typer.echo(f"Enrolled as host {minted['host_id']}; credential in {target} (mode 0600)")
     node_cmd.start(
         node_dir=folder,
@@ -164,12 +161,3 @@ def _read_enrollment_token(path: Path) -> str:
             next_command="grid allocator enroll --host-id ID   (on the controller)",
         )
     return token
-
-
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
