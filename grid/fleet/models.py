@@ -42,6 +42,8 @@ MAX_PRIORITY = 1_000_000
 MAX_COUNT = 100_000  # replica counts and model slots
 
 CEILING_ERROR = "value_too_large"
+# A template name: letters, digits, `_ . -`, not starting with `-` (it becomes one argv value).
+CHAT_TEMPLATE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
 def _ceiling(limit: int, what: str) -> tuple[BeforeValidator, AfterValidator]:
@@ -205,6 +207,9 @@ class ModelProfile(_Strict):
     artifact_size_mb: MB = Field(default=0, ge=0)
     artifact_sha256: str | None = None
     artifact_source: str | None = None
+    # A llama.cpp built-in chat template (`--chat-template NAME`, e.g. gemma, chatml) for GGUFs
+    # that carry none; None: the template embedded in the GGUF.
+    chat_template: str | None = Field(default=None, pattern=CHAT_TEMPLATE_PATTERN)
     workload_scores: dict[str, float] = Field(default_factory=dict)
     target_utilization: float = Field(default=0.75, gt=0.0, le=1.0)
     replica_concurrency: float = Field(default=1.0, gt=0.0)

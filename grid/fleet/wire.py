@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from grid.fleet.actions import ReceiptStatus
-from grid.fleet.models import ResidencyState
+from grid.fleet.models import CHAT_TEMPLATE_PATTERN, ResidencyState
 
 OPERATOR_HEADER = "X-Grid-Allocator-Token"
 NODE_HEADER = "X-Grid-Allocator-Node-Token"
@@ -203,6 +203,7 @@ class WireCommand(_Tolerant):
     artifact_source: StrictStr | None = None
     artifact_sha256: StrictStr | None = None
     artifact_size_mb: StrictInt | None = Field(default=None, ge=0)
+    chat_template: StrictStr | None = Field(default=None, pattern=CHAT_TEMPLATE_PATTERN)
     schema_version: int = 1
 
     @property

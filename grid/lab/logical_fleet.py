@@ -248,6 +248,7 @@ class LogicalFleet:
             "memory_mb": model.memory_mb,
             "runtimes": ["llama.cpp"],
             "artifact_sha256": model.sha256,
+            "chat_template": model.chat_template,
             "min_replicas": settings.min_replicas,
             "max_replicas": max(settings.max_replicas, settings.min_replicas),
             "priority": settings.priority,

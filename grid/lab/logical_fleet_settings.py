@@ -31,6 +31,8 @@ PORTS_PER_NODE = 10
 DEFAULT_SHARE_CAP_MB = 4096
 USABLE_FRACTION = 0.9  # of the memory free at start; the rest covers Grid's own processes
 KNOWN_MEMORY_MB = {SMOLLM2_MODEL_ID: 256, GEMMA3_270M_MODEL_ID: 512}
+# The shipped gemma GGUF carries no chat template: llama.cpp's built-in `gemma` one formats it.
+KNOWN_CHAT_TEMPLATES = {GEMMA3_270M_MODEL_ID: "gemma"}
 
 
 class FleetModel(BaseModel):
@@ -40,6 +42,7 @@ class FleetModel(BaseModel):
     path: str
     sha256: str
     memory_mb: int = Field(gt=0)
+    chat_template: str | None = None  # the profile's llama.cpp template (gemma has none inside)
 
 
 class CandidateModel(FleetModel):
@@ -112,7 +115,11 @@ def resolve_model(name: str, weights_dir: Path, memory_mb: int | None = None) ->
         256, math.ceil(path.stat().st_size / 2**20 * 2)
     )
     return FleetModel(
-        model_id=model_id, path=str(path), sha256=digest, memory_mb=memory_mb or default_mb
+        model_id=model_id,
+        path=str(path),
+        sha256=digest,
+        memory_mb=memory_mb or default_mb,
+        chat_template=KNOWN_CHAT_TEMPLATES.get(model_id),
     )
 
 

@@ -63,6 +63,7 @@ class FakeEngineSupervisor:
         self._ready: dict[str, bool] = {}
         self._activity: dict[str, Activity] = {}
         self.calls: list[tuple[str, ...]] = []
+        self.chat_templates: dict[str, str | None] = {}  # the template each warm named
 
     def restarted(self) -> FakeEngineSupervisor:
         """A new supervisor over the same machine and durable key (an agent restart)."""
@@ -95,8 +96,11 @@ class FakeEngineSupervisor:
     def engine_key(self) -> str:
         return self._engine_key
 
-    def warm(self, model_id: str, model_path: Path) -> EngineStatus:
+    def warm(
+        self, model_id: str, model_path: Path, *, chat_template: str | None = None
+    ) -> EngineStatus:
         self.calls.append(("warm", model_id))
+        self.chat_templates[model_id] = chat_template
         self._reap(model_id)
         engine = self._engines.get(model_id)
         if engine is not None and not engine.proven:

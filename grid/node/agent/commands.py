@@ -66,6 +66,7 @@ class DeclaredArtifact:
     sha256: str | None = None
     source: str | None = None
     size_mb: int = 0
+    chat_template: str | None = None  # the profile's llama.cpp template name, for WARM
 
     @classmethod
     def from_command(cls, command: WireCommand) -> DeclaredArtifact:
@@ -75,6 +76,7 @@ class DeclaredArtifact:
             sha256.lower() if sha256 else None,
             command.artifact_source or None,
             command.artifact_size_mb or 0,
+            command.chat_template or None,
         )
 
     def transfer(self) -> ArtifactSpec | None:
@@ -233,7 +235,9 @@ class CommandExecutor:
 
         self.keeper.update(warming)
         try:
-            status = self.supervisor.warm(model_id, Path(artifact.path))
+            status = self.supervisor.warm(
+                model_id, Path(artifact.path), chat_template=declared.chat_template
+            )
         except GridError as err:
             self._after_engine_failure(model_id, artifact, err.message)
             raise

@@ -56,7 +56,9 @@ class EngineSupervisor(Protocol):
     @property
     def engine_key(self) -> str: ...
 
-    def warm(self, model_id: str, model_path: Path) -> EngineStatus: ...
+    def warm(
+        self, model_id: str, model_path: Path, *, chat_template: str | None = None
+    ) -> EngineStatus: ...
 
     def stop(
         self, model_id: str, *, force: bool = False, drain_timeout_s: float = 0.0

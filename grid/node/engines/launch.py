@@ -43,8 +43,10 @@ def build_argv(
     model_path: Path,
     port: int,
     key_file: Path,
+    chat_template: str | None = None,
 ) -> list[str]:
-    """The exact command line; the key file path is in it, the key itself never is."""
+    """The exact command line; the key file path is in it, the key itself never is.
+    `chat_template` names a llama.cpp built-in template for GGUFs that carry none."""
     return [
         str(binary),
         "-m", str(model_path),
@@ -57,6 +59,7 @@ def build_argv(
         "-t", str(config.threads),
         "-np", str(config.parallel),
         "--no-webui",
+        *(["--chat-template", chat_template] if chat_template else []),
         *config.extra_args,
     ]  # fmt: skip
 

@@ -109,7 +109,9 @@ class LlamaCppSupervisor:
             out.update({mid: self._status_of(e) for mid, e in self._engines.items()})
             return out
 
-    def warm(self, model_id: str, model_path: Path) -> EngineStatus:
+    def warm(
+        self, model_id: str, model_path: Path, *, chat_template: str | None = None
+    ) -> EngineStatus:
         """Start (or join) the child for `model_id` and return once it answers readiness."""
         model_path = model_path.absolute()
         with self._lock:
@@ -118,7 +120,7 @@ class LlamaCppSupervisor:
                 self._refresh(engine)
                 engine = self._engines.get(model_id)
             if engine is None:
-                engine = self._spawn(model_id, model_path)
+                engine = self._spawn(model_id, model_path, chat_template)
             elif not engine.proven:
                 raise self._unproven_error(engine)
             elif engine.stopping:
@@ -205,7 +207,7 @@ class LlamaCppSupervisor:
     def _binary_path(self) -> Path:
         return self._config.binary if self._config.binary is not None else llama_server_binary()
 
-    def _spawn(self, model_id: str, model_path: Path) -> _Engine:
+    def _spawn(self, model_id: str, model_path: Path, chat_template: str | None) -> _Engine:
         if not model_path.is_file():
             raise GridError(
                 code="engine_model_missing",
@@ -215,7 +217,9 @@ class LlamaCppSupervisor:
             )
         binary = self._binary_path()
         port = allocate_port(self._config, {e.record.port for e in self._engines.values()})
-        argv = build_argv(self._config, binary, model_id, model_path, port, self._store.key_path)
+        argv = build_argv(
+            self._config, binary, model_id, model_path, port, self._store.key_path, chat_template
+        )
         log_file = log_path(self._config.state_dir, model_id)
         log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:

@@ -63,6 +63,7 @@ class Command(_Strict):
             "artifact_source": profile.artifact_source if profile else None,
             "artifact_sha256": profile.artifact_sha256 if profile else None,
             "artifact_size_mb": profile.artifact_size_mb if profile else None,
+            "chat_template": profile.chat_template if profile else None,
             "schema_version": 1,
         }
 
