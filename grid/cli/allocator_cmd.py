@@ -353,17 +353,20 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
     parts.append(head)
     for warning in doc["warnings"]:
         parts.append(Text(f"warning [{warning['code']}]: {warning['message']}", style="yellow"))
-    hosts = _table("Hosts", ["host", "state", "domain", "memory MB", "residencies"])
+    hosts = _table("Hosts", ["host", "address", "state", "domain", "memory MB", "residencies"])
     if not doc["hosts"]:
         parts.append(Text("Hosts: none registered yet. Next: grid allocator node start"))
     for h in doc["hosts"]:
         res = ", ".join(f"{r['model_id']}:{r['state']}" for r in h["residencies"]) or "-"
         state = h["state"] + ("" if not h["refusals"] else f" ({', '.join(h['refusals'])})")
-        hosts.add_row(
-            h["host_id"], state, h["failure_domain"], f"{h['live_mb']}/{h['allocatable_mb']}", res
-        )
+        memory = f"{h['live_mb']}/{h['allocatable_mb']}"
+        address = h.get("address", "-")
+        hosts.add_row(h["host_id"], address, state, h["failure_domain"], memory, res)
     if doc["hosts"]:
         parts.append(hosts)
+    for h in doc["hosts"]:  # why a host is unhealthy (e.g. address_unreachable), one line each
+        for problem in h.get("problems", [])[:4]:
+            parts.append(Text(f"host {h['host_id']}: {problem}", style="yellow"))
     plan = doc.get("plan")
     if plan:
         solver = plan["solver"]
