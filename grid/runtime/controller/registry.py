@@ -41,6 +41,8 @@ class HostEntry:
     role: str | None = None
     # The proxy's view: live child routes and the private engine key (memory only, never output).
     routes: list[WireRoute] = field(default_factory=list)
+    # When an envelope last carried `routes`: each route's own lease starts there.
+    routes_received_at: float = 0.0
     engine_key: str | None = field(default=None, repr=False)
     # The node's authority fence as it reports it: the highest term it accepted, and from whom.
     fence_term: int = 0
@@ -125,6 +127,7 @@ class Registry:
         entry.address = advertised or DEFAULT_ENGINE_ADDRESS
         entry.engine_key = engine_key
         if update.allocator is not None:
+            entry.routes_received_at = now
             entry.fence_term = update.allocator.highest_term
             entry.fence_controller = update.allocator.controller_id
         entry.received_at = now
