@@ -135,6 +135,7 @@ class _Program:
                 self.y[(model_id, k)] = n + len(self.y)
         self.size = n + len(self.y)
         self.rows: list[tuple[dict[int, float], float, float]] = []
+        self._extra_variables()
         for host_id in sorted(self.hosts):
             self._host_constraints(host_id)
         for model_id in sorted(self.models):
@@ -230,17 +231,24 @@ class _Program:
             }
             self._row(disk, -np.inf, host.disk_free_mb)
 
+    # -- hooks for programs that count more than placements (reference_staged.py) ---------
+    def _extra_variables(self) -> None:
+        """Allocate further variables (indices from self.size) before the constraints."""
+
+    def _counted(self, model_id: str) -> list[tuple[Key, int]]:
+        """The variables that count as the model's replicas, each with its (model, host)."""
+        return [(k, self.index[k]) for k in self.keys if k[0] == model_id]
+
     def _model_constraints(self, model_id: str) -> None:
-        placed = {self.index[k]: 1.0 for k in self.keys if k[0] == model_id}
+        counted = self._counted(model_id)
+        placed = {i: 1.0 for _k, i in counted}
         fixed = self._fixed_count(model_id)
         self._row(dict(placed), -np.inf, max(0, self.desired[model_id] - fixed))
         # a replica is reserved for each pinned host: a pin that cannot be honoured is
         # reported, never moved elsewhere (the spec; not in problem.py's docstring)
         pins = set(self.models[model_id].pinned_hosts)
         if pins:
-            unpinned = {
-                self.index[k]: 1.0 for k in self.keys if k[0] == model_id and k[1] not in pins
-            }
+            unpinned = {i: 1.0 for k, i in counted if k[1] not in pins}
             room = self.desired[model_id] - len(pins) - self._fixed_count(model_id, pins)
             self._row(unpinned, -np.inf, max(0, room))
         # Σ_k y[m,k] = fixed(m) + placed(m), y nonincreasing in k
@@ -256,7 +264,12 @@ class _Program:
 
     # -- levels -------------------------------------------------------------------------
     def levels(self) -> list[RefLevel]:
-        pinned = {self.index[k]: 1.0 for k in self.keys if k[1] in self.models[k[0]].pinned_hosts}
+        pinned = {
+            i: 1.0
+            for m in sorted(self.models)
+            for k, i in self._counted(m)
+            if k[1] in self.models[m].pinned_hosts
+        }
         pinned_fixed = sum(1 for m, h in self.fixed if h in self.models[m].pinned_hosts)
         out = [RefLevel("pinned", pinned, pinned_fixed)]
         harm = harm_order(self.snap)

@@ -18,6 +18,9 @@ that promise must satisfy and what it is worth:
                 ceiling, the exclusions and the known free disk
 `level_values(problem, pairs)` scores the replica levels (DESIGN.md levels 1-2) of any set of
 (model, host) pairs, fixed replicas included, with its own arithmetic.
+`staged_optimum(problem)` extends reference.py's HiGHS program with eviction and staging
+variables: the lexicographic optimum of the future fleet's replica levels, an upper bound for
+every staged plan (and never below the optimum without eviction).
 
 The only things shared with the planner are the inputs every reference shares: the snapshot,
 the desired counts (`problem.targets`), the fixed replicas (`problem.fixed`, re-derived by
@@ -29,10 +32,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+import numpy as np
+
 from grid.fleet.models import LIVE_STATES, Evidence, Host, ModelProfile, Plan, ResidencyState
 from grid.planner.eligibility import host_refusals, pair_refusals
 from grid.planner.problem import PlacementProblem
-from tests.planner.reference import _allocatable, _cached, _excluded, _footprint, _runtimes
+from tests.planner.reference import (
+    _allocatable,
+    _cached,
+    _excluded,
+    _footprint,
+    _Program,
+    _runtimes,
+)
 from tests.planner.reference import harm_order as _harm_order
 
 Key = tuple[str, str]
@@ -215,3 +227,153 @@ def _future_fit(
         if sum(profiles[m].artifact_size_mb for m in fetch) > host.disk_free_mb:
             out.append(f"{hid}: the arrivals' artifacts exceed the free disk")
     return out
+
+
+# ----------------------------------------------------------------------------- staged optimum
+
+
+class _StagedProgram(_Program):
+    """reference.py's program plus staged preemption, as an upper bound for staged plans.
+
+    Extra variables: e[v,h] — a live managed residency v leaves host h (evicted, or relocated:
+    its model may then be placed elsewhere by an ordinary x); s[m,h] — model m is staged on h
+    and counts as a replica of the future fleet. Rows (a relaxation of the staging rules above:
+    every staged plan that passes `staged_problems` and the validator is a solution):
+        x[v,h] + e[v,h] ≤ 1;  e ≤ Σ_m s[m,h];  s[m,h] ≤ Σ_v e[v,h];  x[m,h] + s[m,h] ≤ 1
+        e[v,h] + s[m,h] ≤ 1 unless v ranks below m (or h is m's sole compatible host)
+        Σ_h s[m,h] ≤ authorized(m) − fixed(m);  Σ e ≤ max_evictions_per_plan
+        future ledgers of h: Σ mem·x + Σ mem·s ≤ allocatable − fixed
+                             Σ_new mem·x + Σ mem·s − Σ mem_v·e ≤ allocatable − headroom − live
+                             Σ_new x + Σ s − Σ e ≤ max_models − |live|
+                             s[m,h] ⇒ occupants ≤ m's own colocation ceiling
+    """
+
+    def _extra_variables(self) -> None:
+        snap = self.snap
+        targets = {m: (self.evidence[m], self.baseline[m], self.desired[m]) for m in self.models}
+        self.s: dict[Key, int] = {}
+        self.e: dict[Key, int] = {}
+        for h in sorted(self.hosts.values(), key=lambda h: h.host_id):
+            if host_refusals(h, snap) or not {"drain", "unload"} <= set(h.actuator_capabilities):
+                continue
+            for r in sorted(h.residencies, key=lambda r: r.model_id):
+                if r.state not in LIVE_STATES or not r.is_managed:
+                    continue
+                prof = self.models.get(r.model_id)
+                if prof is not None and h.host_id in prof.pinned_hosts:
+                    continue
+                young = (
+                    prof is not None
+                    and prof.min_residency_s > 0
+                    and (r.loaded_at is None or snap.now - r.loaded_at < prof.min_residency_s)
+                )
+                if young and r.state is not ResidencyState.READY:
+                    continue  # neither evictable nor relocatable
+                self.e[(r.model_id, h.host_id)] = self.size + len(self.e)
+            live = {r.model_id for r in h.residencies if r.state in LIVE_STATES}
+            for m, prof in sorted(self.models.items()):
+                evidence, base, _desired = targets[m]
+                if evidence is not Evidence.DIRECT and not (base or prof.pinned_hosts):
+                    continue
+                if m in live or pair_refusals(prof, h, cached=_cached(prof, h)):
+                    continue
+                self.s[(m, h.host_id)] = -1  # numbered below, after every e
+        self.size += len(self.e)
+        for key in self.s:
+            self.s[key] = self.size
+            self.size += 1
+
+    def _counted(self, model_id: str) -> list[tuple[Key, int]]:
+        staged = [(k, i) for k, i in self.s.items() if k[0] == model_id]
+        return super()._counted(model_id) + staged
+
+    def staged_rows(self, problem: PlacementProblem) -> None:
+        policy = self.snap.policy
+        evictions = dict.fromkeys(self.e.values(), 1.0)
+        if evictions:
+            self._row(evictions, -np.inf, policy.max_evictions_per_plan)
+        for m in sorted(self.models):
+            staged = {i: 1.0 for k, i in self.s.items() if k[0] == m}
+            target = problem.targets[m]
+            prof = self.models[m]
+            authorized = (
+                target.desired
+                if target.evidence is Evidence.DIRECT
+                else min(target.desired, max(target.baseline, len(set(prof.pinned_hosts))))
+            )
+            self._row(staged, -np.inf, max(0, authorized - self._fixed_count(m)))
+        for host_id in sorted(self.hosts):
+            self._future_rows(problem, host_id)
+
+    def _future_rows(self, problem: PlacementProblem, host_id: str) -> None:
+        host = self.hosts[host_id]
+        arrivals = {m: i for (m, h), i in self.s.items() if h == host_id}
+        leaving = {v: i for (v, h), i in self.e.items() if h == host_id}
+        if not arrivals:
+            for i in leaving.values():
+                self._row({i: 1.0}, -np.inf, 0)  # nobody arrives: nothing leaves for it
+            return
+        x = {k[0]: self.index[k] for k in self.keys if k[1] == host_id}
+        live = {r.model_id: r for r in host.residencies if r.state in LIVE_STATES}
+        for v, i in leaving.items():
+            if v in x:
+                self._row({x[v]: 1.0, i: 1.0}, -np.inf, 1)
+            self._row({i: 1.0, **{j: -1.0 for j in arrivals.values()}}, -np.inf, 0)
+        sole = {m: _sole_host(problem, self.models[m]) for m in arrivals}
+        for m, i in arrivals.items():
+            if m in x:
+                self._row({x[m]: 1.0, i: 1.0}, -np.inf, 1)
+            self._row({i: 1.0, **{j: -1.0 for j in leaving.values()}}, -np.inf, 0)
+            for v, j in leaving.items():
+                rank = self.models[v].priority if v in self.models else -1
+                if rank >= self.models[m].priority and not sole[m]:
+                    self._row({i: 1.0, j: 1.0}, -np.inf, 1)
+        alloc = _allocatable(host)
+        fixed_mb = sum(r.memory_mb for r in live.values() if not r.is_managed)
+        mem_x = {x[m]: float(_memory(self.models[m], host)) for m in x}
+        mem_s = {i: float(_footprint(self.models[m], host)) for m, i in arrivals.items()}
+        self._row({**mem_x, **mem_s}, -np.inf, max(0, alloc - fixed_mb))
+        new_x = {x[m]: mem_x[x[m]] for m in x if m not in live}
+        freed = {j: -float(live[v].memory_mb) for v, j in leaving.items()}
+        live_mb = sum(r.memory_mb for r in live.values())
+        budget = alloc - self.snap.policy.memory_headroom_fraction * alloc - live_mb
+        occupants = {x[m]: 1.0 for m in x if m not in live}
+        occupants.update(dict.fromkeys(arrivals.values(), 1.0))
+        occupants.update({j: -1.0 for j in leaving.values()})
+        # The future ledgers bind only once something arrives (a host may be over its live
+        # budget today): each row is relaxed by a big M unless its arrival s is staged.
+        big_mb = sum(mem_x.values()) + sum(mem_s.values()) + live_mb + abs(budget) + 1
+        big_n = len(self.models) + 2 * len(live) + host.max_models + 1
+        for m, i in arrivals.items():
+            row = {**new_x, **mem_s, **freed}
+            row[i] = row[i] + big_mb
+            self._row(row, -np.inf, budget + big_mb)
+            limits = [host.max_models] if host.max_models else []
+            if self.models[m].max_colocated_models:
+                limits.append(self.models[m].max_colocated_models)
+            for limit in limits:  # s ⇒ |live| + occupants ≤ the slots / m's own ceiling
+                row = dict(occupants)
+                row[i] = row[i] + big_n
+                self._row(row, -np.inf, limit - len(live) + big_n)
+
+
+def _memory(prof: ModelProfile, host: Host) -> int:
+    res = next(
+        (r for r in host.residencies if r.model_id == prof.model_id and r.state in LIVE_STATES),
+        None,
+    )
+    if res is None:
+        return _footprint(prof, host)
+    own = (
+        prof.runtime_memory_mb.get(res.runtime, prof.memory_mb)
+        if res.runtime
+        else _footprint(prof, host)
+    )
+    return max(own, res.memory_mb)
+
+
+def staged_optimum(problem: PlacementProblem) -> dict[str, int]:
+    """Lexicographic optimum of the replica levels of the future fleet, staging included."""
+    program = _StagedProgram(problem)
+    program.staged_rows(problem)
+    return program.solve().values

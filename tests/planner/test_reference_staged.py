@@ -9,7 +9,13 @@ from grid.fleet.models import Assignment, FleetSnapshot, Plan, Preemption, Solve
 from grid.planner.plan import make_plan
 from grid.planner.problem import build_problem
 from tests.planner.fleets import NOW, host, model, resident, snapshot, want
-from tests.planner.reference_staged import beneficiaries, level_values, staged_problems
+from tests.planner.reference import reference_optimum
+from tests.planner.reference_staged import (
+    beneficiaries,
+    level_values,
+    staged_optimum,
+    staged_problems,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -107,3 +113,21 @@ def test_a_young_or_pinned_victim_is_protected() -> None:
         policy={"memory_headroom_fraction": 0.0},
     )
     assert any("pinned" in p for p in staged_problems(build_problem(pinned), plan))
+
+
+def test_the_staged_optimum_counts_the_beneficiary_in_place_of_its_victim() -> None:
+    problem = build_problem(_fleet())
+    # Hand-worked: without eviction low keeps h1 (need fits nowhere); staged, need's replica
+    # outranks low's, so the future fleet has need and not low.
+    assert reference_optimum(problem).values["p10:direct:1"] == 0
+    staged = staged_optimum(problem)
+    assert (staged["p10:direct:1"], staged["p0:direct:1"]) == (1, 0)
+    # Correlation-only demand may not evict: the staged optimum is the plain one.
+    inferred = snapshot(
+        [host("h1", 8192, residencies=[resident("low", 4000, loaded_at=OLD)])],
+        [model("low", 4000, priority=0), model("need", 6000, priority=10)],
+        {"low": want(1), "need": want(1, evidence="inferred")},
+        policy={"memory_headroom_fraction": 0.0},
+    )
+    plain = build_problem(inferred)
+    assert staged_optimum(plain) == reference_optimum(plain).values
