@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from grid.cli.main import app
+from tests.cli.grid_process import clean_env, grid
+from tests.service.harness import free_port
 
 pytestmark = pytest.mark.service
 
@@ -25,39 +24,17 @@ CATALOG = REPO / "models" / "catalog.toml"
 runner = CliRunner()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_")}
-    return {**env, "HOME": str(home), "COLUMNS": "200", **extra}
-
-
-def _grid_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "grid", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=120,
-    )
-
-
 @pytest.fixture(scope="module")
 def controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     home = tmp_path_factory.mktemp("home")
     state = tmp_path_factory.mktemp("ctl") / "allocator"
-    port = _free_port()
-    up = _grid_process(["up", "--state-dir", str(state), "--port", str(port)], _env(home))
+    port = free_port()
+    up = grid(clean_env(home), "up", "--state-dir", str(state), "--port", str(port))
     assert up.returncode == 0, up.stderr
     try:
         yield {"home": home, "state": state, "url": f"http://127.0.0.1:{port}", "up": up.stdout}
     finally:
-        _grid_process(["down", "--state-dir", str(state)], _env(home))
+        grid(clean_env(home), "down", "--state-dir", str(state))
 
 
 def _cli(ctl: dict[str, Any], args: list[str], **env: str) -> Any:

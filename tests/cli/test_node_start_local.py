@@ -5,43 +5,26 @@ Real processes: the controller and the node agent run detached, as a user starts
 from __future__ import annotations
 
 import json
-import os
-import socket
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.cli.grid_process import clean_env, grid
+from tests.service.harness import free_port
+
 pytestmark = pytest.mark.service
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _grid(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_")}
-    env.update({"HOME": str(home), "COLUMNS": "200"})
-    return subprocess.run(
-        [sys.executable, "-m", "grid", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=120,
-    )
+    return grid(clean_env(home), *args, timeout=120)
 
 
 def test_node_start_needs_no_flags_next_to_its_controller(tmp_path: Path) -> None:
     home = tmp_path
-    up = _grid(home, "up", "--port", str(_free_port()))
+    up = _grid(home, "up", "--port", str(free_port()))
     assert up.returncode == 0, up.stderr
     try:
         started = _grid(home, "allocator", "node", "start")
@@ -77,7 +60,7 @@ def test_without_a_local_controller_the_remote_case_is_explained(tmp_path: Path)
 
 
 def test_a_remote_controller_is_not_asked_for_a_local_credential(tmp_path: Path) -> None:
-    up = _grid(tmp_path, "up", "--port", str(_free_port()))
+    up = _grid(tmp_path, "up", "--port", str(free_port()))
     assert up.returncode == 0, up.stderr
     try:
         args = ["allocator", "node", "start", "--grid", "https://grid.example:22101"]

@@ -9,32 +9,18 @@ with every command and the node passes to the engine. Real controller, node agen
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.cli.grid_process import REPO, clean_env, grid
 from tests.service.harness import free_port
 
 pytestmark = pytest.mark.engine
 
-REPO = Path(__file__).resolve().parents[2]
 MARKUP = ("<|im_end|>", "<|im_start|>", "<start_of_turn>", "<end_of_turn>", "<eos>", "<|")
-
-
-def _grid(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "grid", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=400,
-    )
 
 
 def test_the_shipped_gemma_profile_names_the_gemma_template() -> None:
@@ -47,12 +33,11 @@ def test_the_shipped_gemma_profile_names_the_gemma_template() -> None:
 def test_shipped_models_answer_in_plain_text(
     tmp_path: Path, llama_server: Path, model: str, engines: int
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_")}
-    env.update(HOME=str(tmp_path), GRID_TEST_DIR=str(tmp_path / "run"), COLUMNS="200")
+    env = clean_env(tmp_path, GRID_TEST_DIR=str(tmp_path / "run"))
     port = free_port()
     args = ["--machines", "1", "--model", model, "--wait-seconds", "300"]
     try:
-        started = _grid(
+        started = grid(
             env, "test", "start", *args, "--port", str(port), "--engine-port-base", str(engines)
         )
         assert started.returncode == 0, started.stdout + started.stderr
@@ -82,5 +67,5 @@ def test_shipped_models_answer_in_plain_text(
         flags = [a[a.index("--chat-template") + 1] for a in launched if "--chat-template" in a]
         assert flags == (["gemma"] if model == "gemma-3-270m" else [])
     finally:
-        stopped = _grid(env, "test", "stop")
+        stopped = grid(env, "test", "stop")
     assert "no process is left" in stopped.stdout

@@ -4,29 +4,14 @@ and `grid test watch` show them. Real controller, node agent and llama-server (`
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli.grid_process import clean_env, grid
 from tests.service.harness import free_port
 
 pytestmark = pytest.mark.engine
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _grid(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "grid", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=300,
-    )
 
 
 def test_an_engine_that_cannot_load_fails_the_start_with_its_reason(
@@ -34,12 +19,11 @@ def test_an_engine_that_cannot_load_fails_the_start_with_its_reason(
 ) -> None:
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"NOTAGGUF" * (1 << 17))  # no GGUF magic: llama.cpp refuses it
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_")}
-    env.update(HOME=str(tmp_path), GRID_TEST_DIR=str(tmp_path / "run"), COLUMNS="200")
+    env = clean_env(tmp_path, GRID_TEST_DIR=str(tmp_path / "run"))
     args = ["--machines", "1", "--model", str(bad), "--memory-mb", "100", "--wait-seconds", "240"]
     ports = ["--port", str(free_port()), "--engine-port-base", "39760"]
     try:
-        started = _grid(env, "test", "start", *args, *ports)
+        started = grid(env, "test", "start", *args, *ports)
         assert started.returncode == 2, started.stdout + started.stderr
         assert "is not READY yet" not in started.stdout  # it did not wait out the timeout
         assert "Error [engine_exited]: bad.gguf failed to start: warm bad.gguf@logical-01" in (
@@ -50,14 +34,14 @@ def test_an_engine_that_cannot_load_fails_the_start_with_its_reason(
         assert "Next: grid test stop" in started.stderr
         assert "logical-01: " in started.stdout  # the node's state was shown while waiting
 
-        status = _grid(env, "test", "status")
+        status = grid(env, "test", "status")
         assert status.returncode == 0
         assert "mode None" not in status.stdout
         assert "failed: warm bad.gguf@logical-01: engine_exited:" in status.stdout
         assert any(w in status.stdout for w in ("invalid magic", "failed to load model"))
 
-        watch = _grid(env, "test", "watch", "--for-seconds", "1")
+        watch = grid(env, "test", "watch", "--for-seconds", "1")
         assert "warm bad.gguf@logical-01: failed (engine_exited: " in watch.stdout
     finally:
-        stopped = _grid(env, "test", "stop")
+        stopped = grid(env, "test", "stop")
     assert "no process is left" in stopped.stdout
