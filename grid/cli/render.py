@@ -98,6 +98,8 @@ def _hosts_table(snap: FleetSnapshot, plan: Plan, *, all_hosts: bool) -> Rendera
     if not all_hosts and len(views) > FOLD_HOSTS_ABOVE:
         folded = [v for v in views if not _changes(v) and not v.refusals]
         views = [v for v in views if _changes(v) or v.refusals]
+    if not snap.hosts:
+        return Text("Hosts: none in the snapshot (add `hosts` to plan placements)", style="yellow")
     if not views:
         return Text(
             f"Hosts: {plural(len(folded), 'host')}, none changes (--all-hosts lists them)",

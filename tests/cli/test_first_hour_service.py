@@ -174,3 +174,59 @@ def test_model_list_is_a_table_with_planned_and_ready(controller: dict[str, Any]
     for column in ("model", "memory MB", "replicas", "placement", "planned", "ready"):
         assert column in result.stdout
     assert "gemma-3-270m" in result.stdout and "370" in result.stdout
+
+
+# ----------------------------------------------------------------------------- item 12
+
+
+def test_status_of_a_fleet_without_hosts_prints_no_empty_box(controller: dict[str, Any]) -> None:
+    result = _cli(controller, ["allocator", "status", "--state-dir", str(controller["state"])])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Hosts: none registered yet. Next: grid allocator node start" in out
+    assert "┃ host" not in out  # no empty Hosts table
+    assert "assignment(s)" not in out and "mode None" not in out
+
+
+def test_status_shows_deferrals_as_retry_in_and_failures_as_local_time(
+    controller: dict[str, Any],
+) -> None:
+    from rich.console import Console
+
+    from grid.cli.allocator_cmd import render_status
+
+    listed = _cli(
+        controller, ["allocator", "status", "--json", "--state-dir", str(controller["state"])]
+    )
+    doc = json.loads(listed.stdout)
+    now = doc["now"]
+    doc["reconciliation"] = {
+        **(doc.get("reconciliation") or {}),
+        "deferred": [
+            {
+                "kind": "load",
+                "host_id": "h1",
+                "model_id": "m1",
+                "code": "retry_backoff",
+                "message": "the last load failed",
+                "retry_at": now + 10,
+            }
+        ],
+    }
+    doc["history"] = [
+        {
+            "action_id": "load-1",
+            "kind": "load",
+            "host_id": "h1",
+            "model_id": "m1",
+            "status": "failed",
+            "finished_at": now - 12,
+            "outcome": "engine_exited: boom",
+        }
+    ]
+    console = Console(width=200, record=True, highlight=False)
+    console.print(render_status(doc))
+    text = console.export_text()
+    assert "retry_backoff" in text and "in 10 s" in text
+    assert "(12 s ago)" in text and "engine_exited: boom" in text
+    assert str(int(now)) not in text  # no raw Unix time

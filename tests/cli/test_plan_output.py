@@ -77,3 +77,12 @@ def test_plurals_in_a_one_replica_plan(tmp_path: Path) -> None:
     text = _plan(path)
     assert "Plan: 1 replica (0 existing, 1 new), 0 unmet, 0 preemptions" in text
     assert "1 replicas" not in text and "(s)" not in text
+
+
+def test_a_fleet_without_hosts_prints_no_empty_box(tmp_path: Path) -> None:
+    path = tmp_path / "models-only.json"
+    fleet = {"schema_version": 1, "models": [{"model_id": "m", "memory_mb": 10, "min_replicas": 1}]}
+    path.write_text(json.dumps(fleet))
+    text = _plan(path)
+    assert "Hosts: none in the snapshot" in text
+    assert "┏" not in text and "───" not in text.split("Unmet replicas")[0]
