@@ -19,6 +19,7 @@ from rich.table import Table
 
 from grid.cli.connection import GridOpt, JsonOpt, StateOpt, client
 from grid.fleet.errors import GridError
+from grid.wire.client import transport_refusal
 
 CaFileOpt = Annotated[
     Path | None,
@@ -97,12 +98,7 @@ def chat(
                 sys.stdout.write(delta)
                 sys.stdout.flush()
     except httpx.TransportError as exc:
-        raise GridError(
-            "controller_unreachable",
-            f"the chat to {base} failed in transit ({type(exc).__name__})",
-            fix="check that the controller runs and --grid names it",
-            next_command="grid models",
-        ) from None
+        raise transport_refusal(base, exc) from None
     sys.stdout.write("\n")
     sys.stdout.flush()
     if served_by:

@@ -137,13 +137,8 @@ class AllocatorClient:
                 fix="check the controller's log, or retry",
                 next_command="grid allocator status",
             ) from None
-        except httpx.ConnectError as exc:
-            cause = _verification_failure(exc)
-            if cause is not None:
-                raise _untrusted(self.base_url, cause) from None
-            raise _unreachable(self.base_url) from None
-        except httpx.TransportError:
-            raise _unreachable(self.base_url) from None
+        except httpx.TransportError as exc:
+            raise transport_refusal(self.base_url, exc) from None
         if response.status_code >= 400:
             raise _refusal(response)
         return response
@@ -271,6 +266,15 @@ def _default_fix(status: int) -> str:
     if status >= 500:
         return "read the controller's log, then retry"
     return "correct the request, then retry"
+
+
+def transport_refusal(base_url: str, exc: httpx.TransportError) -> GridError:
+    """What a failed connection to the controller means: an untrusted certificate (nothing was
+    sent) or no answer."""
+    cause = _verification_failure(exc)
+    if cause is not None:
+        return _untrusted(base_url, cause)
+    return _unreachable(base_url)
 
 
 def _unreachable(base_url: str) -> GridError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import socket
 import subprocess
@@ -209,3 +210,36 @@ def test_grid_up_refuses_plain_http_on_a_public_address(tmp_path: Path) -> None:
     assert "insecure_bind" in result.output
     assert "To fix" in result.output or "Fix" in result.output
     assert not (tmp_path / "ctl" / "server.pid").exists()
+
+
+def test_grid_up_with_tls_and_the_local_cli_verifies_with_the_recorded_ca(tmp_path: Path) -> None:
+    from grid.cli.main import app
+
+    issued = generate_ca_and_server(tmp_path / "pki", ["127.0.0.6"])
+    state = str(tmp_path / "ctl")
+    port = str(free_port())
+    runner = CliRunner()
+    up = runner.invoke(
+        app,
+        ["up", "--state-dir", state, "--host", "127.0.0.6", "--port", port,
+         "--tls-cert", str(issued.cert_file), "--tls-key", str(issued.key_file),
+         "--ca-file", str(issued.ca_file)],
+    )  # fmt: skip
+    try:
+        assert up.exit_code == 0, up.output
+        assert f"https://127.0.0.6:{port}" in up.output
+        status = runner.invoke(app, ["allocator", "status", "--state-dir", state, "--json"])
+        assert status.exit_code == 0, status.output
+        assert json.loads(status.output)["mode"]
+        # Another client without the CA: refused before sending, also for `grid chat`.
+        url = f"https://127.0.0.6:{port}"
+        chat = runner.invoke(
+            app, ["chat", "-m", "m", "hi", "--grid", url], env={"GRID_CA_FILE": ""}
+        )
+        assert chat.exit_code != 0 and "controller_certificate_untrusted" in chat.output
+        ok = runner.invoke(
+            app, ["models", "--grid", url, "--json"], env={"GRID_CA_FILE": str(issued.ca_file)}
+        )
+        assert ok.exit_code == 0 and json.loads(ok.output)["served"] == []
+    finally:
+        runner.invoke(app, ["down", "--state-dir", state, "--node-dir", str(tmp_path / "none")])
