@@ -8,7 +8,9 @@ controller checks steps 1 and 2 (`Controller.poll_commands`), the `Outbox` does 
    membership grace;
 3. the chosen commands are stamped with (term, controller id, lease expiry) and marked
    delivered, and the marker is written durably before anything is returned;
-4. the destructive batch is revalidated against the fresh registry (`delivery.py`); a held
+4. the destructive batch is revalidated against the fresh registry (`delivery.py`: the gates
+   marked for delivery; each child route's lease is the heartbeat whose envelope last listed
+   it, `HostEntry.routes_received_at`, which a heartbeat without an envelope does not renew); a held
    batch has its markers durably removed again, or, if that compensating write fails, keeps
    them (conservatively: the command may be running) and says so in status.
 """
@@ -98,11 +100,18 @@ class Outbox:
             self.warnings.warn("delivery_not_durable", f"commands were held: {err.message}")
             return [], []
         hosts = self.registry.hosts
+        ttl = config.node_ttl_s
         holds = revalidate_destructive(
             candidates,
             plan=facts.plan,
             hosts={h: e.host for h, e in hosts.items()},
-            leases={h: RouteLease(e.received_at, config.node_ttl_s) for h, e in hosts.items()},
+            leases={h: RouteLease(e.received_at, ttl) for h, e in hosts.items()},
+            route_leases={
+                (h, r.model_id): RouteLease(e.routes_received_at, ttl)
+                for h, e in hosts.items()
+                for r in e.routes
+            },
+            profiles=facts.profiles,
             retired=facts.retired,
             now=now,
             stale_s=facts.policy.heartbeat_stale_s,

@@ -10,17 +10,22 @@ withdrawal, a lifecycle still running) are checked before an open record of the 
 kept; `timing` gates (age, availability floors, activity, backoff) decide whether new work may
 start now. A retired model (tombstone, no profile) converges to zero: the age and floor gates
 let it go, ownership and activity never do.
+
+Each gate also says `when` it runs: in the reconciler's tick, at delivery (the controller's last
+check before a drain or unload leaves it, `delivery_blocker`, against the fresh registry), or
+both. Delivery runs every gate marked for it, in list order, so a gate added here for delivery
+is enforced there without another edit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from enum import StrEnum
 
 from grid.fleet.actions import ActionKind
-from grid.fleet.models import Residency, ResidencyState
+from grid.fleet.models import ADMITTING_STATES, Residency, ResidencyState
 from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.safety import (
     Blocker,
@@ -46,7 +51,37 @@ class Stage(StrEnum):
     TIMING = "timing"
 
 
+class When(StrEnum):
+    TICK = "tick"  # the reconciler proposing (or re-checking) a drain or unload
+    DELIVERY = "delivery"  # the final check before the command leaves the controller
+
+
 ALL_PATHS = frozenset(Path)
+IN_TICK = frozenset({When.TICK})
+ALWAYS = frozenset(When)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease granted at `received_at` (server clock) for `ttl_s` seconds."""
+
+    received_at: float
+    ttl_s: float
+
+    def remaining(self, now: float) -> float:
+        return self.received_at + self.ttl_s - now
+
+
+@dataclass(frozen=True)
+class DeliveryLeases:
+    """What delivery adds to the view: each host's control lease, each child route's own lease
+    ((host, model); a route without an entry that the host's envelope lists holds the control
+    lease of the heartbeat that carried it), and the margin a replacement needs left."""
+
+    now: float
+    control: Mapping[str, Lease]
+    routes: Mapping[tuple[str, str], Lease]
+    margin_s: float
 
 
 @dataclass(frozen=True)
@@ -67,6 +102,7 @@ class GateContext:
     view: FleetView
     history: HistoryIndex
     blocked_models: AbstractSet[str]  # the tick's live set: models whose destructive work waits
+    leases: DeliveryLeases | None = None  # at delivery only
 
     def retired(self, model_id: str) -> bool:
         return model_id in self.view.retired
@@ -89,9 +125,10 @@ class Gate:
     stage: Stage
     check: Check
     paths: frozenset[Path] = ALL_PATHS
+    when: frozenset[When] = IN_TICK
 
-    def applies(self, c: Candidate) -> bool:
-        return c.path in self.paths
+    def applies(self, c: Candidate, when: When = When.TICK) -> bool:
+        return c.path in self.paths and when in self.when
 
 
 def _refuse(code: str, detail: str = "") -> Blocker:
@@ -172,6 +209,53 @@ def _drained_and_idle(ctx: GateContext, c: Candidate) -> Blocker | None:
     return unload_blocker(c.res) if c.kind is ActionKind.UNLOAD else None
 
 
+def _route_lease_problem(
+    ctx: GateContext, leases: DeliveryLeases, model_id: str, host_id: str
+) -> str:
+    """Why the replacement on `host_id` is no proof at delivery ("" when it is)."""
+    host = ctx.view.hosts.get(host_id)
+    if host is None:
+        return f"replacement host {host_id} is no longer registered"
+    res = ctx.view.residency(model_id, host_id)
+    if res is None or res.state is not ResidencyState.READY:
+        return f"the replacement on {host_id} is not ready"
+    if host.state not in ADMITTING_STATES:
+        return f"replacement host {host_id} no longer admits work ({host.state.value})"
+    lease = leases.control.get(host_id)
+    left = lease.remaining(leases.now) if lease is not None else float("-inf")
+    if not left > leases.margin_s:
+        return f"the replacement route on {host_id} has {max(left, 0.0):.1f} s of lease left"
+    if not res.is_managed:
+        return ""  # inventory Grid does not own has no Grid child route to prove
+    route = leases.routes.get((host_id, model_id))
+    if route is None and model_id in (host.routes or ()):
+        route = lease
+    if route is None:
+        return f"the replacement on {host_id} has no live child route (a READY row is not proof)"
+    route_left = route.remaining(leases.now)
+    if not route_left > leases.margin_s:
+        return (
+            f"the replacement's child route on {host_id} has {max(route_left, 0.0):.1f} s "
+            "of lease left"
+        )
+    return ""
+
+
+def _replacement_leases(ctx: GateContext, c: Candidate) -> Blocker | None:
+    """At delivery: every other planned replica is READY on an admitting host with more than
+    the margin left on its control lease and (Grid-owned) on its own child route's lease."""
+    leases = ctx.leases
+    if leases is None or ctx.retired(c.model_id):
+        return None
+    for host_id in ctx.view.desired_hosts.get(c.model_id, []):
+        if host_id == c.host_id:
+            continue
+        problem = _route_lease_problem(ctx, leases, c.model_id, host_id)
+        if problem:
+            return _refuse("replacement_not_routable", problem)
+    return None
+
+
 def _backoff(ctx: GateContext, c: Candidate) -> Blocker | None:
     return backoff_blocker(ctx.view, ctx.history, (c.kind, c.host_id, c.model_id))
 
@@ -179,10 +263,10 @@ def _backoff(ctx: GateContext, c: Candidate) -> Blocker | None:
 PLANNED_REMOVALS = frozenset({Path.CLEANUP, Path.REPACK})
 
 GATES: tuple[Gate, ...] = (
-    Gate("managed_residency", "not_managed", Stage.STANDING, _managed),
+    Gate("managed_residency", "not_managed", Stage.STANDING, _managed, when=ALWAYS),
     Gate("known_model", "unknown_model", Stage.STANDING, _known),
-    Gate("pinned_host", "pinned_residency", Stage.STANDING, _pinned),
-    Gate("manual_host", "host_manual", Stage.STANDING, _manual_host),
+    Gate("pinned_host", "pinned_residency", Stage.STANDING, _pinned, when=ALWAYS),
+    Gate("manual_host", "host_manual", Stage.STANDING, _manual_host, when=ALWAYS),
     Gate("reachable_host", "host_unreachable", Stage.STANDING, _reachable),
     Gate("no_dangling_destructive", "destructive_blocked", Stage.STANDING, _not_blocked),
     Gate("lifecycle_finished", "constructive_in_flight", Stage.STANDING, _lifecycle_idle),
@@ -196,6 +280,15 @@ GATES: tuple[Gate, ...] = (
         Stage.TIMING,
         _replacements,
         paths=PLANNED_REMOVALS,
+    ),
+    # Route proof at delivery (invariant 4): the replacements' child routes outlive the margin.
+    Gate(
+        "replacement_routes_leased",
+        "replacement_not_routable",
+        Stage.TIMING,
+        _replacement_leases,
+        paths=PLANNED_REMOVALS,
+        when=frozenset({When.DELIVERY}),
     ),
     Gate("evacuation_make_before_break", "replacement_not_ready", Stage.TIMING, _evacuation),
     Gate("managed_baseline_floor", "managed_baseline_floor", Stage.TIMING, _managed_floor),
@@ -237,3 +330,19 @@ def first_blocker(
 def floor_blocker(ctx: GateContext, candidate: Candidate) -> Blocker | None:
     """The availability floors alone (for a drain that was already issued)."""
     return first_blocker(ctx, candidate, Stage.TIMING, only=FLOOR_GATES)
+
+
+def delivery_gates() -> tuple[Gate, ...]:
+    """The gates delivery runs, in list order (read at call time: the list is the rule)."""
+    return tuple(g for g in GATES if When.DELIVERY in g.when)
+
+
+def delivery_blocker(ctx: GateContext, candidate: Candidate) -> Blocker | None:
+    """The first gate marked for delivery that refuses the candidate (both stages, in order)."""
+    for gate in delivery_gates():
+        if not gate.applies(candidate, When.DELIVERY):
+            continue
+        blocker = gate.check(ctx, candidate)
+        if blocker is not None:
+            return blocker
+    return None

@@ -36,6 +36,8 @@ class FakeNode:
     refused: list[str] = field(default_factory=list)
     state: str = "accepting"
     unrouted: set[str] = field(default_factory=set)  # READY rows whose child route is gone
+    # An older node's heartbeat: no allocator envelope, so it renews the control lease only.
+    lean: bool = False
 
     def __post_init__(self) -> None:
         self.node_id = self.node_id or f"node-{self.host_id}"
@@ -79,7 +81,7 @@ class FakeNode:
         return NodeUpdate(
             node_id=self.node_id,
             load=WireLoad(active_tasks=0, queue_depth=0),
-            allocator=self.envelope(),
+            allocator=None if self.lean else self.envelope(),
             request_commands=request_commands,
             acknowledgements=[WireAck.model_validate(a) for a in acks or []],
         )
