@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from grid.fleet.models import LIVE_STATES, FleetSnapshot
+from grid.fleet.models import LIVE_STATES, FleetSnapshot, Host, Residency, ResidencyState
 from grid.planner.eligibility import host_refusals
 from grid.planner.problem import allocatable_mb
 from grid.runtime.controller.authority import Grace, LeaseKeeper
@@ -19,6 +19,7 @@ from grid.runtime.controller.outbox import Outbox
 from grid.runtime.controller.registry import Registry
 from grid.runtime.controller.store import Store
 from grid.runtime.reconcile.codes import withdrawal_text
+from grid.runtime.reconcile.view import route_proven
 
 
 class HasStatus(Protocol):
@@ -36,6 +37,14 @@ def percentile(samples: list[float], q: float) -> float | None:
     ordered = sorted(samples)
     index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
     return ordered[index]
+
+
+def _shown_state(host: Host, res: Residency) -> str:
+    """A READY row no live child route corroborates is still warming (invariant 4: the row
+    alone is inventory, not proof that the model serves)."""
+    if res.state is ResidencyState.READY and not route_proven(host, res):
+        return ResidencyState.WARMING.value
+    return res.state.value
 
 
 def _hosts(registry: Registry, snap: FleetSnapshot, now: float) -> list[dict[str, Any]]:
@@ -63,7 +72,7 @@ def _hosts(registry: Registry, snap: FleetSnapshot, now: float) -> list[dict[str
                 "residencies": [
                     {
                         "model_id": r.model_id,
-                        "state": r.state.value,
+                        "state": _shown_state(host, r),
                         "memory_mb": r.memory_mb,
                         "ownership": r.owner.value,
                         "active_requests": r.active_requests,

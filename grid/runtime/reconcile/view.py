@@ -37,6 +37,12 @@ def clamped_age(now: float, stamp: float | None) -> float | None:
     return max(0.0, now - stamp)
 
 
+def route_proven(host: Host, res: Residency) -> bool:
+    """Invariant 4 for one row: a managed row is proven by a live child route for its model on
+    the host; a host without route inventory and rows Grid does not own stand as reported."""
+    return host.routes is None or not res.is_managed or res.model_id in host.routes
+
+
 @dataclass
 class FleetView:
     snap: FleetSnapshot
@@ -141,7 +147,7 @@ class FleetView:
         res = self.residency(model_id, host_id)
         if host is None or res is None:
             return False
-        return host.routes is None or not res.is_managed or model_id in host.routes
+        return route_proven(host, res)
 
     def serving(self, model_id: str, host_id: str) -> bool:
         """READY on an admitting host with its route: it carries traffic (any revision)."""
