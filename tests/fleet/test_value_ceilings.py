@@ -16,8 +16,8 @@ import pytest
 from grid.fleet.errors import GridError, SnapshotError
 from grid.fleet.snapshot import load_snapshot, parse_snapshot
 from grid.runtime.controller.profiles import validate_profile
-from tests.runtime.controller.fakes import FakeNode
 from tests.runtime.controller.harness import Fleet, profile
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.unit
 

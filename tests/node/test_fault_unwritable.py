@@ -15,9 +15,9 @@ import pytest
 from grid.fleet.wire import WireAllocator
 from grid.runtime.controller.status import status_document
 from tests.node.agent_helpers import FakeControllerClient, command, make_agent, node_config
-from tests.runtime.controller.fakes import FakeNode
 from tests.runtime.controller.harness import Fleet, profile
 from tests.support.fake_engine import FakeEngineSupervisor
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.unit
 

@@ -2,7 +2,7 @@
 
 `ControllerProcess` runs `python -m grid.api.server --state-dir DIR` exactly as `grid up` does,
 on a free port, and can stop it gracefully or with SIGKILL. `HttpNode` wraps the fake node agent
-of the controller tests (tests/runtime/controller/fakes.py) with the real httpx client.
+of the controller tests (tests/support/fake_node.py) with the real httpx client.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from grid.api.settings import Settings, load_or_create_settings, write_settings
 from grid.fleet.errors import GridError
 from grid.fleet.wire import NodeReply
 from grid.wire import AllocatorClient
-from tests.runtime.controller.fakes import FakeNode
+from tests.support.fake_node import FakeNode
 
 REPO = Path(__file__).resolve().parents[2]
 FAST_CONTROLLER = {

@@ -13,8 +13,8 @@ import pytest
 from grid.api.limits import ADMIN_BODY_LIMIT, OPENAI_BODY_LIMIT
 from grid.fleet.errors import GridError
 from grid.wire import AllocatorClient
-from tests.runtime.controller.fakes import FakeNode
 from tests.service.harness import ControllerProcess, mint
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.service
 

@@ -13,8 +13,8 @@ import pytest
 
 from grid.fleet.errors import GridError
 from grid.wire import AllocatorClient
-from tests.runtime.controller.fakes import FakeNode
 from tests.service.harness import ControllerProcess
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.service
 

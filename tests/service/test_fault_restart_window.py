@@ -14,9 +14,9 @@ import pytest
 from grid.api.settling import ROUTE_SETTLE_S
 from tests.router.fake_engine import FakeEngine
 from tests.router.test_proxy_service import ENGINE_KEY, chat, configure, register
-from tests.runtime.controller.fakes import FakeNode
 from tests.runtime.controller.harness import Fleet, profile
 from tests.service.harness import ControllerProcess
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.service
 

@@ -12,8 +12,8 @@ import pytest
 
 from grid.fleet.wire import WireAllocator
 from grid.runtime.controller.status import status_document
-from tests.runtime.controller.fakes import FakeNode
 from tests.runtime.controller.harness import Fleet, profile
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.service
 

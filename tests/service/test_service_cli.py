@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.controller.fakes import FakeNode
 from tests.service.harness import REPO, HttpNode, free_port
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.service
 

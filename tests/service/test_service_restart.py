@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.controller.fakes import FakeNode
 from tests.service.harness import ControllerProcess, HttpNode, converge, mint
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.service
 

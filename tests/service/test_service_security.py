@@ -15,8 +15,8 @@ import pytest
 from grid.fleet.errors import GridError
 from grid.fleet.wire import wire_json
 from grid.wire import AllocatorClient
-from tests.runtime.controller.fakes import FakeNode
 from tests.service.harness import ControllerProcess, mint
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.service
 

@@ -11,7 +11,7 @@ from grid.runtime.controller.lease import LeaseFile
 from grid.runtime.controller.reports import Delivery
 from grid.runtime.controller.store import StateStore
 from grid.runtime.controller.wire import NodeUpdate
-from tests.runtime.controller.fakes import FakeNode
+from tests.support.fake_node import FakeNode
 
 T0 = 1_785_300_000.0
 FAST = ControllerConfig(engine="heuristic", plan_budget_s=1.0, membership_grace_s=20.0)

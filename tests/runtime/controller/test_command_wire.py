@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from grid.runtime.controller.status import status_document
-from tests.runtime.controller.fakes import FakeNode
 from tests.runtime.controller.harness import Fleet, profile
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.unit
 

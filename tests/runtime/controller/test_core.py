@@ -13,8 +13,8 @@ from grid.runtime.controller.core import Controller
 from grid.runtime.controller.lease import LeaseFile
 from grid.runtime.controller.status import status_document
 from grid.runtime.controller.store import MemoryStore
-from tests.runtime.controller.fakes import FakeNode
 from tests.runtime.controller.harness import FAST, T0, Fleet, profile
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.unit
 

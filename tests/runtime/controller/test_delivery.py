@@ -11,8 +11,8 @@ from grid.fleet.actions import Action, ActionKind
 from grid.fleet.models import Assignment, Host, Ownership, Plan, Residency, SolverReport
 from grid.runtime.controller.delivery import RouteLease, revalidate_destructive
 from grid.runtime.controller.state import Command
-from tests.runtime.controller.fakes import FakeNode
 from tests.runtime.controller.harness import Fleet, profile
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.unit
 

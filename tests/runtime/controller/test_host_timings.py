@@ -29,8 +29,8 @@ from grid.planner.targets import compute_targets, next_replica_startup_s
 from grid.runtime.controller.core import Controller
 from grid.runtime.controller.store import StateStore
 from grid.runtime.controller.timings import Phase
-from tests.runtime.controller.fakes import FakeNode
 from tests.runtime.controller.harness import FAST, T0, Fleet, profile
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.unit
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.runtime.controller.fakes import FakeNode
 from tests.runtime.controller.harness import Fleet, profile
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,8 @@ from rich.console import Console
 from grid.cli.allocator_cmd import render_status
 from grid.demand import Observation
 from grid.router.affinity import hash_affinity_key
-from tests.runtime.controller.fakes import FakeNode
 from tests.runtime.controller.harness import T0, Fleet, profile
+from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.unit
 

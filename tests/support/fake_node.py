@@ -1,4 +1,5 @@
-"""A fake node agent for controller tests: it speaks the wire contract and obeys commands.
+"""A fake node agent (a test double, never shipped) for controller tests: it speaks the wire
+contract and obeys commands.
 
 It stands in for `grid/node` (an outside thing for the controller): LOAD puts weights in its
 cache, WARM makes a ready residency, DRAIN marks it draining, UNLOAD removes it. It keeps the
