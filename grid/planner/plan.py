@@ -1,6 +1,10 @@
 """The planner's entry point: (snapshot) -> Plan, with either engine (pure but for timing).
 
-`cpsat` is hinted with the incumbent placement and the heuristic's plan; when it finds no
+`cpsat` is hinted with the incumbent placement and the heuristic's plan, and, on a fleet whose
+hosts group into types (types.py; at least half the candidates on types of several hosts),
+first solves the replica levels over host types (cpsat/aggregate.py): its disaggregated
+placement is the first hint, and its levels, when the check proves them, the replica levels'
+bounds. When it finds no
 feasible solution within its budget the heuristic's plan is returned and `solver.status`
 says so. One `Deadline` (deadline.py) budgets every phase: the problem build and the
 heuristic spend from it, CP-SAT gets what remains less the reserve of the phases after it
@@ -26,6 +30,7 @@ Engine = Literal["cpsat", "heuristic"]
 Key = tuple[str, str]
 ENGINES = ("cpsat", "heuristic")
 MIN_SOLVE_S = 0.05  # below this a CP-SAT solve cannot improve on the heuristic's hint
+AGGREGATE_SHARE = 0.6  # of the solve budget, for the replica levels over host types
 
 
 def incumbent_placement(problem: PlacementProblem) -> set[tuple[str, str]]:
@@ -89,11 +94,21 @@ def make_plan(
             deadline=deadline,
         )
 
+    from grid.planner.cpsat.aggregate import aggregation_pays, solve_aggregated
     from grid.planner.cpsat.solve import solve_lexicographic
 
+    hints = [greedy, incumbent_placement(problem)]
+    proven: dict[str, int] | None = None
+    if aggregation_pays(problem):  # host types: the replica levels on n[m,T] first
+        share = AGGREGATE_SHARE * (deadline.remaining() - reserve)
+        aggregated = solve_aggregated(problem, hint=greedy, time_limit_s=share)
+        hints.insert(0, aggregated.placed)
+        proven = aggregated.values if aggregated.proven else None
+        clock = deadline.mark("aggregate", clock)
     result = solve_lexicographic(
         problem,
-        hints=[greedy, incumbent_placement(problem)],
+        hints=hints,
+        proven_bounds=proven,
         time_limit_s=deadline.remaining(),
         deterministic=deterministic,
         soft_stage_limit_s=soft_stage_limit_s,

@@ -13,14 +13,18 @@ unique. A host that admits nothing has no candidates and is never a decision.
 `disaggregate` turns "n replicas of m on type T" into concrete hosts, deterministically:
 per type, models by footprint (largest first, then ID), each replica to the first host of the
 type (by host ID) that still fits it under the shared placement fit rule (cpsat/ledger.py) and
-does not hold the model yet: first-fit decreasing. Individual hosts' placements are copied
-unchanged, so an incumbent is never moved. The result is a feasible placement; when the
+does not hold the model yet: first-fit decreasing; or (`spread`) models with the most replicas
+first, each replica on the type's host with the most free memory (ties by host ID). A replica
+that does not pack on its type then goes to the first other candidate host (by ID) that fits
+it (`solve_aggregated` tries both packings and keeps the better). Individual hosts' placements
+are copied unchanged, so an incumbent is never moved. The result is a feasible placement; when the
 per-type counts were a relaxation of the per-host packing (cpsat/aggregate.py), some replicas
 may not fit, and the caller compares the levels it reaches with the aggregate's.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -96,46 +100,102 @@ def disaggregate(
     types: Iterable[HostType],
     counts: Mapping[tuple[str, str], int],
     individual: Iterable[Key],
+    *,
+    spread: bool = False,
 ) -> set[Key]:
     """Concrete placements: `individual` keys as they are, then counts[(model, type_id)]
-    replicas per type, first-fit decreasing over the type's hosts (see the module docstring)."""
+    replicas per type (see the module docstring). `spread`: models with the most replicas
+    first, each replica on the type's host with the most free memory (worst fit), instead of
+    first-fit decreasing by footprint."""
     ledger = Ledger(problem)
     for key in sorted(set(individual)):
         ledger.add(key)
+    short: dict[str, int] = {}  # replicas that did not pack on their type
     for htype in types:
         wanted = [(m, counts.get((m, htype.type_id), 0)) for m in htype.models]
         wanted = [(m, n) for m, n in wanted if n > 0]
-        if not wanted:
-            continue
-        first = htype.host_ids[0]
-        wanted.sort(key=lambda mn: (-problem.candidates[(mn[0], first)].memory_mb, mn[0]))
-        smallest = problem.candidates[(wanted[-1][0], first)].memory_mb
-        hosts = htype.host_ids
-        start = 0  # hosts before it cannot take even the smallest item: skipped
-        for model_id, n in wanted:
-            placed = 0
-            size = problem.candidates[(model_id, first)].memory_mb
-            index = start
-            while placed < n and index < len(hosts):
-                host_id = hosts[index]
-                index += 1
-                load = ledger.hosts[host_id]
-                free = load.budget.footprint_budget_mb - load.footprint_mb
-                if free < size or model_id in load.models:
-                    continue
-                key = (model_id, host_id)
-                if not ledger.blockers(key):
-                    ledger.add(key)
-                    placed += 1
-            while start < len(hosts):
-                load = ledger.hosts[hosts[start]]
-                if load.budget.footprint_budget_mb - load.footprint_mb >= smallest and not (
-                    load.budget.desired_cap is not None
-                    and len(load.models) >= load.budget.desired_cap
-                ):
-                    break
-                start += 1
+        if wanted:
+            pack = _spread if spread else _first_fit
+            for model_id, missing in pack(problem, ledger, htype, wanted).items():
+                short[model_id] = short.get(model_id, 0) + missing
+    for model_id, missing in sorted(short.items()):  # repair: any other host that fits
+        for cand in problem.candidates_of_model(model_id):
+            if missing <= 0:
+                break
+            key = (model_id, cand.host_id)
+            if key not in ledger.placed and not ledger.blockers(key):
+                ledger.add(key)
+                missing -= 1
     return set(ledger.placed)
+
+
+def _free_mb(ledger: Ledger, host_id: str) -> int:
+    load = ledger.hosts[host_id]
+    return load.budget.footprint_budget_mb - load.footprint_mb
+
+
+def _slots_full(ledger: Ledger, host_id: str) -> bool:
+    load = ledger.hosts[host_id]
+    return load.budget.desired_cap is not None and len(load.models) >= load.budget.desired_cap
+
+
+def _first_fit(
+    problem: PlacementProblem, ledger: Ledger, htype: HostType, wanted: list[tuple[str, int]]
+) -> dict[str, int]:
+    first = htype.host_ids[0]
+    wanted = sorted(wanted, key=lambda mn: (-problem.candidates[(mn[0], first)].memory_mb, mn[0]))
+    smallest = problem.candidates[(wanted[-1][0], first)].memory_mb
+    hosts = htype.host_ids
+    start = 0  # hosts before it cannot take even the smallest item: skipped
+    short: dict[str, int] = {}
+    for model_id, n in wanted:
+        placed = 0
+        size = problem.candidates[(model_id, first)].memory_mb
+        index = start
+        while placed < n and index < len(hosts):
+            host_id = hosts[index]
+            index += 1
+            if _free_mb(ledger, host_id) < size or model_id in ledger.hosts[host_id].models:
+                continue
+            if not ledger.blockers((model_id, host_id)):
+                ledger.add((model_id, host_id))
+                placed += 1
+        short[model_id] = n - placed
+        while start < len(hosts) and (
+            _free_mb(ledger, hosts[start]) < smallest or _slots_full(ledger, hosts[start])
+        ):
+            start += 1
+    return short
+
+
+def _spread(
+    problem: PlacementProblem, ledger: Ledger, htype: HostType, wanted: list[tuple[str, int]]
+) -> dict[str, int]:
+    first = htype.host_ids[0]
+    wanted = sorted(
+        wanted, key=lambda mn: (-mn[1], -problem.candidates[(mn[0], first)].memory_mb, mn[0])
+    )
+    heap = [(-_free_mb(ledger, h), h) for h in htype.host_ids if not _slots_full(ledger, h)]
+    heapq.heapify(heap)
+    short: dict[str, int] = {}
+    for model_id, n in wanted:
+        taken: list[str] = []
+        skipped: list[tuple[int, str]] = []
+        while len(taken) < n and heap:
+            item = heapq.heappop(heap)
+            host_id = item[1]
+            if ledger.blockers((model_id, host_id)):
+                skipped.append(item)
+                continue
+            ledger.add((model_id, host_id))
+            taken.append(host_id)
+        for host_id in taken:
+            if not _slots_full(ledger, host_id):
+                skipped.append((-_free_mb(ledger, host_id), host_id))
+        for item in skipped:
+            heapq.heappush(heap, item)
+        short[model_id] = n - len(taken)
+    return short
 
 
 def type_counts(types: Iterable[HostType], placed: Iterable[Key]) -> dict[tuple[str, str], int]:

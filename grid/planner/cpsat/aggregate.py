@@ -15,6 +15,8 @@ Replica bounds over both kinds: Σ_h x[m,h] + Σ_T n[m,T] ≤ open(m), and the p
 reservation on the unpinned candidates (replicas.py), so the levels' expressions are those of
 objective.py with count_m = fixed(m) + Σ x + Σ n.
 
+A candidate that does not fit an empty host of its type alone (memory, new memory or disk:
+memory is not a static filter in problem.py) gets n[m,T] = 0.
 Exactness. n[m,T] ≤ |T| is exact (one replica of m per host). With a slot cap of 1 every
 per-type ledger is exact too (each candidate fits a host alone). Otherwise the per-type sums
 are a relaxation of the per-host packing (bin packing): a solution's counts may not pack. The
@@ -36,13 +38,15 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
+from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.cpsat.colocation import add_colocation
 from grid.planner.cpsat.disk import add_disk
 from grid.planner.cpsat.memory import add_memory
+from grid.planner.cpsat.objective import _sum, _weighted
 from grid.planner.cpsat.replicas import pinned_hosts, unpinned_allowance
 from grid.planner.cpsat.scoring import Scorer
 from grid.planner.cpsat.slots import add_slots
-from grid.planner.cpsat.stages import Stage, stages_of
+from grid.planner.cpsat.stages import Stage, fold_stages, stages_of
 from grid.planner.cpsat.variables import Key, PlacementVars
 from grid.planner.levels import (
     baseline_members,
@@ -52,7 +56,7 @@ from grid.planner.levels import (
     inferred_members,
     round_members,
 )
-from grid.planner.problem import PlacementProblem
+from grid.planner.problem import Candidate, HostBudget, PlacementProblem
 from grid.planner.types import HostType, disaggregate, host_types, type_counts
 
 SEED = 20240611
@@ -69,6 +73,7 @@ class AggregateResult:
     variables: int = 0
     aggregated_hosts: int = 0
     types: int = 0
+    counts: dict[Key, int] = field(default_factory=dict)  # the aggregate's n[m,T] (model, type)
 
 
 def aggregation_pays(problem: PlacementProblem) -> bool:
@@ -103,7 +108,9 @@ class _AggregateModel:
         cands = [problem.candidates[(m, first)] for m in htype.models]
         ns = []
         for cand in cands:
-            top = min(count, problem.open_replicas(cand.model_id))
+            top = (
+                min(count, problem.open_replicas(cand.model_id)) if _fits_alone(cand, budget) else 0
+            )
             var = self.model.new_int_var(0, top, "")
             self.top[var.index] = top
             self.n[(cand.model_id, htype.type_id)] = var
@@ -202,24 +209,22 @@ class _AggregateModel:
                 )
         return out
 
-    def hint(self, placed: set[Key], types: Sequence[HostType]) -> None:
+    def hint(self, counts: dict[Key, int], singles: set[Key]) -> None:
+        """Hint n and x (the steps follow: CP-SAT completes a partial hint)."""
         self.model.clear_hints()  # type: ignore[no-untyped-call]
         for key, var in self.xs.x.items():
-            self.model.add_hint(var, int(key in placed))
-        counts = type_counts([t for t in types if t.count > 1], placed)
+            self.model.add_hint(var, int(key in singles))
         for key, var in self.n.items():
             self.model.add_hint(var, counts.get(key, 0))
 
 
-def _sum(items: Iterable[cp_model.IntVar | int]) -> Expr:
-    return _weighted([(item, 1) for item in items])
-
-
-def _weighted(pairs: list[tuple[cp_model.IntVar | int, int]]) -> Expr:
-    variables = [v for v, w in pairs if not isinstance(v, int) and w]
-    weights = [w for v, w in pairs if not isinstance(v, int) and w]
-    constant = sum(v * w for v, w in pairs if isinstance(v, int))
-    return Expr.weighted_sum(variables, weights) + constant
+def _fits_alone(cand: Candidate, budget: HostBudget) -> bool:
+    """One replica fits an empty host of the type (memory is not a static filter)."""
+    return (
+        cand.memory_mb <= budget.footprint_budget_mb
+        and cand.new_mb <= budget.new_budget_mb
+        and (budget.disk_free_mb is None or cand.disk_mb <= budget.disk_free_mb)
+    )
 
 
 def solve_aggregated(
@@ -230,19 +235,28 @@ def solve_aggregated(
     types = host_types(problem)
     built = _AggregateModel(problem, types)
     exprs = built.expressions()
-    stages = [s for s in stages_of(problem) if all(lv.replica_level for lv in s.levels)]
     scorer = Scorer(problem)
-    current = set(hint)
-    values = scorer.score(current)
+    static = static_bounds(problem, scorer.quality)
+    stages = [s for s in fold_stages(stages_of(problem), static) if _replica(s)]
+    values = scorer.score(hint)
+    grouped = [t for t in types if t.count > 1]
+    singles_hint = {k for k in hint if k in built.xs.x}
+    solution: tuple[dict[Key, int], set[Key]] = (type_counts(grouped, hint), singles_hint)
+    solved = False
     statuses: list[str] = []
     best: dict[str, int] = {}
-    solution: tuple[dict[Key, int], set[Key]] | None = None
+    known: dict[str, int] = {}  # every replica level at the last solution
     for index, stage in enumerate(stages):
         remaining = deadline - time.perf_counter()
         if remaining <= 0.001:
             statuses.append("SKIPPED")
             break
-        built.hint(current, types)
+        if known and stage.signed(known) >= stage.signed(static):
+            statuses.append("OPTIMAL")  # the last solution already meets the static bound
+            built.model.add(stage.expression(exprs) >= stage.signed(known))
+            best.update({lv.name: known[lv.name] for lv in stage.levels})
+            continue
+        built.hint(*solution)
         built.model.maximize(stage.expression(exprs))
         solver = cp_model.CpSolver()
         share = remaining / (len(stages) - index)
@@ -255,15 +269,20 @@ def solve_aggregated(
             break
         achieved = round(solver.objective_value)
         built.model.add(stage.expression(exprs) >= achieved)
-        for level in stage.levels:
-            best[level.name] = round(solver.value(exprs[level.name]))
+        known = {name: round(solver.value(expr)) for name, expr in exprs.items()}
+        best.update({lv.name: known[lv.name] for lv in stage.levels})
         counts = {key: solver.value(var) for key, var in built.n.items()}
         singles = {k for k, var in built.xs.x.items() if solver.boolean_value(var)}
-        solution = (counts, singles)
-        current = disaggregate(problem, types, counts, singles)
+        solution, solved = (counts, singles), True
     placed = set(hint)
-    if solution is not None and compare(problem, scorer.score(current), values) >= 0:
-        placed, values = current, scorer.score(current)
+    if solved:  # disaggregated once, at the end; never worse than the hint
+        for spread in (False, True):
+            current = disaggregate(problem, types, *solution, spread=spread)
+            current_values = scorer.score(current)
+            if compare(problem, current_values, values) > 0 or (
+                not spread and compare(problem, current_values, values) == 0
+            ):
+                placed, values = current, current_values
     proven = (
         len(statuses) == len(stages)
         and all(s == "OPTIMAL" for s in statuses)
@@ -277,11 +296,8 @@ def solve_aggregated(
         variables=len(built.model.proto.variables),
         aggregated_hosts=sum(t.count for t in types if t.count > 1),
         types=len(types),
+        counts=solution[0],
     )
-
-
-def replica_stage_count(problem: PlacementProblem) -> int:
-    return sum(1 for s in stages_of(problem) if _replica(s))
 
 
 def _replica(stage: Stage) -> bool:

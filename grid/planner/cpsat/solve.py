@@ -42,7 +42,7 @@ from grid.planner.cpsat.build import add_hard_constraints
 from grid.planner.cpsat.ledger import Ledger, placement_problems, repair_order
 from grid.planner.cpsat.objective import level_expressions
 from grid.planner.cpsat.scoring import Scorer
-from grid.planner.cpsat.stages import ALL, Stage, scope_keys, stages_of
+from grid.planner.cpsat.stages import ALL, Stage, fold_stages, scope_keys, stages_of
 from grid.planner.cpsat.variables import Key, PlacementVars
 from grid.planner.levels import Level, compare
 from grid.planner.problem import PlacementProblem
@@ -143,14 +143,19 @@ def solve_lexicographic(
     soft_stage_limit_s: float | None = None,
     reserve_s: float | None = None,
     build_s_per_key: float = BUILD_S_PER_KEY,
+    proven_bounds: dict[str, int] | None = None,
 ) -> SolveResult:
     """`soft_stage_limit_s` caps each stage below the failure-domain level (disruption, quality,
     spare hosts): a latency-bound caller (the controller's tick) may act on a placement whose
     soft levels are unproven, reported FEASIBLE with their bounds. `reserve_s`: the part of
     `time_limit_s` the caller keeps for the phases after the solve (default: the assembly
     reserve below). `build_s_per_key`: the expected model-build cost per candidate, raised by a
-    caller that measured a slow machine."""
+    caller that measured a slow machine. `proven_bounds`: optimal values of some levels proven
+    elsewhere (the host-type model, aggregate.py), replacing their static bounds: a stage whose
+    hint meets them is proven without a solve."""
     run = _Run(problem, hints, time_limit_s, deterministic, soft_stage_limit_s, reserve_s)
+    if proven_bounds:
+        run.static.update(proven_bounds)
     run.build_s_per_key = max(BUILD_S_PER_KEY, build_s_per_key)
     failure = run.execute()
     if failure is not None:
@@ -193,7 +198,7 @@ class _Run:
         self.deadline = time.perf_counter() + max(0.0, time_limit_s - reserve)
         self.scorer = Scorer(problem)
         self.static = static_bounds(problem, self.scorer.quality)
-        self.stages = stages_of(problem)
+        self.stages = fold_stages(stages_of(problem), self.static)
         self.incumbent = best_hint(problem, hints, self.scorer)
         self.values = self.scorer.score(self.incumbent)
         self.bounds: dict[str, int] = {}

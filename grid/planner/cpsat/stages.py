@@ -4,6 +4,14 @@ A direct:{k} count and its :harm tie-break form one stage, W·count + harm with
 W = Σ harm_rank + 1 > any harm sum; quality and spare_hosts form one, W·quality + spare with
 W = hosts + 1 > any spare count. Every stage is maximized: a min level enters negated.
 
+Folding (`fold_stages`). Consecutive replica stages of one scope (a class's baseline, direct
+and inferred rounds) are folded into one stage by mixed-radix weights: with R_i the static
+upper bound of stage i's combined value (bounds.py; every replica level is ≥ 0), stage i
+weighs Π_{j>i} (R_j + 1), so one unit of an earlier stage outweighs every later stage together
+and maximizing the sum is exactly the lexicographic maximum. A fold stops where the weights
+would pass FOLD_LIMIT (2^40: every coefficient and the objective stay exact in int64 and, with
+room to spare, in the solver's double arithmetic and LP).
+
 Scope. Every hard constraint is downward closed (removing a placement never breaks one), so a
 replica level of class P is optimized exactly over the pinned candidates plus the candidates of
 classes ≥ P: the other variables can always be zero, and no earlier level involves them. The
@@ -21,6 +29,7 @@ from grid.planner.levels import Level, levels
 from grid.planner.problem import PlacementProblem
 
 ALL = 10**9  # scope rank of the levels that need every candidate
+FOLD_LIMIT = 2**40
 
 
 @dataclass(frozen=True)
@@ -54,8 +63,11 @@ class Stage:
         if len(self.levels) == 1:
             return {first.name: combined if first.sense == "max" else -combined}
         weight = self.weights[0]
-        lead = combined // weight  # the second level is ≥ 0 and < weight
+        lead = combined // weight  # the later levels are ≥ 0 and weigh < weight together
         out = {first.name: lead}
+        if len(self.levels) > 2:  # a folded stage: the later levels keep their static bounds
+            out.update({lv.name: static[lv.name] for lv in self.levels[1:]})
+            return out
         second = self.levels[1]
         if lead == values[first.name]:
             out[second.name] = min(static[second.name], combined - weight * lead)
@@ -104,3 +116,46 @@ def scope_keys(problem: PlacementProblem, scope: int) -> list[Key]:
         for key, cand in problem.candidates.items()
         if cand.pinned or (floor is not None and problem.model_by_id[key[0]].priority >= floor)
     )
+
+
+def fold_stages(
+    stages: list[Stage], static: dict[str, int], limit: int = FOLD_LIMIT
+) -> list[Stage]:
+    """Consecutive replica stages of one scope folded by mixed-radix weights (docstring)."""
+    out: list[Stage] = []
+    group: list[Stage] = []
+
+    def flush() -> None:
+        if not group:
+            return
+        if len(group) == 1:
+            out.append(group[0])
+        else:
+            levels_: list[Level] = []
+            weights: list[int] = []
+            radix = 1
+            for stage in reversed(group):
+                levels_ = list(stage.levels) + levels_
+                weights = [w * radix for w in stage.weights] + weights
+                radix *= stage.signed(static) + 1
+            out.append(Stage(tuple(levels_), tuple(weights), group[0].scope))
+        group.clear()
+
+    span = 1
+    for stage in stages:
+        replica = all(lv.replica_level and lv.sense == "max" for lv in stage.levels)
+        size = stage.signed(static) + 1 if replica else 0
+        fits = bool(group) and group[0].scope == stage.scope and span * size <= limit
+        if replica and fits:
+            group.append(stage)
+            span *= size
+            continue
+        flush()
+        if replica:
+            group.append(stage)
+            span = size
+        else:
+            out.append(stage)
+            span = 1
+    flush()
+    return out
