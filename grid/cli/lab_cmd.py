@@ -42,9 +42,29 @@ def generate_fleet_cmd(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.")
     ] = None,
+    shape: Annotated[
+        str,
+        typer.Option(
+            "--shape",
+            help="mixed: every host distinct (default); production: few machine shapes with "
+            "realistic counts, GPU-type tags, skewed demand, no residencies.",
+        ),
+    ] = "mixed",
 ) -> None:
     """Generate a deterministic, realistic fleet snapshot (JSON)."""
-    snap = generate_fleet(hosts, models, seed, residencies=residencies, now=DEFAULT_NOW)
+    if shape not in ("mixed", "production"):
+        raise GridError(
+            "unknown_fleet_shape",
+            f"fleet shape {shape!r} is not one of mixed, production",
+            fix="pass --shape mixed or --shape production",
+            next_command=f"grid lab generate-fleet --shape production --hosts {hosts}",
+        )
+    if shape == "production":
+        from grid.lab.fleetgen_production import generate_production_fleet
+
+        snap = generate_production_fleet(hosts, models, seed, now=DEFAULT_NOW)
+    else:
+        snap = generate_fleet(hosts, models, seed, residencies=residencies, now=DEFAULT_NOW)
     doc = what_if_document(snap) if what_if else snap.model_dump(mode="json")
     text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
     if out is None:
