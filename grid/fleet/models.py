@@ -40,6 +40,8 @@ SCHEMA_VERSION = 1
 MAX_MB = 1024**3  # 1 PiB in MB (1024**5 bytes / 1024**2)
 MAX_PRIORITY = 1_000_000
 MAX_COUNT = 100_000  # replica counts and model slots
+# A model id travels in every command (`WireCommand.model_id`): longer ones are refused here.
+MAX_MODEL_ID = 256
 
 CEILING_ERROR = "value_too_large"
 # A template name: letters, digits, `_ . -`, not starting with `-` (it becomes one argv value).
@@ -187,7 +189,7 @@ class Host(_Strict):
 
 
 class ModelProfile(_Strict):
-    model_id: str = Field(min_length=1)
+    model_id: str = Field(min_length=1, max_length=MAX_MODEL_ID)
     memory_mb: MB = Field(ge=0)
     runtime_memory_mb: dict[str, MB] = Field(default_factory=dict)
     runtimes: list[str] = Field(default_factory=lambda: ["llama.cpp"])

@@ -31,6 +31,7 @@ _PYDANTIC_CODES = {
     "less_than_equal": "out_of_range",
     "less_than": "out_of_range",
     CEILING_ERROR: CEILING_ERROR,
+    "string_too_long": "value_too_long",
 }
 
 
@@ -69,6 +70,7 @@ def _from_validation_error(exc: ValidationError) -> SnapshotError:
         "unknown_enum_value": f"use one of the documented values for `{path}`",
         "non_finite_number": f"give `{path}` a finite number",
         "negative_number": f"give `{path}` a value of zero or more",
+        "value_too_long": f"shorten `{path}` to at most {ctx.get('max_length')} characters",
         CEILING_ERROR: f"give `{path}` a value of at most {ctx.get('limit')}"
         + (" (memory and disk are whole megabytes)" if "MB" in str(ctx.get("what")) else ""),
     }.get(code, f"correct `{path}`")

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from grid.fleet.actions import ReceiptStatus
-from grid.fleet.models import CHAT_TEMPLATE_PATTERN, ResidencyState
+from grid.fleet.models import CHAT_TEMPLATE_PATTERN, MAX_MODEL_ID, ResidencyState
 
 OPERATOR_HEADER = "X-Grid-Allocator-Token"
 NODE_HEADER = "X-Grid-Allocator-Node-Token"
@@ -188,7 +188,7 @@ class WireCommand(_Tolerant):
     kind: NodeCommandKind
     node_id: StrictStr | None = None
     host_id: StrictStr | None = None
-    model_id: StrictStr = Field(min_length=1, max_length=256)
+    model_id: StrictStr = Field(min_length=1, max_length=MAX_MODEL_ID)
     memory_mb: StrictInt = Field(default=0, ge=0)
     plan_generation: StrictStr = ""
     controller_term: StrictInt = Field(default=0, ge=0)

@@ -123,10 +123,12 @@ class Outbox:
         sent = [c for c in candidates if c.action.action_id not in held_ids]
         self.counters.delivered += len(sent)
         wired = [
-            book.commands[c.action.action_id].wire(
+            book.commands[c.action.action_id]
+            .wire(
                 created_at=book.records[c.action.action_id].created_at,
                 profile=facts.profiles.get(c.action.model_id),
             )
+            .model_dump(mode="json")
             for c in sent
         ]
         return wired, sorted(held_ids)

@@ -10,10 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from grid.fleet.errors import GridError, SnapshotError
-from grid.fleet.models import ModelProfile
+from grid.fleet.models import MAX_MODEL_ID, ModelProfile
 from grid.fleet.snapshot import parse_snapshot
 
-MAX_MODEL_ID = 256
 _PREFIX = "models[0]."
 
 
@@ -25,7 +24,7 @@ def validate_profile(
     if not model_id or len(model_id) > MAX_MODEL_ID or any(c.isspace() for c in model_id):
         raise GridError(
             "invalid_model_id",
-            "a model id must be 1 to 256 characters without spaces",
+            f"a model id must be 1 to {MAX_MODEL_ID} characters without spaces",
             fix="use the model's file or alias name, for example qwen3-coder.gguf",
             path="model_id",
         )

@@ -10,12 +10,13 @@ host membership (hosts must re-register after a restart), secrets and the workfl
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from grid.fleet.actions import Action, ActionRecord, Mode, Tombstone
 from grid.fleet.models import ModelProfile, Policy
+from grid.fleet.wire import NodeCommandKind, WireCommand
 
 STATE_SCHEMA_VERSION = 1
 MAX_TERMINAL_RECORDS = 512  # newest finished records kept for backoff and status
@@ -35,37 +36,39 @@ class Command(_Strict):
     controller_id: str = ""
     controller_lease_expires_at: float = Field(default=0.0, ge=0)
 
-    def wire(self, *, created_at: float, profile: ModelProfile | None = None) -> dict[str, Any]:
-        """The command as a node receives it (spec "Local wire contract").
+    def wire(self, *, created_at: float, profile: ModelProfile | None = None) -> WireCommand:
+        """The command as a node receives it (spec "Local wire contract"), typed.
 
         It carries the model's artifact facts from `profile` (the profile as the controller
         holds it now), so a node verifies and, where authorized, fetches the exact artifact
-        without asking for anything else; each is null when undeclared (additive fields).
+        without asking for anything else; each is null when undeclared (additive fields). Every
+        field is within the wire's limits by construction (a profile's model id is at most
+        `MAX_MODEL_ID` characters), so building it never fails at delivery.
         """
         a = self.action
-        return {
-            "action_id": a.action_id,
-            "kind": a.kind.value,
-            "node_id": a.host_id,
-            "host_id": a.host_id,
-            "model_id": a.model_id,
-            "memory_mb": a.memory_mb,
-            "plan_generation": self.plan_generation,
-            "controller_term": self.controller_term,
-            "controller_id": self.controller_id,
-            "controller_lease_expires_at": self.controller_lease_expires_at,
-            "dependencies": list(a.dependencies),
-            "executable": a.executable,
-            "reason": a.reason,
-            "created_at": created_at,
-            "not_before": a.not_before,
-            "attempt": a.attempt,
-            "artifact_source": profile.artifact_source if profile else None,
-            "artifact_sha256": profile.artifact_sha256 if profile else None,
-            "artifact_size_mb": profile.artifact_size_mb if profile else None,
-            "chat_template": profile.chat_template if profile else None,
-            "schema_version": 1,
-        }
+        return WireCommand(
+            action_id=a.action_id,
+            kind=cast(NodeCommandKind, a.kind.value),  # the four kinds (validated)
+            node_id=a.host_id,
+            host_id=a.host_id,
+            model_id=a.model_id,
+            memory_mb=a.memory_mb,
+            plan_generation=self.plan_generation,
+            controller_term=self.controller_term,
+            controller_id=self.controller_id,
+            controller_lease_expires_at=self.controller_lease_expires_at,
+            dependencies=list(a.dependencies),
+            executable=a.executable,
+            reason=a.reason,
+            created_at=created_at,
+            not_before=a.not_before,
+            attempt=a.attempt,
+            artifact_source=profile.artifact_source if profile else None,
+            artifact_sha256=profile.artifact_sha256 if profile else None,
+            artifact_size_mb=profile.artifact_size_mb if profile else None,
+            chat_template=profile.chat_template if profile else None,
+            schema_version=1,
+        )
 
 
 class ControllerDocument(_Strict):

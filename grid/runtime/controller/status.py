@@ -133,7 +133,7 @@ def _pending(state: ControllerState) -> list[dict[str, Any]]:
     for record, command in state.book.pending_commands():
         row = command.wire(
             created_at=record.created_at, profile=state.profiles.get(record.model_id)
-        )
+        ).model_dump(mode="json")
         row["status"] = record.status.value
         row["delivered_at"] = record.delivered_at
         row["priority"] = record.priority
