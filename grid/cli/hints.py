@@ -94,4 +94,5 @@ def serves_controller(grid_url: str, settings: Settings) -> bool:
         return False
     host = (parts.hostname or "").lower()
     local = host in LOOPBACK_NAMES or host == settings.host.lower()
-    return parts.scheme == "http" and local and port == settings.port
+    scheme = "https" if settings.tls_cert else "http"  # a TLS controller (docs/addressing.md)
+    return parts.scheme == scheme and local and port == settings.port
