@@ -18,12 +18,12 @@ Minute t (the clock is T0 + 60 t at its start):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from grid.demand import EndpointFamily, Observation, Outcome, RequestOutcome, observation_from
 from grid.fleet.actions import Mode
-from grid.fleet.models import FleetSnapshot, HostState, Plan, ResidencyState
+from grid.fleet.models import FleetSnapshot, HostState, ModelProfile, Plan, ResidencyState
 from grid.lab.scenario import workday
 from grid.lab.scenario.catalog import compatible, designated
 from grid.lab.scenario.fleet import LabFleet
@@ -102,7 +102,7 @@ def queued_units(r: Routed) -> int:
 
 
 def _observations(
-    result: MinuteResult, start: float, fleet: LabFleet
+    result: MinuteResult, start: float, models: Mapping[str, ModelProfile]
 ) -> list[tuple[Observation, str, str | None]]:
     items: list[tuple[Observation, str, str | None, float]] = []
     for r in result.routed:
@@ -119,7 +119,7 @@ def _observations(
             timestamp=done,
         )
         obs = observation_from(req.shape, EndpointFamily(req.family), outcome)
-        prof = fleet.models.get(r.model_id) if r.model_id else None
+        prof = models.get(r.model_id) if r.model_id else None
         items.append((obs, req.user_id, prof.artifact_sha256 if prof else None, done))
     items.sort(key=lambda x: (x[3], x[1]))
     return [(o, s, sha) for o, s, sha, _ in items]
@@ -220,7 +220,7 @@ def run_scenario(cfg: ScenarioConfig, world: World | None = None) -> RunResult:
         result = route_minute(world.arrivals[t], _replicas(fleet, world), mapping, profiles)
         _set_activity(fleet, result, start)
         control.observe(pending, start)
-        pending = _observations(result, start, fleet)
+        pending = _observations(result, start, fleet.models)
         fleet.fields = control.fields(start)
         report = fleet.step()
         plan = report.plan

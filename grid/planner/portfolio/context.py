@@ -312,7 +312,24 @@ def build_context(
                 if w == word and p.feasible
             )
         candidate = any(p.feasible for (w, _m), p in pairs.items() if w == word)
-        gates[word] = gate_of(word, forecast, policy, proof, has_candidate=candidate)
+        incumbent = next(
+            (
+                m
+                for (w, m), p in sorted(pairs.items())
+                if w == word and p.feasible and m in ready_models and p.evidence.fresh_success
+            ),
+            None,
+        )
+        if word not in policy.media_workloads:
+            incumbent = None  # text traffic is continuous; sparse bursts are image/video jobs
+        gates[word] = gate_of(
+            word,
+            forecast,
+            policy,
+            proof,
+            has_candidate=candidate,
+            resident_incumbent=incumbent,
+        )
     # A media canary is one replica whatever the concurrency asks.
     for key, p in list(pairs.items()):
         if gates[p.workload].gate is Gate.MEDIA_CANARY:

@@ -1,6 +1,9 @@
 """Evidence gates, the weak-evidence canary cap and per-workload replica needs (pure).
 
 Gate      admitted(w)  ⇔  observations ≥ min_observations  ∨  offered ≥ min_offered_concurrency
+Resident  an image/video word below the gate but with observations stays admitted while a
+          candidate model is READY and has a fresh success on w (the gate bounds starting a
+          model, not keeping one through the gaps of a sparse burst)
 Media     w ∈ media_workloads with media_canary_min ≤ offered < min_offered and too few
           observations: admitted as a canary only when `spare_capacity_proof` holds
 Weak      (w, m) is weak unless observations ≥ min_observations (repeated arrivals), m has
@@ -25,6 +28,7 @@ class Gate(StrEnum):
     ORDINARY = "ordinary"  # passed the evidence gate
     MEDIA_CANARY = "media-canary"  # image/video band, after the spare-capacity proof
     MEDIA_UNPROVEN = "media-unproven"  # image/video band, the proof failed
+    RESIDENT = "resident"  # below the gate, but a READY incumbent has fresh success serving it
     BELOW = "below"  # deferred: below_evidence_gate
 
 
@@ -35,7 +39,7 @@ class GateResult:
 
     @property
     def admitted(self) -> bool:
-        return self.gate in (Gate.ORDINARY, Gate.MEDIA_CANARY)
+        return self.gate in (Gate.ORDINARY, Gate.MEDIA_CANARY, Gate.RESIDENT)
 
 
 def ordinary_gate(forecast: WorkloadForecast, policy: PortfolioPolicy) -> bool:
@@ -61,10 +65,21 @@ def gate_of(
     spare_proof: bool,
     *,
     has_candidate: bool = True,
+    resident_incumbent: str | None = None,
 ) -> GateResult:
-    """`has_candidate`: some feasible model could take the canary (else the band is moot)."""
+    """`has_candidate`: some feasible model could take the canary (else the band is moot);
+    `resident_incumbent`: a candidate model that is READY now and has a fresh success on this
+    workload. The gate keeps a one-off request from churning a model *into* memory; it does not
+    evict the model already serving a workload whose bursts thin out (after a justified start,
+    the incumbent stays while the workload has observations)."""
     if ordinary_gate(forecast, policy):
         return GateResult(Gate.ORDINARY, "admitted: evidence gate passed")
+    if resident_incumbent is not None and forecast.observations > 0:
+        return GateResult(
+            Gate.RESIDENT,
+            f"admitted: {resident_incumbent} is resident and served it recently "
+            f"({forecast.observations} of {policy.min_observations} observations)",
+        )
     if in_media_band(word, forecast, policy) and has_candidate:
         if spare_proof:
             return GateResult(
