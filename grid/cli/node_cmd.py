@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import socket
@@ -171,7 +172,9 @@ def _local_credential(folder: Path, host: str, grid: str | None, state_dir: Path
             f"on this machine ({settings.url})",
             fix=_remote_fix(),
         )
-    with AllocatorClient(settings.url, operator_token=settings.operator_token) as api:
+    with AllocatorClient(
+        settings.url, operator_token=settings.operator_token, ca_file=settings.ca_file or None
+    ) as api:
         minted = api.node_credential(host)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / LOCAL_TOKEN_NAME
@@ -275,6 +278,10 @@ def start(
             fix="use the credential written for this host, or drop --host-id",
         )
     url = grid or existing.get("grid_url") or load_settings(_state(state_dir)).url
+    if ca_file is None and not existing.get("ca_file") and grid is None:
+        with contextlib.suppress(GridError):  # a TLS controller on this machine: its own CA
+            recorded = load_settings(_state(state_dir)).ca_file
+            ca_file = Path(recorded) if recorded else None
     updates: dict[str, Any] = {"grid_url": url, "host_id": chosen_host}
     if token_file is not None and env_token is None:
         updates["token_file"] = str(token_file.expanduser().absolute())

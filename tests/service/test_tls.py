@@ -243,3 +243,37 @@ def test_grid_up_with_tls_and_the_local_cli_verifies_with_the_recorded_ca(tmp_pa
         assert ok.exit_code == 0 and json.loads(ok.output)["served"] == []
     finally:
         runner.invoke(app, ["down", "--state-dir", state, "--node-dir", str(tmp_path / "none")])
+
+
+def test_local_node_start_next_to_a_tls_controller_needs_no_flags(tmp_path: Path) -> None:
+    """node start on the controller's machine verifies the TLS controller with the CA `grid up`
+    recorded; `grid down` knows that node as its own and stops it first."""
+    from grid.cli.main import app
+
+    issued = generate_ca_and_server(tmp_path / "pki", ["127.0.0.1"])
+    state, node = str(tmp_path / "ctl"), str(tmp_path / "node")
+    runner = CliRunner()
+    up = runner.invoke(
+        app,
+        ["up", "--state-dir", state, "--port", str(free_port()), "--tls-cert",
+         str(issued.cert_file), "--tls-key", str(issued.key_file), "--ca-file",
+         str(issued.ca_file)],
+    )  # fmt: skip
+    try:
+        assert up.exit_code == 0, up.output
+        started = runner.invoke(
+            app,
+            ["allocator", "node", "start", "--state-dir", state, "--node-dir", node,
+             "--host-id", "tls-local", "--telemetry", "logical"],
+        )  # fmt: skip
+        assert started.exit_code == 0, started.output
+        deadline = time.monotonic() + 20
+        hosts: list[str] = []
+        while time.monotonic() < deadline and "tls-local" not in hosts:
+            status = runner.invoke(app, ["allocator", "status", "--state-dir", state, "--json"])
+            hosts = [h["host_id"] for h in json.loads(status.output)["hosts"]]
+            time.sleep(0.3)
+        assert "tls-local" in hosts
+    finally:
+        down = runner.invoke(app, ["down", "--state-dir", state, "--node-dir", node])
+    assert "Stopped the node agent of host tls-local" in down.output
