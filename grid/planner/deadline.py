@@ -8,8 +8,8 @@ staging → explanations → validation and output. Each phase asks how much is 
     solve         gets what remains after `post_solve_reserve_s` (staging, the cheap
                   explanations, validation and output, scaled with the candidate count)
     explanations  a full one (CP-SAT core, refusal scans) while more than
-                  `explanation_margin_s` remains; afterwards the static ledger only, and the
-                  entry says it was shortened
+                  `explanation_margin_s` remains, each core capped by what is left;
+                  afterwards the static ledger only, and the entry says it was shortened
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ RESERVE_PER_CANDIDATE_S = 6e-6
 # Together those phases cost up to ~0.85x the problem build on that fleet, loaded or not (load
 # average 7 on two cores doubles both): the reserve grows with the build just measured.
 RESERVE_BUILD_SHARE = 0.9
-# A full explanation (CP-SAT cores within their work budget, refusal scans) takes up to ~0.6 s;
-# after it the caller still validates and prints (~2 us per candidate).
-FULL_EXPLANATION_S = 0.6
-AFTER_EXPLAIN_PER_CANDIDATE_S = 2e-6
+# After the explanations the caller still validates and prints (~2 us per candidate) and the
+# refusal scans of a full explanation take about as long; each CP-SAT core is capped by what
+# is left beyond this margin (explain.py).
+FULL_EXPLANATION_S = 0.1
+AFTER_EXPLAIN_PER_CANDIDATE_S = 4e-6
 # Building a CP-SAT model costs about 4x the problem build per candidate (25-40 us against
 # ~10 us on an idle machine): a slow problem build predicts a slow model build.
 MODEL_TO_PROBLEM_BUILD = 4.0

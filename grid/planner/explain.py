@@ -11,10 +11,8 @@ Bindings name the constraint family, the host and the amounts. They come from a 
 infeasibility core (cpsat/assumptions.py: other models keep their levels-1–2 replicas) over at
 most LOCAL_KEYS candidates, for the first CPSAT_MODELS models within a deterministic work budget
 (CPSAT_WORK per model, CPSAT_TOTAL_WORK per plan), and from the static ledger otherwise.
-`would_fit_if` is the single host whose blockers (or refusals) are fewest and smallest.
-Out of time (less of the `Deadline` left than a full explanation and the caller's output
-need, deadline.explanation_margin_s), a capacity entry is shortened: the static ledger's
-blockers only, no CP-SAT core and no scan of the refusing hosts, and its message says so.
+`would_fit_if` is the single host whose blockers (or refusals) are fewest and smallest. Out of
+time (deadline.explanation_margin_s), a capacity entry uses the static ledger and says so.
 """
 
 from __future__ import annotations
@@ -36,6 +34,8 @@ Key = tuple[str, str]
 CPSAT_MODELS = 20  # models explained with a CP-SAT core; the rest get the static ledger
 CPSAT_WORK = 0.1  # CP-SAT deterministic time per model (roughly a third of a second at most)
 CPSAT_TOTAL_WORK = 0.3  # for the whole plan, so explanations never dominate planning
+CORE_WALL_PER_WORK = 3.5  # wall seconds per unit of deterministic work (0.1 takes ~0.33 s)
+MIN_CORE_WORK = 0.005  # below this a core is not worth starting: the ledger explains instead
 LOCAL_HOSTS = 16  # hosts in one explanation model ...
 LOCAL_KEYS = 1500  # ... and candidate variables (the first host always counts)
 MAX_BINDINGS = 8
@@ -218,7 +218,7 @@ class _Explainer:
                 would_fit_if=self.refusal_fix(profile, pin, codes),
             )
         blockers = tuple(self.ledger.host_blockers(self.problem.candidates[key]))
-        bindings = self.core_bindings(model_id, [pin], required_host=pin)
+        bindings = self.core_bindings(model_id, [pin], required_host=pin) or []
         if not bindings:
             bindings = [self.blocker_binding(model_id, b) for b in blockers]
         first = bindings[0].detail if bindings else "its room is taken"
@@ -277,8 +277,8 @@ class _Explainer:
             key=_Change.rank,
         )
         local = [c.host_id for c in changes[:LOCAL_HOSTS]]
-        shortened = self.out_of_time()
-        bindings = [] if shortened else self.core_bindings(model_id, local)
+        core = None if self.out_of_time() else self.core_bindings(model_id, local)
+        shortened, bindings = core is None, core or []
         if not bindings:
             blockers = (b for c in changes for b in c.blockers)  # only the first few are shown
             bindings = [self.blocker_binding(model_id, b) for b in islice(blockers, MAX_BINDINGS)]
@@ -402,9 +402,15 @@ class _Explainer:
     # -- CP-SAT core ---------------------------------------------------------------------
     def core_bindings(
         self, model_id: str, hosts: list[str], required_host: str | None = None
-    ) -> list[Binding]:
+    ) -> list[Binding] | None:
+        """Bindings from a CP-SAT core; None when the deadline leaves no time for one."""
         if self.cpsat_models >= CPSAT_MODELS or self.cpsat_work >= CPSAT_TOTAL_WORK:
             return []
+        work = min(CPSAT_WORK, CPSAT_TOTAL_WORK - self.cpsat_work)
+        if self.deadline is not None:  # a core may use only what the deadline has left
+            work = min(work, (self.deadline.remaining() - self.margin_s) / CORE_WALL_PER_WORK)
+            if work < MIN_CORE_WORK:
+                return None
         self.cpsat_models += 1
         core = binding_core(
             self.problem,
@@ -412,7 +418,7 @@ class _Explainer:
             model_id,
             hosts=self.local_hosts(hosts),
             required_host=required_host,
-            work_limit=min(CPSAT_WORK, CPSAT_TOTAL_WORK - self.cpsat_work),
+            work_limit=work,
         )
         self.cpsat_work += core.work
         return self.bindings_of(model_id, core)
