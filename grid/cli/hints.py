@@ -96,3 +96,28 @@ def serves_controller(grid_url: str, settings: Settings) -> bool:
     local = host in LOOPBACK_NAMES or host == settings.host.lower()
     scheme = "https" if settings.tls_cert else "http"  # a TLS controller (docs/addressing.md)
     return parts.scheme == scheme and local and port == settings.port
+
+
+# Which commands take which folder flag (a follow-up only gets a flag it accepts).
+_FOLDER_FLAGS = (
+    ("--state-dir", ("grid up", "grid down", "grid allocator")),
+    ("--node-dir", ("grid allocator node", "grid down")),
+    ("--run-dir", ("grid test",)),
+)
+
+
+def carry_dirs(next_command: str, argv: list[str]) -> str:
+    """`next_command` with the folder flags the user passed on this command line (`argv`),
+    where the follow-up accepts them and does not name them already."""
+    if not next_command.startswith("grid "):
+        return next_command
+    text = next_command
+    for flag, takers in _FOLDER_FLAGS:
+        if flag in text or flag not in argv[:-1]:
+            continue
+        if flag == "--state-dir" and text.startswith("grid allocator node"):
+            takers = ("grid allocator node start",)
+        if any(text == t or text.startswith(t + " ") for t in takers):
+            value = argv[argv.index(flag) + 1]
+            text += f" {flag} {Path(value).expanduser().absolute()}"
+    return text

@@ -15,7 +15,7 @@ import typer
 
 from grid import __version__
 from grid.cli.errors import report_grid_error, report_unexpected
-from grid.cli.hints import ENV_HELP
+from grid.cli.hints import ENV_HELP, carry_dirs
 from grid.cli.lazy import LazyCommand, LazyGroup, lazy_group
 from grid.fleet.errors import GridError
 
@@ -27,11 +27,14 @@ class GuardedGroup(LazyGroup):
     """A command group that turns exceptions into the CLI's error format and exit codes."""
 
     def invoke(self, ctx: Any) -> Any:
+        argv = [*getattr(ctx, "_protected_args", []), *ctx.args]  # this command line
         try:
             return super().invoke(ctx)
         except _PASS_THROUGH:
             raise
         except GridError as err:
+            if err.next_command:  # a follow-up talks to the same folders (hints.py)
+                err.next_command = carry_dirs(err.next_command, argv)
             raise typer.Exit(report_grid_error(err)) from None
         except Exception as exc:
             raise typer.Exit(report_unexpected(exc)) from None

@@ -103,3 +103,47 @@ def test_version_is_fast_to_start() -> None:
     loaded = done.stdout.strip().splitlines()[-1]
     for heavy in ("grid.planner", "grid.runtime", "grid.lab", "grid.node", "grid.api.process"):
         assert f"'{heavy}" not in loaded, (heavy, loaded)
+
+
+def test_carry_dirs_adds_only_the_flags_a_follow_up_takes() -> None:
+    from grid.cli.hints import carry_dirs
+
+    argv = ["allocator", "node", "start", "--node-dir", "/n", "--state-dir", "/s"]
+    assert carry_dirs("grid up", argv) == "grid up --state-dir /s"
+    assert (
+        carry_dirs("grid allocator node status", argv) == "grid allocator node status --node-dir /n"
+    )
+    assert carry_dirs("grid allocator node start", argv) == (
+        "grid allocator node start --state-dir /s --node-dir /n"
+    )
+    assert carry_dirs("grid down", argv) == "grid down --state-dir /s --node-dir /n"
+    assert carry_dirs("grid up --state-dir /x", argv) == "grid up --state-dir /x"
+    assert carry_dirs("ls -l /x", argv) == "ls -l /x"
+    assert carry_dirs("grid test stop", ["test", "start", "--run-dir", "/r"]) == (
+        "grid test stop --run-dir /r"
+    )
+
+
+def test_an_error_from_deeper_layers_keeps_the_folders(tmp_path: Path) -> None:
+    import socket
+
+    from grid.api.settings import load_or_create_settings
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    state = tmp_path / "ctl"
+    load_or_create_settings(state, port=port)  # a controller folder whose server is not running
+    args = [
+        "allocator",
+        "node",
+        "start",
+        "--node-dir",
+        str(tmp_path / "n"),
+        "--state-dir",
+        str(state),
+    ]
+    result = runner.invoke(app, args, env={"HOME": str(tmp_path)})
+    assert result.exit_code == 2
+    assert "controller_unreachable" in result.stderr
+    assert f"Next: grid up --state-dir {state}" in result.stderr
