@@ -34,6 +34,9 @@ RESERVE_BUILD_SHARE = 0.9
 # is left beyond this margin (explain.py).
 FULL_EXPLANATION_S = 0.1
 AFTER_EXPLAIN_PER_CANDIDATE_S = 4e-6
+# The explanations' CP-SAT cores (deterministic work 0.3 per plan, ~1 s of wall at most) get
+# this much of the reserve, so a plan that fits its budget keeps full explanations.
+EXPLANATION_CORES_S = 0.3
 # Building a CP-SAT model costs about 4x the problem build per candidate (25-40 us against
 # ~10 us on an idle machine): a slow problem build predicts a slow model build.
 MODEL_TO_PROBLEM_BUILD = 4.0
@@ -73,9 +76,12 @@ class Deadline:
 
 
 def post_solve_reserve_s(candidates: int, build_s: float = 0.0) -> float:
-    """What the phases after the solve need at most, for a problem of this size that took
-    `build_s` to build."""
-    return max(RESERVE_BASE_S + RESERVE_PER_CANDIDATE_S * candidates, RESERVE_BUILD_SHARE * build_s)
+    """What the phases after the solve need, for a problem of this size that took `build_s`
+    to build, plus the CP-SAT cores of full explanations."""
+    phases = max(
+        RESERVE_BASE_S + RESERVE_PER_CANDIDATE_S * candidates, RESERVE_BUILD_SHARE * build_s
+    )
+    return phases + EXPLANATION_CORES_S
 
 
 def model_build_s_per_key(candidates: int, build_s: float) -> float:
