@@ -245,13 +245,13 @@ def solve_aggregated(
     solved = False
     statuses: list[str] = []
     best: dict[str, int] = {}
-    known: dict[str, int] = {}  # every replica level at the last solution
+    known = dict(values)  # every replica level at the last solution (first: the hint's)
     for index, stage in enumerate(stages):
         remaining = deadline - time.perf_counter()
         if remaining <= 0.001:
             statuses.append("SKIPPED")
             break
-        if known and stage.signed(known) >= stage.signed(static):
+        if stage.signed(known) >= stage.signed(static):
             statuses.append("OPTIMAL")  # the last solution already meets the static bound
             built.model.add(stage.expression(exprs) >= stage.signed(known))
             best.update({lv.name: known[lv.name] for lv in stage.levels})
