@@ -30,6 +30,8 @@ from grid.cli.connection import (
 from grid.cli.render_portfolio import workload_parts
 from grid.cli.text import local_time, plural, relative
 from grid.fleet.errors import GridError
+from grid.fleet.files import atomic_write_text
+from grid.fleet.wire import reply_key_path
 
 allocator_app = typer.Typer(
     name="allocator",
@@ -472,16 +474,17 @@ def status(
 
 
 def write_credential_file(target: Path, minted: dict[str, Any], *, force: bool) -> None:
-    """A minted node credential as a token file (mode 0600): the token, then `reply-key KEY`
-    (the node verifies the controller's replies with it)."""
+    """A minted node credential as a token file (mode 0600, the token alone) and its reply key
+    beside it in `<FILE>.reply-key` (0600; the node verifies the controller's replies with it)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (0 if force else os.O_EXCL)
     fd = os.open(target, flags, 0o600)
     try:
         os.fchmod(fd, 0o600)
-        key = minted.get("reply_key")
-        os.write(fd, (minted["token"] + (f"\nreply-key {key}" if key else "") + "\n").encode())
+        os.write(fd, (minted["token"] + "\n").encode())
     finally:
         os.close(fd)
+    if minted.get("reply_key"):
+        atomic_write_text(reply_key_path(target), str(minted["reply_key"]) + "\n")
 
 
 @token_app.command("write")

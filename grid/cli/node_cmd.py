@@ -87,7 +87,7 @@ def credential_host(token: str) -> str | None:
 
 def _read_token_file(path: Path) -> str:
     try:
-        # The token is the first line; a second, `reply-key ...`, stays in the file for the agent.
+        # The token is the first line (a `reply-key ...` line, if any, is the agent's).
         return path.expanduser().read_text(encoding="utf-8").strip().split("\n", 1)[0].strip()
     except OSError as exc:
         raise GridError(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
@@ -40,6 +41,13 @@ def reply_signature(reply_key: str, node_id: str, body: bytes) -> str:
     signed = b"grid-reply-v1\n" + node_id.encode() + b"\n" + body
     mac = hmac.new(reply_key.encode(), signed, hashlib.sha256)
     return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode("ascii")
+
+
+def reply_key_path(token_file: str | Path) -> Path:
+    """Where a node credential's reply key is kept: `<token file>.reply-key` beside the token
+    file (mode 0600), so the token file stays one line (`$(cat FILE)` keeps working)."""
+    path = Path(token_file).expanduser()
+    return path.with_name(path.name + ".reply-key")
 
 
 def reply_is_signed(reply_key: str, node_id: str, body: bytes, presented: str | None) -> bool:

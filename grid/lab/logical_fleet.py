@@ -34,6 +34,7 @@ from grid.api.settings import (
 )
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
+from grid.fleet.wire import reply_key_path
 from grid.lab.logical_fleet_settings import CandidateModel, FleetSettings
 from grid.node.agent import (
     AgentProcess,
@@ -213,9 +214,10 @@ class LogicalFleet:
             return
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         minted = admin.node_credential(host_id, ttl_s=NODE_TOKEN_TTL_S)
-        key = minted.get("reply_key")  # the agent verifies the controller's replies with it
-        line = str(minted["token"]) + (f"\nreply-key {key}" if key else "")
-        atomic_write_text(folder / TOKEN_NAME, line + "\n")
+        atomic_write_text(folder / TOKEN_NAME, str(minted["token"]) + "\n")
+        if minted.get("reply_key"):  # the agent verifies the controller's replies with it
+            key_file = reply_key_path(folder / TOKEN_NAME)
+            atomic_write_text(key_file, str(minted["reply_key"]) + "\n")
         url = self.url()
         assert url is not None
         config = NodeConfig(

@@ -38,6 +38,7 @@ import httpx
 import pytest
 
 from grid.fleet.errors import GridError
+from grid.fleet.wire import reply_key_path
 from grid.node.agent.config import CatalogEntry
 from grid.node.engines.proc import is_alive
 from grid.node.engines.state import atomic_write_text
@@ -76,8 +77,9 @@ class ChaosFleet:
             )
             with self.controller.admin() as admin:  # the credential with its reply key
                 minted = admin.node_credential(node.host_id)
-            text = f"{minted['token']}\nreply-key {minted['reply_key']}\n"
-            atomic_write_text(Path(node.config.token_file or ""), text)
+            token_file = Path(node.config.token_file or "")
+            atomic_write_text(token_file, f"{minted['token']}\n")
+            atomic_write_text(reply_key_path(token_file), f"{minted['reply_key']}\n")
             node.start()
             self.nodes.append(node)
         self.configure()

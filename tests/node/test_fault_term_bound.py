@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from grid.fleet.wire import reply_key_path
 from grid.node.agent.admission import Authority, admit
 from grid.node.agent.config import NodeConfig
 from grid.node.agent.fence import MAX_TERM_STEP
-from grid.node.agent.main import build_agent, credential_lines, read_token
+from grid.node.agent.main import build_agent, credential_lines, read_reply_key, read_token
 from tests.node.agent_helpers import HOST, command
 
 pytestmark = pytest.mark.unit
@@ -46,7 +47,8 @@ def test_the_bound_is_large_enough_for_many_controller_restarts() -> None:
 
 def test_the_agent_verifies_replies_with_the_key_in_its_credential_file(tmp_path: Path) -> None:
     token = tmp_path / "node.token"
-    token.write_text("gan1.payload.sig\nreply-key k3y\n", encoding="utf-8")
+    token.write_text("gan1.payload.sig\n", encoding="utf-8")
+    reply_key_path(token).write_text("k3y\n", encoding="utf-8")  # as `token write` leaves it
     config = NodeConfig(host_id="h1", grid_url="http://127.0.0.1:1", token_file=str(token))
     assert read_token(config, from_stdin=False) == "gan1.payload.sig"
     agent = build_agent(config, tmp_path / "state", read_token(config, from_stdin=False))
@@ -54,5 +56,6 @@ def test_the_agent_verifies_replies_with_the_key_in_its_credential_file(tmp_path
         assert agent.deps.client.reply_key == "k3y"
     finally:
         agent.deps.client.close()
-    token.write_text("gan1.payload.sig\n", encoding="utf-8")  # an older credential file
-    assert credential_lines(token.read_text(encoding="utf-8")) == ("gan1.payload.sig", None)
+    reply_key_path(token).unlink()  # an older credential: no key, replies only bounded
+    assert read_reply_key(config) is None
+    assert credential_lines("gan1.a.b\nreply-key k\n") == ("gan1.a.b", "k")

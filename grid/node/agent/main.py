@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 
 from grid.fleet.errors import GridError
-from grid.fleet.wire import DEFAULT_ENGINE_ADDRESS
+from grid.fleet.wire import DEFAULT_ENGINE_ADDRESS, reply_key_path
 from grid.node.agent.config import NodeConfig, load_config
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.agent.telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
@@ -48,8 +48,8 @@ REPLY_KEY_PREFIX = "reply-key "
 
 
 def credential_lines(text: str) -> tuple[str, str | None]:
-    """A credential file: the token on its first line and, from controllers that sign their
-    replies, `reply-key <key>` on the second (issue 15). Older files hold the token alone."""
+    """A credential text: the token on its first line and, optionally, `reply-key <key>` on a
+    later one (issue 15). A token file written by Grid holds the token alone."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     token = lines[0] if lines else ""
     key = next(
@@ -59,9 +59,16 @@ def credential_lines(text: str) -> tuple[str, str | None]:
 
 
 def read_reply_key(config: NodeConfig) -> str | None:
-    """The reply key from the credential file (None: replies are not verified, only bounded)."""
+    """The reply key from `<token file>.reply-key` (or a `reply-key` line of the token file);
+    None: replies are not verified, only bounded."""
     if not config.token_file:
         return None
+    try:
+        key = reply_key_path(config.token_file).read_text(encoding="utf-8").strip()
+    except OSError:
+        key = ""
+    if key:
+        return key
     try:
         text = Path(config.token_file).expanduser().read_text(encoding="utf-8")
     except OSError:
