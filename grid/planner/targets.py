@@ -6,7 +6,8 @@ For a model with demand:
                   path (each host's own learned timings; capped at 5 min and 2x)
     replicas  = ceil(load / (replica_concurrency x target_utilization))
 Queue, latency-SLO or error pressure asks for at least one replica beyond the ready set.
-Recently used ready replicas stay desired for the model's scale-down cooldown (hysteresis).
+Recently used ready replicas stay desired for the model's scale-down cooldown (hysteresis);
+replicas on a silent, unhealthy or quarantined host are neither ready nor held.
 The result is clamped to the replica bounds, with pins as a floor; a failure-domain goal raises
 a model with any desired replica to that many replicas. `desired_replicas` in the demand entry
 overrides the forecast (what-if analysis) but still respects the bounds.
@@ -25,6 +26,7 @@ from grid.fleet.models import (
     Evidence,
     FleetSnapshot,
     Host,
+    HostState,
     ModelProfile,
     ResidencyState,
 )
@@ -32,6 +34,15 @@ from grid.planner.eligibility import host_refusals, pair_refusals
 
 LOOKAHEAD_CAP_S = 300.0  # cold-start lookahead never projects more than five minutes
 LOOKAHEAD_MAX_FACTOR = 2.0  # ... nor more than doubles the current load
+SILENT = frozenset({"heartbeat_missing", "heartbeat_stale"})
+DEAD_STATES = frozenset({HostState.UNHEALTHY, HostState.QUARANTINED})
+
+
+def host_serves(host: Host, snap: FleetSnapshot) -> bool:
+    """Whether the host's READY replicas serve: it heartbeats (eligibility's rule) and its
+    protection loop has not declared it unhealthy or quarantined. A down host still reports its
+    last residencies; they are neither ready capacity nor held by the scale-down cooldown."""
+    return host.state not in DEAD_STATES and not SILENT.intersection(host_refusals(host, snap))
 
 
 @dataclass(frozen=True)
@@ -143,6 +154,8 @@ def model_target(
     ready = 0
     recently_used = 0
     for host in snap.hosts:
+        if not host_serves(host, snap):
+            continue
         for res in host.residencies:
             if res.model_id != model.model_id or res.state is not ResidencyState.READY:
                 continue
