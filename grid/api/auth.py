@@ -50,8 +50,10 @@ def _unauthorized(what: str) -> GridError:
     )
 
 
-def _forbidden(code: str, message: str, fix: str) -> GridError:
-    return GridError(code, message, fix=fix, details={"http_status": 403})
+def _forbidden(code: str, message: str, fix: str, next_command: str = "") -> GridError:
+    return GridError(
+        code, message, fix=fix, next_command=next_command, details={"http_status": 403}
+    )
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ class Credentials:
             "invalid_node_credential",
             "the node credential is not valid for this controller",
             "write a fresh credential with `grid allocator token write FILE --host-id ID`",
+            next_command="grid allocator token write FILE --host-id ID",
         )
         if len(presented) > MAX_CREDENTIAL_CHARS:
             raise invalid
@@ -148,6 +151,7 @@ class Credentials:
                 "expired_node_credential",
                 "the node credential has expired",
                 "write a fresh credential with `grid allocator token write FILE --host-id ID`",
+                next_command="grid allocator token write FILE --host-id ID",
             )
         return NodeIdentity(
             host_id=host_id, expires_at=expires, reply_key=self.reply_key(presented)

@@ -42,18 +42,24 @@ def status_for(err: GridError) -> int:
     return STATUS_BY_CODE.get(err.code, 422)
 
 
-def error_body(code: str, message: str, fix: str = "") -> dict[str, dict[str, str]]:
+def error_body(
+    code: str, message: str, fix: str = "", next_command: str = ""
+) -> dict[str, dict[str, str]]:
     body = {"code": code, "message": message}
     if fix:
         body["fix"] = fix
+    if next_command:
+        body["next_command"] = next_command
     return {"error": body}
 
 
-def _body(request: Request, status: int, code: str, message: str, fix: str = "") -> object:
+def _body(
+    request: Request, status: int, code: str, message: str, fix: str, next_command: str = ""
+) -> object:
     """Grid's shape, or OpenAI's under /v1 (grid/api/openai_errors.py)."""
     if is_openai_path(request.url.path):
         return openai_body(status, code, message, fix)
-    return error_body(code, message, fix)
+    return error_body(code, message, fix, next_command)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -61,7 +67,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _grid_error(request: Request, err: GridError) -> JSONResponse:
         status = status_for(err)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        body = _body(request, status, err.code, err.message, err.fix)
+        body = _body(request, status, err.code, err.message, err.fix, err.next_command)
         return JSONResponse(body, status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
@@ -78,10 +84,17 @@ def install_error_handlers(app: FastAPI) -> None:
             body = framework_error(exc.status_code, request.method, request.url.path)
             return JSONResponse(body, exc.status_code, headers=exc.headers)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse(error_body(code, str(exc.detail)), exc.status_code)
+        fix = {
+            404: "check the path: the controller's routes are listed in README.md",
+            405: "use the method the route takes (GET reads, PUT and POST change)",
+        }.get(exc.status_code, "check the request against the routes in README.md")
+        body = error_body(code, str(exc.detail), fix, "grid allocator status")
+        return JSONResponse(body, exc.status_code)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.error("unexpected %s while serving a request", type(exc).__name__)
         message = "the controller hit an internal error"
-        return JSONResponse(_body(request, 500, "internal_error", message), 500)
+        fix = "retry; if it repeats, read the controller's log (GRID_DEBUG=1 shows the traceback)"
+        body = _body(request, 500, "internal_error", message, fix, "grid allocator status")
+        return JSONResponse(body, 500)

@@ -106,6 +106,7 @@ def _refused(code: str, message: str, status: int) -> GridError:
         code,
         message,
         fix="ask the operator for a fresh token: grid allocator enroll --host-id ID",
+        next_command="grid allocator enroll --host-id ID",
         details={"http_status": status},
     )
 

@@ -79,12 +79,14 @@ def load_settings(state_dir: Path) -> Settings:
             "invalid_controller_config",
             f"the controller config at {path} cannot be read ({type(exc).__name__})",
             fix="restore the file or move it aside and run `grid up` again",
+            next_command=f"grid up --state-dir {state_dir}",
         ) from None
     if not isinstance(data, dict):
         raise GridError(
             "invalid_controller_config",
             f"{path} is not a JSON object",
             fix="move it aside and run `grid up` again",
+            next_command=f"grid up --state-dir {state_dir}",
         )
     token, key = data.get("operator_token"), data.get("node_signing_key")
     port, host = data.get("port", DEFAULT_PORT), data.get("host", DEFAULT_HOST)
@@ -93,6 +95,7 @@ def load_settings(state_dir: Path) -> Settings:
             "invalid_controller_config",
             f"{path} lacks operator_token or node_signing_key",
             fix="move it aside and run `grid up` again",
+            next_command=f"grid up --state-dir {state_dir}",
         )
     if not isinstance(port, int) or not 0 < port < 65536 or not isinstance(host, str):
         raise GridError(
@@ -111,6 +114,7 @@ def load_settings(state_dir: Path) -> Settings:
             "invalid_controller_config",
             f"{path} names tls_cert without tls_key (or the reverse), or a non-text path",
             fix="pass both --tls-cert and --tls-key to `grid up`, or neither",
+            next_command=f"grid up --state-dir {state_dir} --tls-cert CERT --tls-key KEY",
         )
     return Settings(
         token,

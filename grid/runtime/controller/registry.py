@@ -72,6 +72,7 @@ class Registry:
                 "wrong_host",
                 "the node credential is not valid for the host_id in this registration",
                 fix="use the credential written for this host (grid allocator token write)",
+                next_command="grid allocator token write FILE --host-id ID",
             )
         self._claim(node_id, auth_host)
         host_id = auth_host
