@@ -1,6 +1,7 @@
 """The planner's entry point: (snapshot) -> Plan, with either engine (pure but for timing).
 
-`cpsat` is hinted with the incumbent placement and the heuristic's plan, and, on a fleet whose
+`cpsat` is hinted with the incumbent placement, the heuristic's plan and that plan improved by
+vacate moves (vacate.py: a whole host freed for a replica that needs one), and, on a fleet whose
 hosts group into types (types.py; at least half the candidates on types of several hosts),
 first solves the replica levels over host types (cpsat/aggregate.py): its disaggregated
 placement is the first hint, and its levels, when the check proves them, the replica levels'
@@ -96,8 +97,10 @@ def make_plan(
 
     from grid.planner.cpsat.aggregate import aggregation_pays, solve_aggregated
     from grid.planner.cpsat.solve import solve_lexicographic
+    from grid.planner.vacate import vacate_improve
 
-    hints = [greedy, incumbent_placement(problem)]
+    hints = [vacate_improve(problem, greedy), greedy, incumbent_placement(problem)]
+    clock = deadline.mark("vacate", clock)
     proven: dict[str, int] | None = None
     if aggregation_pays(problem):  # host types: the replica levels on n[m,T] first
         share = AGGREGATE_SHARE * (deadline.remaining() - reserve)
