@@ -2,7 +2,9 @@
 
 `gates(cells)` is pure: it reads only the cells' numbers (tests feed it hand-made cells).
 A cell is `{"machines", "seed", "strategies": {name: {served_fraction, score,
-least_workload_service, churn, startup_s, safety_violations, demand_trace_sha256}}}`.
+least_workload_service, churn, loads, unloads, startup_s, safety_violations,
+demand_trace_sha256}}}` (`loads` and `unloads` are the raw counts, for the reader; churn is
+churn.py's measure).
 
 Gates (name: value; passes when):
 - smart_safety: smart safety violations over all cells; <= 0
@@ -10,7 +12,8 @@ Gates (name: value; passes when):
 - score_regression: worst (best other score - smart score), points; <= 5.0
 - service_regression: worst (best other served - smart served fraction); <= 0.03
 - median_service_gain_over_static: median of (smart - static served fraction); >= 0.02
-- churn_vs_greedy: sum of smart churn / sum of greedy churn; <= 0.5
+- churn_vs_greedy: sum of smart churn / sum of greedy churn (churn: the allocator's changes of
+  mind, not the first fill or outage reloads; churn.py); <= 0.5
 - least_workload_largest_fleet: worst (smart - best other least-workload service) on the
   largest fleet; >= -0.05
 - startup_savings_over_reactive: sum of reactive startup s - sum of smart startup s; > 0
@@ -32,6 +35,8 @@ CELL_KEYS = (
     "score",
     "least_workload_service",
     "churn",
+    "loads",
+    "unloads",
     "startup_s",
     "safety_violations",
 )

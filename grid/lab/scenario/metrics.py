@@ -6,7 +6,8 @@ video job weighs what it costs and the oracle trace uses the same numbers. Per w
 (the classifier's word, what the allocator saw): demand, served, requests, successes, SLO hits,
 suitability-weighted service and admission-state minutes. Lifecycle counts come from the
 simulator's action records at the end (a started replica is a successful WARM; a cold start is
-one whose warm waited for a LOAD that fetched the artifact).
+one whose warm waited for a LOAD that fetched the artifact); churn is churn.py's ledger over
+those starts and unloads and the node losses.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from grid.fleet.models import LIVE_STATES
 from grid.lab.scenario import workday
 from grid.lab.scenario.arrivals import TraceHash
 from grid.lab.scenario.catalog import designated
+from grid.lab.scenario.churn import LOST, START, UNLOAD, Change, Churn, count_churn
 from grid.lab.scenario.physics import MinuteResult
 
 if TYPE_CHECKING:
@@ -67,6 +69,7 @@ class Lifecycle:
     prefetch_mb: int = 0
     avoided_load_s: float = 0.0
     lead_s: list[float] = field(default_factory=list)  # prefetch -> the start that used it
+    churn: Churn = field(default_factory=lambda: Churn(0, 0, 0, 0, 0))
 
 
 class Metrics:
@@ -87,6 +90,7 @@ class Metrics:
         self.timeline: list[dict[str, Any]] = []
         self.life = Lifecycle()
         self.prefetches: list[tuple[str, str, float]] = []
+        self.losses: list[Change] = []  # hosts that went down or rebooted empty
         self.unsatisfied: dict[str, int] = {}
         self.violations: list[dict[str, Any]] = []
         self._last_mapping: dict[str, str] = {}
@@ -112,6 +116,9 @@ class Metrics:
         evicted: list[tuple[str, str]],
     ) -> None:
         served_now = 0.0
+        for e in events:
+            if e.kind in ("outage", "restore"):
+                self.losses.append(Change(start, LOST, e.host_id))
         for key in self.oracle_demand.values():
             key.append(0.0)
         for r in result.routed:
@@ -244,18 +251,22 @@ class Metrics:
         by_id = {r.action_id: r for r in records}
         life = self.life
         used_prefetch: set[tuple[str, str]] = set()
+        changes = list(self.losses)
         for rec in records:
             if rec.status is not RecordStatus.SUCCEEDED:
                 continue
             prof = self._profiles.get(rec.model_id)
             if prof is None:
                 continue
+            at = rec.finished_at if rec.finished_at is not None else rec.created_at
             if rec.kind is ActionKind.UNLOAD:
                 life.unloads += 1
+                changes.append(Change(at, UNLOAD, rec.host_id, rec.model_id))
             elif rec.kind is ActionKind.LOAD:
                 life.downloaded_mb += prof.artifact_size_mb
             elif rec.kind is ActionKind.WARM:
                 life.starts += 1
+                changes.append(Change(at, START, rec.host_id, rec.model_id))
                 cold = any(by_id[d].kind is ActionKind.LOAD for d in rec.dependencies if d in by_id)
                 seconds = prof.warm_estimate_s + (prof.load_estimate_s if cold else 0.0)
                 life.startup_s += seconds
@@ -271,5 +282,6 @@ class Metrics:
                     life.prefetch_hits += 1
                     life.avoided_load_s += prof.load_estimate_s
                     life.lead_s.append(rec.created_at - fetched[0])
+        life.churn = count_churn(changes)
         life.prefetch_unused = len({(h, m) for h, m, _ in self.prefetches} - used_prefetch)
         life.downloaded_mb += life.prefetch_mb
