@@ -50,6 +50,12 @@ def report_grid_error(err: GridError) -> int:
 
 
 def report_unexpected(exc: BaseException) -> int:
+    if isinstance(exc, BrokenPipeError):
+        # The reader went away (`grid --help | head`): nothing is wrong and nothing to say.
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     console = _stderr()
     if debug_enabled():
         # Print the real traceback as Python formats it, for a bug report.

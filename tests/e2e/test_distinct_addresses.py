@@ -66,6 +66,7 @@ def test_distinct_addresses_fleet_serves_a_chat(tmp_path: Path) -> None:
             f"http://{address}:{child_port}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "hi"}]},
             timeout=10,
+            trust_env=False,
         )
         assert keyless.status_code == 401
         with pytest.raises(OSError), socket.create_connection(("127.0.0.1", child_port), 1):
