@@ -213,3 +213,54 @@ def test_no_test_double_ships_in_the_product() -> None:
             if isinstance(node, ast.ClassDef) and "fake" in node.name.lower()
         ]
     assert doubles == []
+
+
+# DESIGN.md "Layers": each package uses only the packages listed above it.
+LAYERS = ("fleet", "wire", "demand", "planner", "runtime", "router", "node", "api", "lab", "cli")
+# (importer, imported) pairs allowed to break the order, each with its reason. Imports of the
+# root package `grid` (its `__version__`) are not a layer and are not counted.
+LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def _layer_violations(graph: dict[str, frozenset[str]]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for importer, targets in sorted(graph.items()):
+        low = _layer(importer)
+        for target in sorted(targets):
+            high = _layer(target)
+            if low is None or high is None or (importer, target) in LAYER_EXCEPTIONS:
+                continue
+            if LAYERS.index(high) > LAYERS.index(low):
+                out.append((importer, target))
+    return out
+
+
+def test_every_product_package_belongs_to_a_layer() -> None:
+    packages = {p.name for p in PRODUCT.iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(LAYERS)
+
+
+def test_the_layer_check_catches_an_upward_import() -> None:
+    # Hand-made: runtime -> router is upward (router is listed below runtime), cli -> fleet is
+    # downward, and an import of the root package is no layer.
+    graph = {
+        "grid.runtime.x": frozenset({"grid.router.measure", "grid.fleet.models"}),
+        "grid.cli.main": frozenset({"grid.fleet.models", "grid"}),
+    }
+    assert _layer_violations(graph) == [("grid.runtime.x", "grid.router.measure")]
+
+
+def test_each_layer_imports_only_the_layers_above_it() -> None:
+    # Type-only imports count too: they are the same dependency.
+    assert _layer_violations(_graph(type_only=True)) == []
+
+
+def test_every_layer_exception_is_still_needed() -> None:
+    graph = _graph(type_only=True)
+    stale = [pair for pair in LAYER_EXCEPTIONS if pair[1] not in graph.get(pair[0], frozenset())]
+    assert stale == []

@@ -23,6 +23,7 @@ from grid.demand.observation import (
     parse_observation,
 )
 from grid.demand.smoothing import lookahead_concurrency
+from grid.demand.throughput import PlacementEstimate, RevisionMeasurements
 from grid.demand.tracker import DemandTracker, Footprint, ModelForecast
 from grid.demand.workflow import LearnedEdge, Step, WorkflowConfig, WorkflowLearner
 from grid.demand.workloads import WorkloadReading, WorkloadTracker, feeds_workload
@@ -41,10 +42,12 @@ __all__ = [
     "ModelForecast",
     "Observation",
     "Outcome",
+    "PlacementEstimate",
     "Relation",
     "RelationKind",
     "RequestOutcome",
     "RequestShape",
+    "RevisionMeasurements",
     "Step",
     "WorkflowConfig",
     "WorkflowLearner",

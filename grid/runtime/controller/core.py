@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from grid.demand import DemandTracker, Observation
+from grid.demand import DemandTracker, Observation, RevisionMeasurements
 from grid.demand import Outcome as ObsOutcome
 from grid.fleet.actions import (
     Action,
@@ -51,7 +51,6 @@ from grid.fleet.errors import GridError
 from grid.fleet.generation import PlanGeneration
 from grid.fleet.models import FleetSnapshot, ModelProfile, Plan, Policy
 from grid.planner.plan import make_plan
-from grid.router.measure import RevisionMeasurements
 from grid.runtime.controller.authority import Grace, LeaseKeeper, held_in_grace
 from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig

@@ -5,7 +5,7 @@
 - `measured_hosts(hosts, profiles, measured, now)`: each host's `measured_tokens_per_s` for a
   model becomes the router's measurement of the model's configured artifact revision on that
   host, blended with the hardware prior by weight samples / 8 (full weight at eight samples;
-  grid/router/measure.py). A revision nobody has measured yet keeps the prior: the hardware
+  grid/demand/throughput.py). A revision nobody has measured yet keeps the prior: the hardware
   estimate, or the value the host reported itself when it reported one.
 - `prewarm_demand(...)`: a learned workflow edge source -> target whose source workload has
   demand now asks for the target workload's model as INFERRED demand (spare capacity only,
@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from grid.demand import ClassifierConfig, LearnedEdge
+from grid.demand import ClassifierConfig, LearnedEdge, RevisionMeasurements
 from grid.fleet.models import DemandEntry, Evidence, Host, ModelProfile, Policy
 from grid.fleet.workloads import WorkloadForecast
-from grid.router.measure import RevisionMeasurements
 
 FALLBACK_WORD = "general"
 
