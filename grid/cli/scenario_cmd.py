@@ -209,11 +209,16 @@ def _render(doc: dict[str, Any], timeline: bool) -> None:
         o = doc["oracle"]
         console.print(
             f"oracle {o['status']}: ceiling {o['service_ceiling']:.1%}, potential gain "
-            f"{o['potential_gain']:.1%}, placement gain {o['placement_gain']:.1%}, gap "
-            f"{o['gap']:.2%}, {o['winning_changes']} placement changes (the run made "
-            f"{o['run_placement_changes']}; its placements serve {o['run_placements_served']:.2f}"
-            f" of the oracle's {o['served']:.2f})"
+            f"{o['potential_gain']:.1%}, gap {o['gap']:.2%}; the run's placements serve "
+            f"{o['run_placements_served']:.2f} of the oracle's {o['served']:.2f} "
+            f"({o['run_placement_changes']} changes); {o['winning_changes_total']} oracle "
+            "residencies the run lacked"
         )
+        for c in o["winning_changes"]:
+            console.print(
+                f"  {c['model_id']}@{c['host_id']} minutes {c['from_minute']}-{c['to_minute']}: "
+                f"+{c['served_gain']:.2f} served"
+            )
     console.print(f"wall {doc['wall_s']:.1f} s")
 
 
