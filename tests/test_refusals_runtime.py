@@ -1,6 +1,7 @@
-"""Every refusal raised in grid/runtime and grid/api carries a stable code, a sentence and a
-fix (shown as "To fix: ..."), read from the source itself (ast): a GridError (or a subclass)
-built without them fails here, naming the file and line."""
+"""Every refusal raised in grid/runtime, grid/api, grid/cli, grid/lab, grid/fleet and
+grid/demand carries a stable code, a sentence and a fix (shown as "To fix: ..."), and a fix
+that names a `grid ...` command sets that command as next_command; read from the source itself
+(ast): a GridError (or a subclass) built without them fails here, naming the file and line."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ import pytest
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("grid/runtime", "grid/api")
+PACKAGES = ("grid/runtime", "grid/api", "grid/cli", "grid/lab", "grid/fleet", "grid/demand")
 # Refusal constructors: name -> index of the code argument (message and fix follow it).
-REFUSALS = {"GridError": 0, "SnapshotError": 0, "error_body": 0, "_body": 2}
+REFUSALS = {"GridError": 0, "SnapshotError": 0, "TraceError": 0, "error_body": 0, "_body": 2}
+# Where next_command sits positionally, counted from the code (GridError has `path` before it).
+NEXT_AFTER_CODE = {"GridError": 4, "SnapshotError": 4, "TraceError": 4, "error_body": 3, "_body": 3}
 CODE = re.compile(r"^[a-z][a-z0-9_]*$")
 # A fix that names a Grid command: that command is the refusal's next command.
-NAMES_A_COMMAND = re.compile(r"`grid [^`]+`|\bgrid (allocator|up|down|plan|validate|test) ")
+COMMANDS = "plan|validate|reconcile|up|down|allocator|test|models|chat|lab|capacity"
+NAMES_A_COMMAND = re.compile(rf"`grid [^`]+`|\bgrid ({COMMANDS}) ")
 FIELDS = ("code", "message", "fix")
 
 
@@ -41,6 +45,14 @@ def _name(func: ast.expr) -> str:
     return ""
 
 
+def _next_command(call: ast.Call) -> ast.expr | None:
+    """The next_command argument of a refusal constructor call, keyword or positional."""
+    name = _name(call.func)
+    kw = next((k.value for k in call.keywords if k.arg == "next_command"), None)
+    pos = REFUSALS.get(name, 0) + NEXT_AFTER_CODE.get(name, 99)
+    return kw if kw is not None or len(call.args) <= pos else call.args[pos]
+
+
 def _fields(call: ast.Call, first: int, names: tuple[str, ...]) -> dict[str, ast.expr | None]:
     """The code, message and fix expressions of a call whose code is positional `first`."""
     kw = {k.arg: k.value for k in call.keywords if k.arg is not None}
@@ -51,32 +63,46 @@ def _fields(call: ast.Call, first: int, names: tuple[str, ...]) -> dict[str, ast
     return out
 
 
-Factory = tuple[int, tuple[str, ...], dict[str, ast.expr | None], ast.expr | None]
+# A local helper that builds a refusal from its own parameters: (field -> (position, name,
+# default) of the helper parameter it comes from, the fields the helper fills itself, its own
+# next command).
+Param = tuple[int, str, ast.expr | None]
+Factory = tuple[dict[str, Param], dict[str, ast.expr | None], ast.expr | None]
 
 
 def _factories(tree: ast.Module) -> dict[str, Factory]:
     """Local helpers that build a refusal from their own parameters (`_forbidden(code, msg,
-    fix)`): their call sites are refusals too. name -> (index of the first refusal parameter
-    among the helper's positional parameters, the refusal fields in order, the next command
-    the helper sets itself)."""
+    fix)`, `_err(code, message, path, fix)`): their call sites are refusals too, each field
+    read from the argument of the parameter the helper forwards it from."""
     out: dict[str, Factory] = {}
     for fn in ast.walk(tree):
         if not isinstance(fn, ast.FunctionDef):
             continue
         params = [a.arg for a in fn.args.args]
+        defaults = dict(
+            zip(params[len(params) - len(fn.args.defaults) :], fn.args.defaults, strict=True)
+        )
         for call in ast.walk(fn):
             if not isinstance(call, ast.Call) or _name(call.func) not in REFUSALS:
                 continue
             got = _fields(call, REFUSALS[_name(call.func)], FIELDS)
             forwarded = {
-                f: params.index(e.id)
+                f: (params.index(e.id), e.id, defaults.get(e.id))
                 for f, e in got.items()
                 if isinstance(e, ast.Name) and e.id in params
             }
             if "code" in forwarded:
-                ordered = tuple(sorted(forwarded, key=lambda f: forwarded[f]))
-                own = next((k.value for k in call.keywords if k.arg == "next_command"), None)
-                out[fn.name] = (forwarded["code"], ordered, got, own)
+                own = _next_command(call)
+                out[fn.name] = (forwarded, got, own)
+    return out
+
+
+def _call_site(call: ast.Call, factory: Factory) -> dict[str, ast.expr | None]:
+    forwarded, inner, _ = factory
+    kw = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    out = dict(inner)  # the helper's own text for the fields it does not forward
+    for field, (pos, param, default) in forwarded.items():
+        out[field] = call.args[pos] if len(call.args) > pos else kw.get(param, default)
     return out
 
 
@@ -88,13 +114,12 @@ def _constructions(path: Path) -> list[Construction]:
         if not isinstance(node, ast.Call):
             continue
         name = _name(node.func)
-        next_command = next((k.value for k in node.keywords if k.arg == "next_command"), None)
+        next_command = _next_command(node)
         if name in REFUSALS:
             got = _fields(node, REFUSALS[name], FIELDS)
         elif name in factories:
-            first, names, inner, own = factories[name]
-            next_command = next_command or own
-            got = inner | _fields(node, first, names)  # the helper's own text otherwise
+            next_command = next_command or factories[name][2]
+            got = _call_site(node, factories[name])
         else:
             continue
         if any(isinstance(e, ast.Name) for e in got.values()) and _inside_factory(
@@ -175,7 +200,8 @@ def test_the_scan_finds_the_refusals() -> None:
     found = _all()
     assert len(found) > 30  # the scan reads the packages (not an empty walk)
     assert any(c.where.startswith("grid/api/") for c in found)
-    assert any(c.where.startswith("grid/runtime/") for c in found)
+    for package in PACKAGES:
+        assert any(c.where.startswith(f"{package}/") for c in found), package
 
 
 def test_the_checker_flags_a_refusal_without_a_fix(tmp_path: Path) -> None:
@@ -192,7 +218,20 @@ def test_the_checker_flags_a_refusal_without_a_fix(tmp_path: Path) -> None:
             "def _forbidden(code, message, fix):\n"
             "    return GridError(code, message, fix=fix)\n"
             "def k():\n"
-            '    raise _forbidden("no_entry", "a sentence", "")\n',
+            '    raise _forbidden("no_entry", "a sentence", "")\n'
+            # A helper whose fix is not next to its code, and one with a default fix.
+            "def _err(code, message, path, fix):\n"
+            "    return GridError(code, message, fix=fix, path=path)\n"
+            "def m():\n"
+            '    raise _err("bad_trace", "a sentence", "minutes", "")\n'
+            "def n():\n"
+            '    raise _err("bad_trace", "a sentence", "", "run `grid lab oracle --help`")\n'
+            'def _plan(code, why, fix="rerun the plan", where=""):\n'
+            '    return GridError(code, why, fix, where, "grid plan x.json")\n'
+            "def o():\n"
+            '    raise _plan("plan_gone", "is gone")\n'
+            "def q():\n"
+            '    raise GridError("c", "s", "run `grid up`", "", "grid up")\n',
             encoding="utf-8",
         )
         seen = [problems(c) for c in _constructions(sample)]
@@ -203,9 +242,13 @@ def test_the_checker_flags_a_refusal_without_a_fix(tmp_path: Path) -> None:
         ["code 'Bad Thing' is not a stable snake_case code", "no sentence", "no fix"],
         [],
         ["no fix"],  # a helper's call site is a refusal too
+        ["no fix"],  # the path argument is not the fix
+        ["the fix names a command but next_command is not set"],
+        [],  # the default fix and the helper's own next command
+        [],  # a positional next_command counts
     ]
 
 
-def test_every_refusal_in_runtime_and_api_has_code_sentence_and_fix() -> None:
+def test_every_refusal_in_the_scanned_packages_has_code_sentence_and_fix() -> None:
     bad = [f"{c.where}: {', '.join(p)}" for c in _all() if (p := problems(c))]
     assert bad == []

@@ -33,6 +33,7 @@ from grid.fleet.errors import GridError
 from grid.fleet.workloads import Outcome, PortfolioPolicy
 
 from .observation import Observation
+from .state import RESTORE_NEXT_COMMAND
 
 DEFAULT_MAX_ENTRIES = 4096
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
@@ -150,7 +151,9 @@ def _invalid_state(message: str) -> GridError:
     return GridError(
         "invalid_evidence_state",
         message,
-        fix="discard the outcome evidence; it rebuilds from new requests and evaluations",
+        fix="nothing to undo: the controller drops the outcome evidence and rebuilds it from new "
+        "requests and evaluations; `grid allocator status` shows the warning",
+        next_command=RESTORE_NEXT_COMMAND,
     )
 
 

@@ -22,6 +22,11 @@ from .buckets import Bucket, Series
 from .config import DemandConfig
 from .histogram import LATENCY_BINS
 
+# Saved demand-side state (this history, outcome evidence, workloads, workflows) is restored
+# only by the controller, which drops a part that does not load, starts it empty and records a
+# warning: the next command shows that warning.
+RESTORE_NEXT_COMMAND = "grid allocator status"
+
 STATE_VERSION = 1
 
 
@@ -96,7 +101,9 @@ def _invalid(message: str) -> GridError:
     return GridError(
         "invalid_demand_state",
         message,
-        fix="discard the demand state; demand history rebuilds from new observations",
+        fix="nothing to undo: the controller drops the demand state and rebuilds the history "
+        "from new observations; `grid allocator status` shows the warning",
+        next_command=RESTORE_NEXT_COMMAND,
     )
 
 
@@ -130,7 +137,9 @@ def load_state(state: Mapping[str, object], config: DemandConfig) -> TrackerData
         raise GridError(
             "demand_state_incompatible",
             f"demand state uses {parsed.bucket_s} s buckets, the tracker {config.bucket_s} s",
-            fix="keep the bucket length, or discard the demand state",
+            fix="keep the bucket length to keep the history; otherwise the controller drops it "
+            "(`grid allocator status` shows the warning)",
+            next_command=RESTORE_NEXT_COMMAND,
         )
     return TrackerData(
         configured=frozenset(parsed.configured),

@@ -33,6 +33,8 @@ from typing import Any
 
 from grid.fleet.errors import GridError
 
+from .state import RESTORE_NEXT_COMMAND
+
 STATE_VERSION = 1
 MIN_SECRET_BYTES = 16
 MAX_WORD_CHARS = 32
@@ -223,7 +225,9 @@ class WorkflowLearner:
             raise GridError(
                 "invalid_workflow_state",
                 "the workflow state has an unknown version or shape",
-                fix="discard the workflow state; workflows are learned again from new requests",
+                fix="nothing to undo: the controller drops the workflow state and learns the "
+                "workflows again from new requests; `grid allocator status` shows the warning",
+                next_command=RESTORE_NEXT_COMMAND,
             )
         valid = sorted(
             (Transition(row[0], row[1], float(row[2])) for row in rows if _valid_row(row)),

@@ -33,6 +33,7 @@ from grid.fleet.workloads import WorkloadForecast
 
 from .config import DemandConfig
 from .observation import Modality, Observation
+from .state import RESTORE_NEXT_COMMAND
 from .tracker import DemandTracker, Footprint
 
 STATE_VERSION = 1
@@ -144,7 +145,9 @@ class WorkloadTracker:
             raise GridError(
                 "invalid_workload_state",
                 "the workload demand state has an unknown version or shape",
-                fix="discard the workload state; workload history rebuilds from new requests",
+                fix="nothing to undo: the controller drops the workload state and rebuilds the "
+                "history from new requests; `grid allocator status` shows the warning",
+                next_command=RESTORE_NEXT_COMMAND,
             )
         restored = DemandTracker.from_state(state["tracker"], out.config)
         restored.configure(out.vocabulary)

@@ -182,7 +182,11 @@ def load_snapshot(path: str | Path, *, now: float | None = None) -> FleetSnapsho
             next_command="ls models/",
         ) from None
     except OSError as exc:
-        raise SnapshotError("file_unreadable", f"cannot read {p}: {exc.strerror}") from None
+        raise SnapshotError(
+            "file_unreadable",
+            f"cannot read {p}: {exc.strerror}",
+            fix="make the file readable by this user (its mode and owner), or pass another path",
+        ) from None
     if not raw.strip():
         raise SnapshotError(
             "empty_snapshot",

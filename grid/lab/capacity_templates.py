@@ -42,7 +42,11 @@ def _read(path: Path) -> Any:
             next_command="ls models/templates/",
         ) from None
     except OSError as exc:
-        raise GridError("template_unreadable", f"cannot read {path}: {exc.strerror}") from None
+        raise GridError(
+            "template_unreadable",
+            f"cannot read {path}: {exc.strerror}",
+            fix="make the file readable by this user (its mode and owner), or pass another path",
+        ) from None
     try:
         if path.suffix.lower() == ".toml":
             return tomllib.loads(raw.decode("utf-8"))
