@@ -1,7 +1,9 @@
 """Vacate moves (grid/planner/vacate.py): a whole host freed for a replica that needs one.
 
 Oracles: the independent HiGHS lexicographic MILP (tests/planner/reference.py), the reference
-level scorer (reference_staged.level_values) and validate.py on the resulting plan.
+level scorer (reference_staged.level_values), validate.py on the resulting plan, and a
+from-scratch vacate (`_vacate_from_scratch` below: every trial rebuilds its ledger from the
+placement and scores it with the reference scorer) that the incremental one must equal.
 """
 
 from __future__ import annotations
@@ -9,13 +11,17 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from grid.lab.fleetgen import generate_fleet
+from grid.lab.fleetgen_production import generate_production_fleet
+from grid.planner.cpsat.ledger import Ledger
+from grid.planner.cpsat.scoring import Scorer
 from grid.planner.heuristic import heuristic_placement
-from grid.planner.problem import build_problem
+from grid.planner.problem import PlacementProblem, build_problem
 from grid.planner.vacate import vacate_improve
 from grid.planner.validate import violations
 from tests.planner.fleets import host, model, snapshot, want
 from tests.planner.reference import reference_optimum, reference_plan
-from tests.planner.reference_staged import level_values
+from tests.planner.reference_staged import level_values, lexicographic
 from tests.planner.strategies import fleets
 
 pytestmark = pytest.mark.property
@@ -60,3 +66,86 @@ def test_vacate_never_worsens_the_replica_levels_and_stays_valid(snap) -> None: 
     assert _lex(order, after, before) >= 0
     plan = reference_plan(problem, frozenset(improved))
     assert [v.code for v in violations(snap, plan)] == []
+
+
+Key = tuple[str, str]
+
+
+def _vacate_from_scratch(
+    problem: PlacementProblem, placed: set[Key], order: list[str], trials_max: int = 96
+) -> set[Key]:
+    """The rule of vacate.py's docstring, recomputing everything for every trial."""
+    best = set(placed)
+    best_values = level_values(problem, best)
+    for goal in ("baseline", "desired"):
+        trials = 0
+        for prof in problem.models:
+            target = problem.targets[prof.model_id]
+            wanted = max(1, target.baseline) if goal == "baseline" else target.desired
+
+            load = {h: sum(1 for k in best if k[1] == h) for h in problem.host_by_id}
+            hosts = sorted(
+                (
+                    c.host_id
+                    for c in problem.candidates_of_model(prof.model_id)
+                    if c.is_new
+                    and (prof.model_id, c.host_id) not in best
+                    and not problem.host_by_id[c.host_id].live_models
+                    and c.memory_mb <= problem.host_by_id[c.host_id].new_budget_mb
+                ),
+                key=lambda h: (load[h], h),
+            )[:16]
+            for host_id in hosts:
+                if trials >= trials_max or _have(problem, best, prof.model_id) >= wanted:
+                    break
+                trials += 1
+                evicted = sorted(k for k in best if k[1] == host_id)
+                ledger = Ledger(problem, [k for k in best if k[1] != host_id])
+                if ledger.blockers((prof.model_id, host_id)):
+                    continue
+                ledger.add((prof.model_id, host_id))
+                for m, _h in evicted:
+                    for cand in problem.candidates_of_model(m):
+                        key = (m, cand.host_id)
+                        if (
+                            cand.host_id != host_id
+                            and key not in ledger.placed
+                            and not ledger.blockers(key)
+                        ):
+                            ledger.add(key)
+                            break
+                values = level_values(problem, ledger.placed)
+                if lexicographic(order, values, best_values) > 0:
+                    best, best_values = set(ledger.placed), values
+    return best
+
+
+def _have(problem: PlacementProblem, placed: set[Key], model_id: str) -> int:
+    mine = sum(1 for key in placed if key[0] == model_id)
+    return mine + sum(1 for f in problem.fixed if f.model_id == model_id)
+
+
+@pytest.mark.parametrize(
+    "snap",
+    [generate_fleet(256, 96, 7), generate_production_fleet(256, 60, 7)],
+    ids=["mixed-256", "production-256"],
+)
+def test_incremental_vacate_equals_the_from_scratch_rule_on_generated_fleets(snap) -> None:  # type: ignore[no-untyped-def]
+    problem = build_problem(snap)
+    greedy = heuristic_placement(problem)
+    order = list(level_values(problem, set()))  # the replica levels, most important first
+    improved = vacate_improve(problem, greedy)
+    assert improved == _vacate_from_scratch(problem, greedy, order)
+    plan = reference_plan(problem, frozenset(improved))
+    assert [v.code for v in violations(snap, plan)] == []
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets())
+def test_replica_score_equals_the_reference_scorer_on_the_replica_levels(snap) -> None:  # type: ignore[no-untyped-def]
+    problem = build_problem(snap)
+    placed = heuristic_placement(problem)
+    got = Scorer(problem).replica_score(placed)
+    ref = level_values(problem, placed)
+    assert got == {n: ref[n] for n in got}
+    assert set(reference_optimum(problem).values) <= set(got)

@@ -61,6 +61,19 @@ class Scorer:
         values["spare_hosts"] = sum(1 for h in self.open_hosts if h not in used)
         return values
 
+    def replica_score(self, placed: Iterable[Key]) -> dict[str, int]:
+        """Only the replica levels of `score` (pinned and the priority classes): all that
+        `compare(..., replica_levels_only=True)` reads, without the per-candidate sums."""
+        problem = self.problem
+        counts = dict(self.fixed_counts)
+        pinned = self.fixed_pinned
+        for key in set(placed):
+            counts[key[0]] = counts.get(key[0], 0) + 1
+            pinned += problem.candidates[key].pinned
+        values = {"pinned": pinned}
+        values.update(replica_values(problem, counts))
+        return values
+
     def _domain_shortfall(self, chosen: set[Key], counts: dict[str, int]) -> int:
         if not self.domain_goals:
             return 0
