@@ -245,3 +245,73 @@ def start_violations(
                 )
             )
     return out
+
+
+# ---------------------------------------------------------------------- from the event timeline
+@dataclass(frozen=True)
+class LifeEvent:
+    """One entry of a run's replica timeline, from ground truth (not the reconciler's view).
+
+    kind: "ready" (a replica became READY on the host at `at`), "drain" (a drain of it was
+    decided at `at` and took effect), "lost" (the host went down or rebooted: everything on it
+    is gone). A drain carries `preemption` (the planner's named victim), `admitting` (its host
+    admitted work then) and `wanted` (replicas the plan of that tick wanted for the model).
+    """
+
+    at: float
+    kind: str
+    host_id: str
+    model_id: str = ""
+    preemption: bool = False
+    admitting: bool = True
+    wanted: int = 0
+
+
+_ORDER = {"lost": 0, "ready": 1, "drain": 2}
+
+
+def timeline_violations(
+    events: list[LifeEvent], min_residency_s: dict[str, float]
+) -> list[SimViolation]:
+    """Minimum residency and make-before-break, restated from the timeline alone.
+
+    - `minimum_residency_broken`: a READY replica on an admitting host drained less than its
+      model's min_residency_s after it became READY.
+    - `last_ready_replica_drained`: a drain (not a preemption) on an admitting host that leaves
+      no READY replica of the model anywhere while the plan still wants it (wanted > 0): make
+      before break means the replacement is READY first.
+    Events at the same instant apply in the order lost, ready, drain.
+    """
+    out: list[SimViolation] = []
+    ready: dict[tuple[str, str], float] = {}  # (host, model) -> READY since
+    for e in sorted(events, key=lambda e: (e.at, _ORDER.get(e.kind, 3), e.host_id, e.model_id)):
+        key = (e.host_id, e.model_id)
+        if e.kind == "lost":
+            ready = {k: v for k, v in ready.items() if k[0] != e.host_id}
+        elif e.kind == "ready":
+            ready.setdefault(key, e.at)
+        elif e.kind == "drain" and key in ready:
+            since = ready.pop(key)
+            if not e.admitting:
+                continue
+            floor = min_residency_s.get(e.model_id, 0.0)
+            if e.at - since < floor:
+                out.append(
+                    SimViolation(
+                        e.at,
+                        "minimum_residency_broken",
+                        f"drain of {e.model_id} on {e.host_id} {e.at - since:.0f} s after it "
+                        f"became ready, minimum {floor:.0f} s",
+                    )
+                )
+            others = [k for k in ready if k[1] == e.model_id]
+            if not others and e.wanted > 0 and not e.preemption:
+                out.append(
+                    SimViolation(
+                        e.at,
+                        "last_ready_replica_drained",
+                        f"drain of {e.model_id} on {e.host_id} left no ready replica while the "
+                        f"plan wanted {e.wanted}",
+                    )
+                )
+    return out

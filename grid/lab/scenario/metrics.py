@@ -23,6 +23,7 @@ from grid.lab.scenario import workday
 from grid.lab.scenario.arrivals import TraceHash
 from grid.lab.scenario.catalog import designated
 from grid.lab.scenario.churn import LOST, START, UNLOAD, Change, Churn, count_churn
+from grid.lab.scenario.lifeline import LifeLog
 from grid.lab.scenario.physics import MinuteResult
 
 if TYPE_CHECKING:
@@ -93,6 +94,8 @@ class Metrics:
         self.losses: list[Change] = []  # hosts that went down or rebooted empty
         self.unsatisfied: dict[str, int] = {}
         self.violations: list[dict[str, Any]] = []
+        self.lifelog = LifeLog()
+        self._t0: float | None = None
         self._last_mapping: dict[str, str] = {}
         self._last_overloaded: list[str] = []
         self._last_short: list[str] = []
@@ -116,6 +119,9 @@ class Metrics:
         evicted: list[tuple[str, str]],
     ) -> None:
         served_now = 0.0
+        if self._t0 is None:
+            self._t0 = start
+        self.lifelog.node_events(start, events)
         for e in events:
             if e.kind in ("outage", "restore"):
                 self.losses.append(Change(start, LOST, e.host_id))
@@ -158,6 +164,7 @@ class Metrics:
             self.unsatisfied[u.code] = self.unsatisfied.get(u.code, 0) + 1
         for v in report.violations:
             self.violations.append({"minute": t, "code": v.code, "detail": v.detail})
+        self.lifelog.tick(start, report.plan, fleet)
         self._tick_entry(t, result, report, events, mapping, overloaded, evicted)
 
     def _admission(self, result: MinuteResult, report: TickReport, t: int) -> None:
@@ -282,6 +289,13 @@ class Metrics:
                     life.prefetch_hits += 1
                     life.avoided_load_s += prof.load_estimate_s
                     life.lead_s.append(rec.created_at - fetched[0])
+        floors = {m: p.min_residency_s for m, p in self._profiles.items()}
+        t0 = self._t0 or 0.0
+        for v in self.lifelog.violations(fleet, floors):
+            self.violations.append(
+                {"minute": int((v.at - t0) // 60), "code": v.code, "detail": v.detail}
+            )
+        self.violations.sort(key=lambda v: (v["minute"], v["code"], v["detail"]))
         life.churn = count_churn(changes)
         life.prefetch_unused = len({(h, m) for h, m, _ in self.prefetches} - used_prefetch)
         life.downloaded_mb += life.prefetch_mb
