@@ -9,6 +9,9 @@ when `name` is one. The implicit import of a parent package's `__init__` is not 
 from __future__ import annotations
 
 import ast
+import importlib
+import subprocess
+import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -264,3 +267,121 @@ def test_every_layer_exception_is_still_needed() -> None:
     graph = _graph(type_only=True)
     stale = [pair for pair in LAYER_EXCEPTIONS if pair[1] not in graph.get(pair[0], frozenset())]
     assert stale == []
+
+
+# DESIGN.md: "Every package has a face (`__init__.py` exporting what other packages may use)".
+# These faces are lazy (grid/fleet/faces.py): `module -> names` resolved on first read.
+LAZY_FACES = (
+    "grid.fleet",
+    "grid.planner",
+    "grid.planner.cpsat",
+    "grid.runtime",
+    "grid.api",
+    "grid.lab",
+)
+# Names other packages import from a submodule but that the face leaves out, with the reason.
+FACE_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("grid.lab", "capacity"): "also the name of the submodule grid.lab.capacity",
+    ("grid.runtime", "reconcile"): "also the name of the subpackage grid.runtime.reconcile",
+    ("grid.fleet", "lazy_face"): "the faces' own plumbing, imported by each lazy __init__",
+}
+HEAVY = ("ortools", "scipy", "fastapi", "uvicorn")
+
+
+def _face_exports(face: str) -> dict[str, list[str]]:
+    tree = ast.parse(_modules()[face].read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "_EXPORTS":
+            assert node.value is not None
+            value = ast.literal_eval(node.value)
+            assert isinstance(value, dict)
+            return {module: names.split() for module, names in value.items()}
+    return {}
+
+
+def _face_type_imports(face: str) -> dict[str, str]:
+    """name -> module of the face's `if TYPE_CHECKING:` imports."""
+    tree = ast.parse(_modules()[face].read_text())
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if _is_type_checking(node):
+            assert isinstance(node, ast.If)
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom):
+                    out |= {alias.name: stmt.module or "" for alias in stmt.names}
+    return out
+
+
+def _nearest_face(module: str) -> str | None:
+    faces = [f for f in LAZY_FACES if module.startswith(f + ".")]
+    return max(faces, key=len) if faces else None
+
+
+def _cross_package_imports() -> dict[str, set[str]]:
+    """face -> the public names that modules outside it import from its submodules."""
+    out: dict[str, set[str]] = {face: set() for face in LAZY_FACES}
+    for importer, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            face = _nearest_face(node.module)
+            if face is None or importer == face or importer.startswith(face + "."):
+                continue
+            out[face] |= {a.name for a in node.names if not a.name.startswith("_")}
+    return out
+
+
+@pytest.mark.parametrize("face", LAZY_FACES)
+def test_a_face_lists_each_name_once_for_python_and_for_type_checkers(face: str) -> None:
+    exports = _face_exports(face)
+    names = [n for group in exports.values() for n in group]
+    module = importlib.import_module(face)
+    assert names and len(names) == len(set(names))
+    assert sorted(module.__all__) == sorted(names)
+    assert _face_type_imports(face) == {n: m for m, group in exports.items() for n in group}
+
+
+@pytest.mark.parametrize("face", LAZY_FACES)
+def test_every_face_name_is_the_object_of_its_module(face: str) -> None:
+    module = importlib.import_module(face)
+    for source, names in _face_exports(face).items():
+        for name in names:
+            assert getattr(module, name) is getattr(importlib.import_module(source), name)
+    with pytest.raises(AttributeError):
+        module.no_such_name  # noqa: B018
+
+
+def test_no_face_name_shadows_a_submodule() -> None:
+    clashes = [
+        f"{face}.{name}"
+        for face in LAZY_FACES
+        for names in _face_exports(face).values()
+        for name in names
+        if f"{face}.{name}" in _modules()
+    ]
+    assert clashes == []
+
+
+def test_each_face_exports_what_other_packages_import_from_its_modules() -> None:
+    missing = {
+        face: sorted(n for n in used - set(importlib.import_module(face).__all__))
+        for face, used in _cross_package_imports().items()
+    }
+    missing = {
+        face: [n for n in names if (face, n) not in FACE_EXCEPTIONS]
+        for face, names in missing.items()
+    }
+    assert {face: names for face, names in missing.items() if names} == {}
+
+
+def test_importing_the_faces_loads_no_heavy_dependency() -> None:
+    # A fresh interpreter: this test process may have loaded them already.
+    code = (
+        "import importlib, sys\n"
+        f"for face in {LAZY_FACES!r}: importlib.import_module(face)\n"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert run.stdout.strip() == "[]"

@@ -1,1 +1,225 @@
+"""The vocabulary: fleet models, actions, the wire, refusals, snapshot load/save (DESIGN.md).
 
+The face lists what other packages use; each name is imported on first use (grid/fleet/faces.py),
+so `grid --version`, which needs only `GridError`, loads none of the models.
+"""
+
+from typing import TYPE_CHECKING
+
+from grid.fleet.faces import lazy_face
+
+if TYPE_CHECKING:
+    from grid.fleet.actions import (
+        CONSTRUCTIVE_KINDS,
+        DESTRUCTIVE_KINDS,
+        Action,
+        ActionKind,
+        ActionRecord,
+        Deferral,
+        Mode,
+        Receipt,
+        ReceiptStatus,
+        ReconcileResult,
+        RecordStatus,
+        Tombstone,
+        Urgency,
+        Withdrawal,
+        action_id,
+        apply_receipt,
+        parse_history,
+    )
+    from grid.fleet.errors import GridError, SnapshotError
+    from grid.fleet.files import atomic_write_text, fsync_dir
+    from grid.fleet.generation import PlanGeneration
+    from grid.fleet.models import (
+        ADMITTING_STATES,
+        LIVE_STATES,
+        MAX_MODEL_ID,
+        REUSABLE_STATES,
+        Assignment,
+        Binding,
+        DemandEntry,
+        Evidence,
+        FleetSnapshot,
+        Host,
+        HostState,
+        LearnedStartup,
+        LevelValue,
+        ModelProfile,
+        Ownership,
+        Plan,
+        Policy,
+        Preemption,
+        Residency,
+        ResidencyState,
+        SolverReport,
+        Unsatisfied,
+    )
+    from grid.fleet.snapshot import load_snapshot, parse_snapshot
+    from grid.fleet.wire import (
+        ACK_STATUSES,
+        ADDRESS_PATTERN,
+        DEFAULT_ENGINE_ADDRESS,
+        MAX_ROWS,
+        MAX_TEXT,
+        NODE_COMMAND_KINDS,
+        NODE_HEADER,
+        OPERATOR_HEADER,
+        REPLY_SIGNATURE_HEADER,
+        AckAnswer,
+        CommandBrief,
+        NodeCommandKind,
+        NodeReply,
+        NodeStatus,
+        NodeUpdate,
+        ReplyAllocator,
+        StatusReceipt,
+        StatusResidency,
+        WireAck,
+        WireAllocator,
+        WireCommand,
+        WireLoad,
+        WireResidency,
+        WireResources,
+        WireRoute,
+        reply_is_signed,
+        reply_key_path,
+        reply_signature,
+        wire_json,
+    )
+    from grid.fleet.workloads import (
+        DEFAULT_WORKLOAD_VOCABULARY,
+        AdmissionRow,
+        AdmissionState,
+        CandidateRow,
+        Modality,
+        Outcome,
+        PortfolioLevel,
+        PortfolioPolicy,
+        PortfolioReport,
+        PortfolioSolver,
+        WorkloadForecast,
+    )
+
+# module -> the names it gives the face, separated by spaces
+_EXPORTS: dict[str, str] = {
+    "grid.fleet.actions": (
+        "Action ActionKind ActionRecord CONSTRUCTIVE_KINDS DESTRUCTIVE_KINDS Deferral"
+        " Mode Receipt ReceiptStatus ReconcileResult RecordStatus Tombstone Urgency"
+        " Withdrawal action_id apply_receipt parse_history"
+    ),
+    "grid.fleet.errors": "GridError SnapshotError",
+    "grid.fleet.files": "atomic_write_text fsync_dir",
+    "grid.fleet.generation": "PlanGeneration",
+    "grid.fleet.models": (
+        "ADMITTING_STATES Assignment Binding DemandEntry Evidence FleetSnapshot Host"
+        " HostState LIVE_STATES LearnedStartup LevelValue MAX_MODEL_ID ModelProfile"
+        " Ownership Plan Policy Preemption REUSABLE_STATES Residency ResidencyState"
+        " SolverReport Unsatisfied"
+    ),
+    "grid.fleet.snapshot": "load_snapshot parse_snapshot",
+    "grid.fleet.wire": (
+        "ACK_STATUSES ADDRESS_PATTERN AckAnswer CommandBrief DEFAULT_ENGINE_ADDRESS"
+        " MAX_ROWS MAX_TEXT NODE_COMMAND_KINDS NODE_HEADER NodeCommandKind NodeReply"
+        " NodeStatus NodeUpdate OPERATOR_HEADER REPLY_SIGNATURE_HEADER ReplyAllocator"
+        " StatusReceipt StatusResidency WireAck WireAllocator WireCommand WireLoad"
+        " WireResidency WireResources WireRoute reply_is_signed reply_key_path"
+        " reply_signature wire_json"
+    ),
+    "grid.fleet.workloads": (
+        "AdmissionRow AdmissionState CandidateRow DEFAULT_WORKLOAD_VOCABULARY Modality"
+        " Outcome PortfolioLevel PortfolioPolicy PortfolioReport PortfolioSolver"
+        " WorkloadForecast"
+    ),
+}
+
+__all__ = [
+    "ACK_STATUSES",
+    "ADDRESS_PATTERN",
+    "ADMITTING_STATES",
+    "CONSTRUCTIVE_KINDS",
+    "DEFAULT_ENGINE_ADDRESS",
+    "DEFAULT_WORKLOAD_VOCABULARY",
+    "DESTRUCTIVE_KINDS",
+    "LIVE_STATES",
+    "MAX_MODEL_ID",
+    "MAX_ROWS",
+    "MAX_TEXT",
+    "NODE_COMMAND_KINDS",
+    "NODE_HEADER",
+    "OPERATOR_HEADER",
+    "REPLY_SIGNATURE_HEADER",
+    "REUSABLE_STATES",
+    "AckAnswer",
+    "Action",
+    "ActionKind",
+    "ActionRecord",
+    "AdmissionRow",
+    "AdmissionState",
+    "Assignment",
+    "Binding",
+    "CandidateRow",
+    "CommandBrief",
+    "Deferral",
+    "DemandEntry",
+    "Evidence",
+    "FleetSnapshot",
+    "GridError",
+    "Host",
+    "HostState",
+    "LearnedStartup",
+    "LevelValue",
+    "Modality",
+    "Mode",
+    "ModelProfile",
+    "NodeCommandKind",
+    "NodeReply",
+    "NodeStatus",
+    "NodeUpdate",
+    "Outcome",
+    "Ownership",
+    "Plan",
+    "PlanGeneration",
+    "Policy",
+    "PortfolioLevel",
+    "PortfolioPolicy",
+    "PortfolioReport",
+    "PortfolioSolver",
+    "Preemption",
+    "Receipt",
+    "ReceiptStatus",
+    "ReconcileResult",
+    "RecordStatus",
+    "ReplyAllocator",
+    "Residency",
+    "ResidencyState",
+    "SnapshotError",
+    "SolverReport",
+    "StatusReceipt",
+    "StatusResidency",
+    "Tombstone",
+    "Unsatisfied",
+    "Urgency",
+    "WireAck",
+    "WireAllocator",
+    "WireCommand",
+    "WireLoad",
+    "WireResidency",
+    "WireResources",
+    "WireRoute",
+    "Withdrawal",
+    "WorkloadForecast",
+    "action_id",
+    "apply_receipt",
+    "atomic_write_text",
+    "fsync_dir",
+    "load_snapshot",
+    "parse_history",
+    "parse_snapshot",
+    "reply_is_signed",
+    "reply_key_path",
+    "reply_signature",
+    "wire_json",
+]
+
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS)

@@ -1,1 +1,44 @@
+"""The planner: (snapshot, now) -> Plan (pure). The face: `make_plan`, the problem it builds,
+the eligibility filters with their reason texts, targets, the deadline and the plan validator.
+The CP-SAT engine has its own face (grid.planner.cpsat). Names are imported on first use
+(grid/fleet/faces.py), so importing the face loads no OR-Tools.
+"""
 
+from typing import TYPE_CHECKING
+
+from grid.fleet.faces import lazy_face
+
+if TYPE_CHECKING:
+    from grid.planner.deadline import Deadline
+    from grid.planner.eligibility import REASON_TEXT, explain_reasons, host_refusals, pair_refusals
+    from grid.planner.plan import make_plan
+    from grid.planner.problem import PlacementProblem, allocatable_mb, build_problem
+    from grid.planner.targets import Target, compute_targets
+    from grid.planner.validate import violations
+
+# module -> the names it gives the face, separated by spaces
+_EXPORTS: dict[str, str] = {
+    "grid.planner.deadline": "Deadline",
+    "grid.planner.eligibility": "REASON_TEXT explain_reasons host_refusals pair_refusals",
+    "grid.planner.plan": "make_plan",
+    "grid.planner.problem": "PlacementProblem allocatable_mb build_problem",
+    "grid.planner.targets": "Target compute_targets",
+    "grid.planner.validate": "violations",
+}
+
+__all__ = [
+    "REASON_TEXT",
+    "Deadline",
+    "PlacementProblem",
+    "Target",
+    "allocatable_mb",
+    "build_problem",
+    "compute_targets",
+    "explain_reasons",
+    "host_refusals",
+    "make_plan",
+    "pair_refusals",
+    "violations",
+]
+
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS)

@@ -18,4 +18,54 @@ Solve      solve.py        lexicographic stages (stages.py), hinted, within a ti
 Explain    assumptions.py  a feasibility model with one assumption literal per (family, host) and
                            per protected model; its infeasibility core names the binding constraints
 ledger.py mirrors the hard constraints in plain Python (hint repair, explanation amounts).
+
+The face lists what the rest of the planner uses; names are imported on first use
+(grid/fleet/faces.py).
 """
+
+from typing import TYPE_CHECKING
+
+from grid.fleet.faces import lazy_face
+
+if TYPE_CHECKING:
+    from grid.planner.cpsat.aggregate import aggregation_pays, solve_aggregated
+    from grid.planner.cpsat.assumptions import Core, binding_core
+    from grid.planner.cpsat.bounds import static_bounds
+    from grid.planner.cpsat.build import add_hard_constraints
+    from grid.planner.cpsat.ledger import Blocker, HostLoad, Ledger, host_blockers, host_load
+    from grid.planner.cpsat.scoring import Scorer
+    from grid.planner.cpsat.solve import solve_lexicographic
+    from grid.planner.cpsat.variables import Expr, Guard, PlacementVars
+
+# module -> the names it gives the face, separated by spaces
+_EXPORTS: dict[str, str] = {
+    "grid.planner.cpsat.aggregate": "aggregation_pays solve_aggregated",
+    "grid.planner.cpsat.assumptions": "Core binding_core",
+    "grid.planner.cpsat.bounds": "static_bounds",
+    "grid.planner.cpsat.build": "add_hard_constraints",
+    "grid.planner.cpsat.ledger": "Blocker HostLoad Ledger host_blockers host_load",
+    "grid.planner.cpsat.scoring": "Scorer",
+    "grid.planner.cpsat.solve": "solve_lexicographic",
+    "grid.planner.cpsat.variables": "Expr Guard PlacementVars",
+}
+
+__all__ = [
+    "Blocker",
+    "Core",
+    "Expr",
+    "Guard",
+    "HostLoad",
+    "Ledger",
+    "PlacementVars",
+    "Scorer",
+    "add_hard_constraints",
+    "aggregation_pays",
+    "binding_core",
+    "host_blockers",
+    "host_load",
+    "solve_aggregated",
+    "solve_lexicographic",
+    "static_bounds",
+]
+
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS)
