@@ -79,6 +79,13 @@ class CandidateOrder:
             for m in problem.models
         }
         self._start = {m.model_id: 0 for m in problem.models}
+        # The failure domains a model can reach: once its placements cover them all, no
+        # candidate can earn a domain bonus, and the scan stops at the first feasible one
+        # of the best static score instead of checking every equal-score host for a bonus.
+        self.domains: dict[str, frozenset[str]] = {
+            model_id: frozenset(problem.host_by_id[c.host_id].domain for c in ordered)
+            for model_id, ordered in self.sorted.items()
+        }
 
     def best(
         self,
@@ -91,8 +98,12 @@ class CandidateOrder:
         """The feasible candidate with the highest quality plus failure-domain bonus."""
         if not state.has_room_for_model(model_id):
             return None
-        need_domain = state.domain_shortfall(model_id)
-        max_bonus = DOMAIN_REQUIRED_BONUS if need_domain else DOMAIN_SPREAD_BONUS
+        if state.domains[model_id].keys() >= self.domains[model_id]:
+            max_bonus = 0  # every reachable domain is covered: no bonus left to find
+        elif state.domain_shortfall(model_id):
+            max_bonus = DOMAIN_REQUIRED_BONUS
+        else:
+            max_bonus = DOMAIN_SPREAD_BONUS
         ordered = self.sorted[model_id]
         start = self._start[model_id] if greedy else 0
         refused_prefix = greedy
@@ -108,7 +119,7 @@ class CandidateOrder:
                     self._start[model_id] = index + 1
                 continue
             refused_prefix = False
-            total = static + (max_bonus if state.is_new_domain(cand) else 0)
+            total = static + (max_bonus if max_bonus and state.is_new_domain(cand) else 0)
             if best is None or total > best_total:
                 best, best_total = cand, total
         return best
