@@ -72,8 +72,9 @@ Factory = tuple[dict[str, Param], dict[str, ast.expr | None], ast.expr | None]
 
 def _factories(tree: ast.Module) -> dict[str, Factory]:
     """Local helpers that build a refusal from their own parameters (`_forbidden(code, msg,
-    fix)`, `_err(code, message, path, fix)`): their call sites are refusals too, each field
-    read from the argument of the parameter the helper forwards it from."""
+    fix)`, `_err(code, message, path, fix)`, `_invalid(message)`): their call sites are
+    refusals too, each field read from the argument of the parameter the helper forwards it
+    from, the others from the helper's own construction."""
     out: dict[str, Factory] = {}
     for fn in ast.walk(tree):
         if not isinstance(fn, ast.FunctionDef):
@@ -91,7 +92,7 @@ def _factories(tree: ast.Module) -> dict[str, Factory]:
                 for f, e in got.items()
                 if isinstance(e, ast.Name) and e.id in params
             }
-            if "code" in forwarded:
+            if forwarded:
                 own = _next_command(call)
                 out[fn.name] = (forwarded, got, own)
     return out
@@ -231,7 +232,12 @@ def test_the_checker_flags_a_refusal_without_a_fix(tmp_path: Path) -> None:
             "def o():\n"
             '    raise _plan("plan_gone", "is gone")\n'
             "def q():\n"
-            '    raise GridError("c", "s", "run `grid up`", "", "grid up")\n',
+            '    raise GridError("c", "s", "run `grid up`", "", "grid up")\n'
+            # A helper that forwards only the sentence: the code and fix are its own.
+            "def _bad(message):\n"
+            '    return GridError("bad_input", message)\n'
+            "def r():\n"
+            '    raise _bad("a sentence")\n',
             encoding="utf-8",
         )
         seen = [problems(c) for c in _constructions(sample)]
@@ -246,6 +252,7 @@ def test_the_checker_flags_a_refusal_without_a_fix(tmp_path: Path) -> None:
         ["the fix names a command but next_command is not set"],
         [],  # the default fix and the helper's own next command
         [],  # a positional next_command counts
+        ["no fix"],
     ]
 
 
