@@ -25,6 +25,9 @@ DOMAIN_REQUIRED_BONUS = 1_000_000
 DOMAIN_SPREAD_BONUS = 150
 
 LevelKey = tuple[int, int, int, int, int]
+# Up to this many reachable failure domains, the greedy pass keeps one list (and one refused
+# prefix) per domain: the best candidate is the best of each domain's first feasible one.
+DOMAIN_INDEX_MAX = 16
 
 
 def replica_stage(problem: PlacementProblem, model_id: str, k: int) -> int:
@@ -67,6 +70,12 @@ class CandidateOrder:
     refused: `best(..., greedy=True)` skips the refused prefix of each list for good (the
     first-fit pile-up on a large uniform fleet would otherwise be rescanned per replica).
     The repair removes placements, so it scans from the start.
+
+    A domain bonus is the same for every candidate of one domain, so among equal static
+    scores the single list would be scanned past every full host looking for a host in a new
+    domain; with few domains the greedy pass keeps one list and prefix per domain instead,
+    which makes the pass linear in candidates (the same candidate wins: highest total, then
+    the earliest in the single list).
     """
 
     def __init__(self, problem: PlacementProblem, scores: dict[tuple[str, str], int]) -> None:
@@ -86,6 +95,9 @@ class CandidateOrder:
             model_id: frozenset(problem.host_by_id[c.host_id].domain for c in ordered)
             for model_id, ordered in self.sorted.items()
         }
+        self._by_domain: dict[str, dict[str, list[int]]] = {}
+        self._domain_start: dict[str, dict[str, int]] = {}
+        self._host_domain = {h.host_id: h.domain for h in problem.hosts}
 
     def best(
         self,
@@ -104,6 +116,9 @@ class CandidateOrder:
             max_bonus = DOMAIN_REQUIRED_BONUS
         else:
             max_bonus = DOMAIN_SPREAD_BONUS
+        few_domains = len(self.domains[model_id]) <= DOMAIN_INDEX_MAX
+        if greedy and max_bonus and skip_host is None and few_domains:
+            return self._best_by_domain(state, model_id, max_bonus)
         ordered = self.sorted[model_id]
         start = self._start[model_id] if greedy else 0
         refused_prefix = greedy
@@ -123,3 +138,34 @@ class CandidateOrder:
             if best is None or total > best_total:
                 best, best_total = cand, total
         return best
+
+    def _best_by_domain(
+        self, state: PlacementState, model_id: str, max_bonus: int
+    ) -> Candidate | None:
+        ordered = self.sorted[model_id]
+        lists = self._by_domain.get(model_id)
+        if lists is None:
+            lists = self._by_domain[model_id] = {}
+            for index, cand in enumerate(ordered):
+                lists.setdefault(self._host_domain[cand.host_id], []).append(index)
+            self._domain_start[model_id] = dict.fromkeys(lists, 0)
+        starts = self._domain_start[model_id]
+        covered = state.domains[model_id]
+        best_index, best_total = -1, 0
+        for domain, indices in lists.items():
+            bonus = 0 if domain in covered else max_bonus
+            pos = starts[domain]
+            while pos < len(indices):
+                index = indices[pos]
+                cand = ordered[index]
+                total = self.scores[(cand.model_id, cand.host_id)] + bonus
+                if best_index >= 0 and (
+                    total < best_total or (total == best_total and index > best_index)
+                ):
+                    break  # the rest of this domain cannot win (sorted, ties: earlier wins)
+                if state.allowed(cand) and state.fits(cand):
+                    best_index, best_total = index, total
+                    break
+                pos += 1  # refused once, refused for the rest of the greedy pass
+            starts[domain] = pos
+        return ordered[best_index] if best_index >= 0 else None
