@@ -3,9 +3,11 @@
 - smart: the production pipeline. Every classified request goes through the controller's
   `RequestSignals` (workload forecast, outcome evidence, workflow learner) and, when it named a
   configured model, the production `DemandTracker` (direct demand with trend lookahead and
-  correlation inference); the snapshot carries `demand`, `workloads` and `outcomes`; the planner
-  (with its portfolio) and the reconciler decide. Predictive work: the learned workflow edges
-  prefetch the next stage's model into modeled disk (lab.py).
+  correlation inference); the snapshot carries `demand` (with the controller's workflow
+  pre-warm: `prewarm_demand` adds INFERRED demand for the next stage's model of a learned edge),
+  `workloads` and `outcomes`; the planner (with its portfolio) and the reconciler decide.
+  Predictive work: that pre-warm, and the learned edges prefetch the next stage's model into
+  modeled disk (lab.py).
 - reactive: the same pipeline without correlation, lookahead or predictive work: inferred
   demand entries are dropped, trends zeroed, nothing is prefetched.
 - greedy: the current minute's visible workload only (the previous minute's completed requests),
@@ -28,6 +30,7 @@ from grid.lab.scenario.arrivals import BASE_SERVICE_S
 from grid.lab.scenario.personas import STAGE_MINUTES, User
 from grid.router.affinity import hash_affinity_key
 from grid.runtime.controller.evidence_store import RequestSignals
+from grid.runtime.controller.workload_inputs import prewarm_demand
 
 STRATEGIES = ("smart", "reactive", "greedy", "static")
 PLAN_TIME_LIMIT_S = 2.0
@@ -58,6 +61,7 @@ class Control:
         self.tracker = DemandTracker(sorted(self.profiles))
         self._digests: dict[str, str | None] = {}
         self.policy = PortfolioPolicy()
+        self._last_plan: Plan | None = None
 
     def _digest(self, session: str) -> str | None:
         if session not in self._digests:
@@ -81,13 +85,23 @@ class Control:
                 self.tracker.observe(obs, now)
 
     def fields(self, now: float) -> Fields:
+        """As the controller's `snapshot` builds them (grid/runtime/controller/core.py): the
+        tracker's forecast plus the workflow pre-warm (learned edges from an active workload ask
+        for the next stage's model as INFERRED demand, mapped by the last plan's portfolio)."""
         self.tracker.prune(now)
-        demand = self.tracker.forecast(now, self.profiles.values())
         workloads, outcomes = self.signals.snapshot_fields(now, self.profiles)
+        demand = prewarm_demand(
+            self.signals.edges(now),
+            workloads,
+            self.mapping(self._last_plan),
+            self.profiles,
+            self.tracker.forecast(now, self.profiles.values()),
+        )
         return demand, workloads, outcomes
 
     def plan(self, snap: FleetSnapshot) -> Plan:
-        return plan_snapshot(snap)
+        self._last_plan = plan_snapshot(snap)
+        return self._last_plan
 
     def mapping(self, plan: Plan | None) -> dict[str, str]:
         if plan is None or plan.portfolio is None:
@@ -100,7 +114,9 @@ class Reactive(Control):
     predictive = False
 
     def fields(self, now: float) -> Fields:
-        demand, workloads, outcomes = super().fields(now)
+        self.tracker.prune(now)
+        workloads, outcomes = self.signals.snapshot_fields(now, self.profiles)
+        demand = self.tracker.forecast(now, self.profiles.values())  # no workflow pre-warm
         kept = {
             m: e.model_copy(update={"trend": 0.0})
             for m, e in demand.items()
