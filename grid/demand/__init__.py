@@ -23,19 +23,28 @@ from grid.demand.observation import (
     parse_observation,
 )
 from grid.demand.smoothing import lookahead_concurrency
-from grid.demand.throughput import PlacementEstimate, RevisionMeasurements
+from grid.demand.throughput import (
+    MAX_AGE_S,
+    MAX_TRACKED,
+    Ewma,
+    PlacementEstimate,
+    RevisionMeasurements,
+)
 from grid.demand.tracker import DemandTracker, Footprint, ModelForecast
 from grid.demand.workflow import LearnedEdge, Step, WorkflowConfig, WorkflowLearner
 from grid.demand.workloads import WorkloadReading, WorkloadTracker, feeds_workload
 
 __all__ = [
     "DEFAULT_WORKLOADS",
+    "MAX_AGE_S",
+    "MAX_TRACKED",
     "ClassifierConfig",
     "DemandConfig",
     "DemandTracker",
     "EndpointFamily",
     "EvidenceEntry",
     "EvidenceStore",
+    "Ewma",
     "Footprint",
     "LearnedEdge",
     "Modality",

@@ -10,6 +10,7 @@ from grid.router.breaker import BreakerOutcome, CircuitBreakers, classify_status
 from grid.router.choose import RouteChoice, RouteRefusal, choose_route
 from grid.router.measure import Measurements
 from grid.router.routes import Route, route_refusal
+from grid.router.usage import SseUsageReader, Usage, usage_of
 
 __all__ = [
     "AffinityKey",
@@ -19,9 +20,12 @@ __all__ = [
     "Route",
     "RouteChoice",
     "RouteRefusal",
+    "SseUsageReader",
+    "Usage",
     "choose_route",
     "classify_status",
     "hash_affinity_key",
     "rendezvous_order",
     "route_refusal",
+    "usage_of",
 ]

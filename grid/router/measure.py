@@ -19,32 +19,18 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from grid.demand.throughput import (
-    FULL_CONFIDENCE_SAMPLES,
-    HALF_LIFE_S,
-    MAX_AGE_S,
-    MAX_TRACKED,
-    Ewma,
-    PlacementEstimate,
-    RevisionKey,
-    RevisionMeasurements,
-    ramp_weight,
-)
+from grid.demand.throughput import MAX_AGE_S, MAX_TRACKED, Ewma, RevisionMeasurements
 
 DEFAULT_LATENCY_S = 1.0  # the prior when no engine of the model has fresh evidence
 
+# The shared EWMA bounds, and the placement side (grid/demand/throughput.py), re-exported.
 __all__ = [
     "DEFAULT_LATENCY_S",
-    "FULL_CONFIDENCE_SAMPLES",
-    "HALF_LIFE_S",
     "MAX_AGE_S",
     "MAX_TRACKED",
     "MeasureKey",
     "Measurements",
-    "PlacementEstimate",
-    "RevisionKey",
     "RevisionMeasurements",
-    "ramp_weight",
 ]
 
 MeasureKey = tuple[str, str]  # (engine_id, model_id)

@@ -5,6 +5,6 @@ It speaks the fleet vocabulary (`grid.fleet.wire`) and never imports the server 
 
 from __future__ import annotations
 
-from grid.wire.client import DEFAULT_TIMEOUT_S, AllocatorClient, is_loopback
+from grid.wire.client import DEFAULT_TIMEOUT_S, AllocatorClient, is_loopback, transport_refusal
 
-__all__ = ["DEFAULT_TIMEOUT_S", "AllocatorClient", "is_loopback"]
+__all__ = ["DEFAULT_TIMEOUT_S", "AllocatorClient", "is_loopback", "transport_refusal"]

@@ -10,9 +10,16 @@ from typing import TYPE_CHECKING
 
 from grid.node.engines.base import EngineState, EngineStatus, EngineSupervisor, StopResult
 from grid.node.engines.binary import llama_server_binary
+from grid.node.engines.discover import find_own_children
 from grid.node.engines.llamacpp import LlamaCppConfig, LlamaCppSupervisor
 from grid.node.engines.probes import Activity, ActivityState
-from grid.node.engines.proc import identity_mismatch, is_alive, read_argv, read_identity
+from grid.node.engines.proc import (
+    identity_mismatch,
+    is_alive,
+    read_argv,
+    read_birth_marker,
+    read_identity,
+)
 from grid.node.engines.state import EngineStateStore
 
 __all__ = [
@@ -25,10 +32,12 @@ __all__ = [
     "LlamaCppConfig",
     "LlamaCppSupervisor",
     "StopResult",
+    "find_own_children",
     "identity_mismatch",
     "is_alive",
     "llama_server_binary",
     "read_argv",
+    "read_birth_marker",
     "read_identity",
 ]
 

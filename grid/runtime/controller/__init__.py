@@ -10,15 +10,17 @@ from grid.fleet.generation import PlanGeneration
 from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.core import Controller
-from grid.runtime.controller.lease import LeaseFile
+from grid.runtime.controller.evidence_store import EvaluationRequest, RequestSignals, keeper_for
+from grid.runtime.controller.lease import LeaseFile, process_marker
 from grid.runtime.controller.live_state import ControllerState, restore_state
 from grid.runtime.controller.outbox import Outbox
 from grid.runtime.controller.reports import Delivery, NodeReply, TickReport
 from grid.runtime.controller.service import ControllerService
-from grid.runtime.controller.status import StatusView, status_document
+from grid.runtime.controller.status import StatusView, percentile, status_document
 from grid.runtime.controller.store import MemoryStore, StateStore, Store
 from grid.runtime.controller.timings import TimingTable
 from grid.runtime.controller.wire import NodeUpdate
+from grid.runtime.controller.workload_inputs import prewarm_demand
 
 __all__ = [
     "Controller",
@@ -26,6 +28,7 @@ __all__ = [
     "ControllerService",
     "ControllerState",
     "Delivery",
+    "EvaluationRequest",
     "Grace",
     "LeaseFile",
     "LeaseKeeper",
@@ -34,11 +37,16 @@ __all__ = [
     "NodeUpdate",
     "Outbox",
     "PlanGeneration",
+    "RequestSignals",
     "StateStore",
     "StatusView",
     "Store",
     "TickReport",
     "TimingTable",
+    "keeper_for",
+    "percentile",
+    "prewarm_demand",
+    "process_marker",
     "restore_state",
     "status_document",
 ]
