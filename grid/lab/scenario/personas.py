@@ -66,6 +66,9 @@ PERSONAS: tuple[Persona, ...] = (
         ("design", "image", "design", "image"),
         0.12,
     ),
+    # Campaign sessions: image then video, again and again (the spec's image -> video workflow,
+    # one affinity key per user), so the workflow learner's pre-warm has a sequence to learn.
+    Persona("producer", 0.4, (("image", 0.6), ("video", 0.4)), ("image", "video"), 0.08),
     Persona(
         "generalist", 0.4, (("general", 0.8), ("research", 0.2)), ("general", "research"), 0.10
     ),
