@@ -27,7 +27,7 @@ DOMAIN_SPREAD_BONUS = 150
 LevelKey = tuple[int, int, int, int, int]
 # Up to this many reachable failure domains, the greedy pass keeps one list (and one refused
 # prefix) per domain: the best candidate is the best of each domain's first feasible one.
-DOMAIN_INDEX_MAX = 16
+DOMAIN_INDEX_MAX = 64
 
 
 def replica_stage(problem: PlacementProblem, model_id: str, k: int) -> int:
