@@ -1,7 +1,11 @@
 """Planner scaling table: both engines, mixed and production-shaped fleets, 64 → 10,000 hosts.
 
     .venv/bin/python bench/bench_scale.py [--mixed 64,256,1000] [--production 1000,10000]
-        [--time-limit 5] [--baseline DIR] [--reference-max 64] [--json]
+        [--time-limit 5] [--baseline DIR] [--reference-max 64] [--json] [--phases 1000,10000]
+
+`--phases N,...`: instead of whole plans, time the phases outside the solver on production
+fleets of N hosts (problem build, quality table, heuristic, vacate), one process per tree,
+with a hash of the heuristic's and the vacate pass's placements (equal hashes: same result).
 
 Every row is one fresh process (`--one`) planning one snapshot file with one engine, so its
 peak RSS (resource.getrusage) is that plan's alone; the heuristic's row is measured in the
@@ -78,6 +82,86 @@ def plan_one(path: str, engine: str, time_limit_s: float) -> dict[str, Any]:
     except ImportError:
         pass
     return out
+
+
+def phases_one(path: str) -> dict[str, Any]:
+    """Time the phases outside the solver on one snapshot file (the --phases child)."""
+    import hashlib
+
+    from grid.fleet.snapshot import parse_snapshot
+    from grid.planner.heuristic import heuristic_placement
+    from grid.planner.levels import quality_scores
+    from grid.planner.problem import build_problem
+    from grid.planner.vacate import vacate_improve
+
+    snap = parse_snapshot(json.loads(Path(path).read_text(encoding="utf-8")))
+    out: dict[str, Any] = {}
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        out[f"{name}_s"] = round(now - clock, 2)
+        clock = now
+
+    problem = build_problem(snap)
+    lap("build")
+    quality_scores(problem)
+    lap("quality")
+    greedy = heuristic_placement(problem)
+    lap("heuristic")
+    improved = vacate_improve(problem, greedy)
+    lap("vacate")
+
+    def digest(keys: set[tuple[str, str]]) -> str:
+        return hashlib.sha1(repr(sorted(keys)).encode()).hexdigest()[:12]
+
+    out.update(
+        candidates=len(problem.candidates),
+        placed=f"{len(greedy)}/{len(improved)}",
+        digest=f"{digest(greedy)}/{digest(improved)}",
+        peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    )
+    return out
+
+
+def run_phases(args: argparse.Namespace) -> None:
+    from grid.lab.fleetgen_production import generate_production_fleet
+
+    trees = [("now", HERE)] + ([("baseline", Path(args.baseline))] if args.baseline else [])
+    print(
+        f"{'hosts':>6} {'models':>6} {'tree':<8} {'cands':>8} {'build':>6} {'quality':>7} "
+        f"{'heur':>6} {'vacate':>6} {'RSS MB':>6} placed (heuristic/vacate) digest"
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        for hosts in (int(h) for h in args.phases.split(",") if h.strip()):
+            models = PRODUCTION_MODELS.get(hosts, max(2, hosts // 20))
+            path = Path(folder) / f"production-{hosts}.json"
+            snap = generate_production_fleet(hosts, models, args.seed)
+            path.write_text(
+                json.dumps(snap.model_dump(mode="json", exclude_defaults=True)), encoding="utf-8"
+            )
+            for label, tree in trees:
+                argv = [sys.executable, str(HERE / "bench" / "bench_scale.py")]
+                argv += ["--one", str(path), "--engine", "phases"]
+                done = subprocess.run(
+                    argv,
+                    capture_output=True,
+                    text=True,
+                    cwd=str(tree),
+                    env={**os.environ, "PYTHONPATH": str(tree)},
+                    check=False,
+                )
+                if done.returncode != 0:
+                    print(f"{hosts:>6} {models:>6} {label:<8} ERROR {done.stderr[-300:]}")
+                    continue
+                r = json.loads(done.stdout.strip().splitlines()[-1])
+                print(
+                    f"{hosts:>6} {models:>6} {label:<8} {r['candidates']:>8} "
+                    f"{r['build_s']:>6.2f} {r['quality_s']:>7.2f} {r['heuristic_s']:>6.2f} "
+                    f"{r['vacate_s']:>6.2f} {r['peak_rss_mb']:>6} {r['placed']} {r['digest']}",
+                    flush=True,
+                )
 
 
 def _order(problem: Any, name: str) -> int:
@@ -188,11 +272,20 @@ def main(argv: list[str] | None = None) -> int:
         "--reference-max", type=int, default=64, help="largest fleet given the HiGHS reference"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--phases", help="production host counts: time build/quality/heuristic/vacate only"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--engine", default="cpsat", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(plan_one(args.one, args.engine, args.time_limit)))
+        if args.engine == "phases":
+            print(json.dumps(phases_one(args.one)))
+        else:
+            print(json.dumps(plan_one(args.one, args.engine, args.time_limit)))
+        return 0
+    if args.phases:
+        run_phases(args)
         return 0
     rows = run(args)
     if args.json:
