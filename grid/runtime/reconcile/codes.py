@@ -13,6 +13,10 @@ DEFERRAL_TEXT: dict[str, str] = {
         "a desired replacement of this model is not yet ready on an admitting host, so the old "
         "replica keeps serving"
     ),
+    "last_replica_floor": (
+        "this is the model's last serving replica and the plan still wants the model but "
+        "cannot place it (an unmet shortfall), so the replica keeps serving"
+    ),
     "managed_baseline_floor": (
         "draining this replica would leave fewer managed ready replicas than the model's "
         "required baseline (external or unauthenticated replicas do not count)"

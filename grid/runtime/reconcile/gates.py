@@ -32,6 +32,7 @@ from grid.runtime.reconcile.safety import (
     backoff_blocker,
     domain_floor_blocker,
     evacuation_blocker,
+    last_replica_blocker,
     managed_floor_blocker,
     replacement_blocker,
     residency_age_blocker,
@@ -182,9 +183,13 @@ def _removing(c: Candidate) -> set[str]:
 
 
 def _replacements(ctx: GateContext, c: Candidate) -> Blocker | None:
+    """The plan's replacements are READY first, and a model the plan leaves short keeps its
+    last serving replica (no replacement can become ready; `last_replica_floor`)."""
     if ctx.retired(c.model_id) or not ctx.serving_drain(c):
         return None
-    return replacement_blocker(ctx.view, c.model_id, _removing(c))
+    removing = _removing(c)
+    blocker = replacement_blocker(ctx.view, c.model_id, removing)
+    return blocker or last_replica_blocker(ctx.view, c.model_id, removing)
 
 
 def _evacuation(ctx: GateContext, c: Candidate) -> Blocker | None:
@@ -272,8 +277,9 @@ GATES: tuple[Gate, ...] = (
     Gate("lifecycle_finished", "constructive_in_flight", Stage.STANDING, _lifecycle_idle),
     Gate("minimum_residency", "minimum_residency", Stage.TIMING, _minimum_residency),
     Gate("scale_down_cooldown", "scale_down_cooldown", Stage.TIMING, _cooldown),
-    # Last replica: the plan's replacements are READY first (a preemption has none: it is the
-    # planner's explicit exception, released before its beneficiary is placed).
+    # Last replica: the plan's replacements are READY first, and a model the plan leaves short
+    # keeps its last serving replica (`last_replica_floor`); a preemption has none of this: it
+    # is the planner's explicit exception, released before its beneficiary is placed.
     Gate(
         "replacements_ready",
         "replacement_not_ready",

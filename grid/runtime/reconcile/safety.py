@@ -4,6 +4,8 @@
   replacement the plan names is counted READY (admitting host, live child route, exact
   artifact), the managed baseline is not left to external or unauthenticated replicas, and the
   failure-domain floor holds during the change.
+- Last-replica floor: the last serving replica of a model the plan wants but cannot place
+  (an unmet shortfall) is never cleaned up; only a staged preemption may take it.
 - Make before break: the last ready replica of a required model on a host that stopped
   admitting work drains only once a replacement elsewhere is counted READY.
 - Drain before unload: UNLOAD only once the residency no longer serves (draining, or a lifecycle
@@ -58,6 +60,26 @@ def replacement_blocker(view: FleetView, model_id: str, removing: set[str]) -> B
             why = res.state.value
         return Blocker("replacement_not_ready", f"replacement on {host_id}: {why}")
     return None
+
+
+def last_replica_blocker(view: FleetView, model_id: str, removing: set[str]) -> Blocker | None:
+    """The last serving replica of a model the plan wants but leaves short stays (invariant 5).
+
+    When the plan places fewer replicas than it wants (an unmet shortfall), no replacement can
+    ever become ready, so a cleanup would take the model's last serving replica (any owner or
+    revision) away and leave nothing. A planner-staged preemption is the one exception.
+    """
+    wanted = view.plan.desired_replicas.get(model_id, 0)
+    placed = len(view.desired_hosts.get(model_id, []))
+    if model_id not in view.profiles or wanted < 1 or placed >= wanted:
+        return None
+    serving = [h for h, _r in view.by_model.get(model_id, []) if view.serving(model_id, h)]
+    if any(h not in removing for h in serving):
+        return None
+    return Blocker(
+        "last_replica_floor",
+        f"the last serving replica; the plan wants {wanted} and places {placed}",
+    )
 
 
 def evacuation_blocker(
