@@ -218,8 +218,9 @@ def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
     hosts = {h.host_id: h for h in snap.hosts}
     scarce = _scarce_peers(problem)
     boost = {m.model_id: _performance_boost(problem, m.model_id) for m in problem.models}
-    out: dict[tuple[str, str], int] = {}
-    for key, cand in problem.candidates.items():
+    widely = {m.model_id: len(problem.candidates_of_model(m.model_id)) > 2 for m in problem.models}
+
+    def score_of(cand: Candidate) -> int:
         host = hosts[cand.host_id]
         budget = problem.host_by_id[cand.host_id]
         if cand.incumbent is ResidencyState.READY:
@@ -236,11 +237,37 @@ def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
         score += round(min(100.0, perf) * boost[cand.model_id])
         if budget.allocatable_mb > 0:
             score += round(50 * min(1.0, cand.memory_mb / budget.allocatable_mb))
-        if len(problem.candidates_of_model(cand.model_id)) > 2:
+        if widely[cand.model_id]:
             score -= 30 * scarce.get(cand.host_id, 0)
         if host.state is HostState.THROTTLED:
             score -= 50
-        out[key] = score
+        return score
+
+    # Hosts of one shape give a model the same score unless the host has its own measured
+    # throughput or learned startup for it: those figures are all the score reads of a host
+    # but its ID, so the score is computed once per (model, host shape, candidate figures).
+    shape = {
+        h.host_id: (
+            h.hardware_tokens_per_s,
+            problem.host_by_id[h.host_id].allocatable_mb,
+            scarce.get(h.host_id, 0),
+            h.state is HostState.THROTTLED,
+        )
+        for h in snap.hosts
+    }
+    memo: dict[tuple[object, ...], int] = {}
+    out: dict[tuple[str, str], int] = {}
+    for key, cand in problem.candidates.items():
+        model_id, host_id = key
+        learned = snap.learned_startup.get(model_id)
+        if model_id in hosts[host_id].measured_tokens_per_s or (learned and host_id in learned):
+            out[key] = score_of(cand)
+            continue
+        memo_key = (model_id, shape[host_id], cand.incumbent, cand.cached, cand.memory_mb)
+        found = memo.get(memo_key)
+        if found is None:
+            found = memo[memo_key] = score_of(cand)
+        out[key] = found
     return out
 
 

@@ -1,5 +1,6 @@
 """The heuristic's per-domain candidate lists (heuristic_order.CandidateOrder): every greedy
-pick equals a brute-force argmax.
+pick equals a brute-force argmax; the quality table (memoized per host shape) equals the score
+restated candidate by candidate (`_quality_by_hand`).
 
 Oracle: for each pick, every candidate of the model is checked with the placement ledger's
 own `allowed`/`fits` questions (the state under test is not changed by the check), scored
@@ -10,11 +11,15 @@ candidate (or None when none is feasible); the whole placement must also pass va
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from grid.fleet.models import HostState, ResidencyState
+from grid.lab.fleetgen import generate_fleet
 from grid.lab.fleetgen_production import generate_production_fleet
 from grid.planner import heuristic_order
 from grid.planner.heuristic import heuristic_placement
@@ -24,8 +29,10 @@ from grid.planner.heuristic_order import (
     DOMAIN_SPREAD_BONUS,
     CandidateOrder,
 )
-from grid.planner.problem import Candidate, build_problem
+from grid.planner.levels import quality_scores
+from grid.planner.problem import Candidate, PlacementProblem, build_problem
 from grid.planner.validate import violations
+from tests.planner.fleets import host, model, snapshot, want
 from tests.planner.reference import reference_plan
 from tests.planner.strategies import fleets
 
@@ -92,3 +99,78 @@ def test_every_greedy_pick_is_the_brute_force_best(snap) -> None:  # type: ignor
         placed = heuristic_placement(problem)
     plan = reference_plan(problem, frozenset(placed))
     assert [v.code for v in violations(snap, plan)] == []
+
+
+def _quality_by_hand(problem: PlacementProblem) -> dict[tuple[str, str], int]:
+    """The static quality score restated candidate by candidate, nothing shared between
+    hosts: state (READY 1000, other incumbent 800, cached 400), minus the startup seconds
+    (capped at 300), plus throughput (capped at 100) times the demand boost, plus up to 50
+    for filling the host, minus 30 per scarce peer, minus 50 when throttled."""
+    snap = problem.snapshot
+    hosts = {h.host_id: h for h in snap.hosts}
+    by_model = [problem.candidates_of_model(p.model_id) for p in problem.models]
+    peers = Counter(c.host_id for cands in by_model if len(cands) <= 2 for c in cands)
+    out = {}
+    for key, c in problem.candidates.items():
+        prof = problem.model_by_id[c.model_id]
+        host = hosts[c.host_id]
+        score = {ResidencyState.READY: 1000, None: 400 if c.cached else 0}.get(c.incumbent, 800)
+        if c.incumbent is not ResidencyState.READY:
+            learned = snap.learned_startup.get(c.model_id, {}).get(c.host_id)
+            warm, load = prof.warm_estimate_s, prof.load_estimate_s
+            if learned is not None:
+                warm = learned.warm_s if learned.warm_s is not None else warm
+                load = learned.load_s if learned.load_s is not None else load
+            cached = c.incumbent is not None or c.cached
+            score -= min(300, math.ceil(warm + (0.0 if cached else load)))
+        demand = snap.demand.get(c.model_id)
+        boost = 1.0
+        if demand is not None:
+            per_replica = prof.replica_concurrency * prof.target_utilization
+            ratio = demand.offered_concurrency / per_replica if per_replica > 0 else 1.0
+            boost = max(1.0, min(snap.policy.max_performance_boost, ratio))
+        perf = host.measured_tokens_per_s.get(c.model_id, host.hardware_tokens_per_s)
+        score += round(min(100.0, perf) * boost)
+        allocatable = problem.host_by_id[c.host_id].allocatable_mb
+        if allocatable > 0:
+            score += round(50 * min(1.0, c.memory_mb / allocatable))
+        if len(problem.candidates_of_model(c.model_id)) > 2:
+            score -= 30 * peers.get(c.host_id, 0)
+        if host.state is HostState.THROTTLED:
+            score -= 50
+        out[key] = score
+    return out
+
+
+def test_quality_table_on_generated_fleets_equals_the_score_by_hand() -> None:
+    for snap in (generate_production_fleet(600, 60, 7), generate_fleet(256, 96, 7)):
+        problem = build_problem(snap)
+        assert quality_scores(problem) == _quality_by_hand(problem)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets())
+def test_quality_table_equals_the_score_by_hand(snap) -> None:  # type: ignore[no-untyped-def]
+    problem = build_problem(snap)
+    assert quality_scores(problem) == _quality_by_hand(problem)
+
+
+def test_hosts_of_one_shape_keep_their_own_measured_learned_and_scarce_scores() -> None:
+    # Four hosts alike but for h-b's measured throughput, h-c's learned startup, h-d's scarce
+    # peer (the only host of "rare") and h-e's throttled state: their scores must differ.
+    hosts = [host(h, 32768) for h in ("h-a", "h-b", "h-c", "h-d", "h-e")]
+    hosts[1]["measured_tokens_per_s"] = {"m": 90.0}
+    hosts[4]["state"] = "throttled"
+    snap = snapshot(
+        hosts,
+        [model("m", 4096), model("rare", 2048, allowed_hosts=["h-d"])],
+        {"m": want(1), "rare": want(1)},
+    )
+    doc = snap.model_dump(mode="json")
+    doc["learned_startup"] = {"m": {"h-c": {"warm_s": 250.0, "load_s": 40.0}}}
+    snap = type(snap).model_validate(doc)
+    problem = build_problem(snap)
+    got = quality_scores(problem)
+    assert got == _quality_by_hand(problem)
+    plain = got[("m", "h-a")]
+    assert all(got[("m", h)] != plain for h in ("h-b", "h-c", "h-d", "h-e"))
