@@ -8,9 +8,11 @@ retries idempotent (no reused id, no duplicate open action, no retry before its 
 the disturbances end, the fleet converges to the plan and stays there.
 
 1,000 scenarios in total (500 + 300 + 200), derandomized, with the heuristic engine on small
-fleets. The one accepted convergence gap is a managed baseline replica that the reconciler keeps
-because the plan would leave the model's baseline to an external replica alone
-(`managed_baseline_floor`): the spec forbids that hand-over.
+fleets. Two convergence gaps are accepted, both replicas the reconciler keeps on purpose: a
+managed baseline replica that the plan would leave to an external replica alone
+(`managed_baseline_floor`: the spec forbids that hand-over), and the last serving replica of a
+model the plan still wants but cannot place anywhere (`last_replica_floor`: a healthy last
+replica is never taken away by cleanup).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def _held(report: TickReport) -> set[tuple[str, str]]:
     return {
         (d.model_id, d.host_id)
         for d in report.result.deferred
-        if d.code == "managed_baseline_floor"
+        if d.code in {"managed_baseline_floor", "last_replica_floor"}
     }
 
 
