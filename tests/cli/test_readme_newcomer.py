@@ -41,6 +41,9 @@ SKIPPED = {
     "grid chat -m smollm2-135m": "needs a second machine (tests/e2e/test_netns.py)",
     ".venv/bin/python bench/": "benchmarks print figures for minutes and assert nothing",
     ".venv/bin/jupyter nbconvert": "executes the notebook (tests/notebooks runs it)",
+    ".venv/bin/grid test graduate": "a minute of all four strategies on six fleets "
+    "(tests/lab/test_scenario_gates.py checks the gates)",
+    ".venv/bin/grid test demo": "its own logical fleet on real llama.cpp (tests/e2e/test_demo.py)",
 }
 
 # What each command must print (matched as a prefix of the command; first match wins).
@@ -68,6 +71,8 @@ EXPECT = [
     (".venv/bin/grid capacity models/fleets/office.json --drill", "drill: if this host failed"),
     (".venv/bin/grid capacity models/fleets/fleet-64.json", '"added"'),
     (".venv/bin/grid capacity", "OPTIMAL"),
+    (".venv/bin/grid test scenario --machines 4", "safety violations 0"),
+    (".venv/bin/grid lab oracle models/oracle/example.json", "OPTIMAL"),
 ]
 
 
