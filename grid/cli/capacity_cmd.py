@@ -9,7 +9,6 @@ so that every desired replica is placed (grid/lab/capacity.py); `--drill` adds t
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,9 +18,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grid.fleet.errors import GridError, SnapshotError
-from grid.fleet.models import FleetSnapshot, Host
-from grid.fleet.snapshot import load_snapshot
+from grid.cli.plan_cmd import load_cli_snapshot
+from grid.fleet.errors import GridError
+from grid.fleet.models import Host
 from grid.lab.capacity_templates import DEFAULT_MAX, check_demand, check_max, load_templates
 from grid.planner.problem import allocatable_mb
 
@@ -38,15 +37,6 @@ capacity_app = typer.Typer(
     # `grid capacity SNAPSHOT --add T.json` must read the options after SNAPSHOT too.
     context_settings={"allow_interspersed_args": True},
 )
-
-
-def _load(path: Path) -> FleetSnapshot:
-    try:
-        return load_snapshot(path, now=time.time())
-    except SnapshotError as err:
-        if not err.next_command and err.code not in {"file_not_found", "file_unreadable"}:
-            err.next_command = f"grid validate {path}"
-        raise
 
 
 def _answer_view(answer: CapacityAnswer, templates: list[Host]) -> list[object]:
@@ -133,7 +123,7 @@ def capacity_cmd(
             fix="pass --add TEMPLATE.json; a GPU server ships in models/templates/",
             next_command=f"grid capacity {snapshot} --add models/templates/gpu-server.json",
         )
-    snap = _load(snapshot)
+    snap = load_cli_snapshot(snapshot)
     templates = load_templates(templates_paths)
     # Imported here so `grid --help` does not pay for the planner and OR-Tools.
     from grid.lab import whatif

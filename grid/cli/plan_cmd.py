@@ -29,7 +29,7 @@ class EngineChoice(StrEnum):
     HEURISTIC = "heuristic"
 
 
-def _load(path: Path) -> FleetSnapshot:
+def load_cli_snapshot(path: Path) -> FleetSnapshot:
     """Load with `now` = the current time (hand-written fleets omit it); point at validate."""
     try:
         return load_snapshot(path, now=time.time())
@@ -81,7 +81,7 @@ def plan(
 
     deadline = Deadline(time_limit)  # the promise covers the whole command, load included
     with plan_spinner(deadline, f"Planning {snapshot.name}"):
-        snap = _load(snapshot)
+        snap = load_cli_snapshot(snapshot)
         deadline.mark("load", deadline.start)
         # Imported here so `grid --version` and `grid validate` do not pay for OR-Tools.
         from grid.planner.plan import make_plan
@@ -128,7 +128,7 @@ def validate(
 ) -> None:
     """Check a snapshot against schema v1 and its cross-references; print OK and counts."""
     try:
-        snap = _load(snapshot)
+        snap = load_cli_snapshot(snapshot)
     except GridError as err:
         if not as_json:
             raise

@@ -11,18 +11,10 @@ import math
 from dataclasses import dataclass, fields
 
 from grid.fleet.errors import GridError
+from grid.fleet.workloads import DEFAULT_WORKLOAD_VOCABULARY
 
-DEFAULT_WORKLOADS: tuple[str, ...] = (
-    "general",
-    "coding",
-    "research",
-    "marketing",
-    "sales",
-    "design",
-    "image",
-    "video",
-    "embedding",
-)
+# The one workload vocabulary (the snapshot's `policy.workload_vocabulary` default).
+DEFAULT_WORKLOADS: tuple[str, ...] = DEFAULT_WORKLOAD_VOCABULARY
 
 
 @dataclass(frozen=True)

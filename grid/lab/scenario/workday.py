@@ -23,17 +23,9 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-WORDS = (
-    "coding",
-    "research",
-    "marketing",
-    "sales",
-    "design",
-    "image",
-    "video",
-    "embedding",
-    "general",
-)
+from grid.fleet.workloads import DEFAULT_WORKLOAD_VOCABULARY
+
+WORDS = DEFAULT_WORKLOAD_VOCABULARY
 PHASES: tuple[tuple[str, float, float, Mapping[str, float], float], ...] = (
     ("morning", 0.00, 0.10, {}, 0.6),
     ("coding-surge", 0.10, 0.30, {"coding": 2.5, "embedding": 1.5}, 1.0),
