@@ -91,7 +91,10 @@ class Measurements:
         weight = own.confidence(now) if own is not None else 0.0
         if own is None or weight == 0.0:
             return median
-        return weight * own.value + (1 - weight) * median
+        # median + w * (own - median), not w * own + (1 - w) * median: the same blend, but a
+        # route whose own estimate is the median gets exactly the median, so equal estimates
+        # stay equal and the documented tie-breaks (load, lease freshness) decide.
+        return median + weight * (own.value - median)
 
     def latency_s(self, key: MeasureKey, peers: list[MeasureKey], now: float) -> float:
         """The route's latency estimate: its own EWMA blended toward its model peers' median."""
