@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, fields
 from grid.demand.config import DemandConfig
 from grid.fleet.errors import GridError
 
+PLAN_WORKERS = ("inline", "thread", "process")
+
 
 @dataclass(frozen=True)
 class ControllerConfig:
@@ -19,6 +21,10 @@ class ControllerConfig:
     # of the soft ones (a plan left FEASIBLE is re-solved after resolve_interval_s).
     soft_stage_budget_s: float = 0.05
     periodic_interval_s: float = 5.0  # a tick runs at least this often
+    # Where a tick's plan is solved when its inputs changed: "inline" (in the tick), or off the
+    # tick's critical path in a "thread" or a "process" (plan_worker.py): the tick acts on the
+    # newest valid plan it has and adopts the background one on a later tick.
+    plan_worker: str = "inline"
     resolve_interval_s: float = 60.0  # a merely feasible plan is re-solved after this long
     membership_grace_s: float = 30.0  # after a restart, no destructive work before re-registration
     lease_ttl_s: float = 15.0  # controller mutation lease
@@ -43,6 +49,12 @@ class ControllerConfig:
                 "invalid_controller_config",
                 "plan_budget_s, lease_ttl_s and node_ttl_s must be positive",
                 fix="give each a positive number of seconds",
+            )
+        if self.plan_worker not in PLAN_WORKERS:
+            raise GridError(
+                "invalid_controller_config",
+                f"plan_worker {self.plan_worker!r} is not one of {', '.join(PLAN_WORKERS)}",
+                fix="set plan_worker to inline, thread or process",
             )
         if self.destructive_margin_s >= self.node_ttl_s:
             raise GridError(

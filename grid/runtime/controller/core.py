@@ -13,7 +13,9 @@ successful tick's safety revision to equal the current one, no membership grace,
 final revalidation in `delivery.py` after their delivery marker is durable.
 
 Plans. A tick solves with the configured engine within its budget and falls back to the
-heuristic if the engine fails. When the plan's complete inputs (clock-derived facts included, see
+heuristic if the engine fails; with `config.plan_worker` "thread" or "process" the solve runs
+off the tick's critical path and the tick acts on the newest plan that is still valid for its
+snapshot (plan_worker.py). When the plan's complete inputs (clock-derived facts included, see
 `plan_inputs`) equal those of the last proven-optimal or heuristic plan, that plan is kept and
 only reconciliation runs, so idle periodic passes and repeated heartbeats stay cheap; the plan
 generation changes exactly when those inputs do.
@@ -51,6 +53,7 @@ from grid.fleet.errors import GridError
 from grid.fleet.generation import PlanGeneration
 from grid.fleet.models import FleetSnapshot, ModelProfile, Plan, Policy
 from grid.planner.plan import make_plan
+from grid.planner.targets import compute_targets
 from grid.runtime.controller.authority import Grace, LeaseKeeper, held_in_grace
 from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig
@@ -64,13 +67,13 @@ from grid.runtime.controller.live_state import (
     restore_state,
 )
 from grid.runtime.controller.outbox import Authority, Outbox, PlanFacts
+from grid.runtime.controller.plan_worker import PlanNeed, PlanWorker, tick_plan
 from grid.runtime.controller.planning import (
     Planner,
     describe,
     grace_deferral,
     plan_inputs,
     reusable_plan,
-    solve,
 )
 from grid.runtime.controller.profiles import validate_profile
 from grid.runtime.controller.registry import Registry
@@ -134,6 +137,8 @@ class Controller:
         self.store = store
         self.lease = lease
         self.planner = planner
+        self.plan_worker: PlanWorker | None = None  # config.plan_worker, started on first use
+        self.plan_ready: Callable[[], None] | None = None  # called when a background plan is in
         self.controller_id = lease.controller_id if lease is not None else secrets.token_hex(8)
         self.lock = threading.RLock()
         self._tick_lock = threading.RLock()
@@ -440,21 +445,24 @@ class Controller:
                 revision, safety = self.dirty_revision, self.safety_revision
                 snap = self.snapshot(now)
             report = TickReport(ok=False, at=now, revision=revision)
-            digest = input_digest(plan_inputs(snap))
-            solved_at = self.last_solved_at
+            targets = compute_targets(snap)
+            digest = input_digest(plan_inputs(snap, targets))
+            plan_digest, solved_at = digest, self.last_solved_at
             with self.lock:
                 plan = reusable_plan(self.state.last, digest, now, self.config.resolve_interval_s)
             if plan is not None:
-                report.reused_plan = True
+                report.reused_plan, report.plan_source = True, "reused"
             else:
-                plan = solve(self.planner, snap, self.config, report)
-                solved_at = now
+                need = PlanNeed(snap, digest, targets)
+                plan, plan_digest, solved_at = tick_plan(
+                    self._plan_worker(), self.planner, self.config, self.state.last, need, report
+                )
             with self.lock:
                 rev, counters = self.state.revisions, self.counters
                 counters.ticks += 1
                 rev.processed = max(rev.processed, revision)
                 if plan is not None:
-                    self._commit(plan, snap, digest, now, report)
+                    self._commit(plan, snap, plan_digest, now, report)
                 report.duration_ms = round((time.perf_counter() - started) * 1000, 2)
                 if report.ok:
                     self.last_solved_at = solved_at
@@ -468,6 +476,24 @@ class Controller:
                     self.warn("tick_failed", f"the last tick failed: {report.error}")
                 self.last_tick = report
             return report
+
+    def _plan_worker(self) -> PlanWorker | None:
+        """The background planner of `config.plan_worker` (none when "inline"), made lazily."""
+        if self.config.plan_worker == "inline":
+            return None
+        if self.plan_worker is None:
+            self.plan_worker = PlanWorker(self.config.plan_worker, self.config, self.on_plan_ready)
+        return self.plan_worker
+
+    def on_plan_ready(self) -> None:
+        """A background plan finished: the service ticks soon to adopt it."""
+        if self.plan_ready is not None:
+            self.plan_ready()
+
+    def close(self) -> None:
+        """Stop the background planner, if any (its unfinished solve is dropped)."""
+        if self.plan_worker is not None:
+            self.plan_worker.close()
 
     def ensure_success(self, revision: int, clock: Callable[[], float]) -> bool:
         """Make sure a successful tick covers `revision` (coalesced: one tick serves many)."""

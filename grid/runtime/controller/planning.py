@@ -12,7 +12,7 @@ from grid.fleet.actions import Action, Deferral
 from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.eligibility import host_refusals
-from grid.planner.targets import compute_targets
+from grid.planner.targets import Target, compute_targets
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.live_state import LastTick
 from grid.runtime.controller.reports import TickReport
@@ -69,13 +69,13 @@ def describe(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def plan_inputs(snap: FleetSnapshot) -> dict[str, Any]:
+def plan_inputs(snap: FleetSnapshot, targets: dict[str, Target] | None = None) -> dict[str, Any]:
     """Everything the plan depends on, with clocks replaced by the facts derived from them.
 
     Raw timestamps are dropped so an idle fleet keeps one generation; what the planner reads
     from the clock is kept instead: each host's eligibility (heartbeat freshness), each model's
     targets (scale-down cooldown) and which residencies are still inside their minimum
-    residency (preemption protection).
+    residency (preemption protection). `targets`: compute_targets(snap) when the caller has it.
     """
     doc = snap.model_dump(mode="json", exclude={"now", "history"})
     for host in doc["hosts"]:
@@ -94,7 +94,7 @@ def plan_inputs(snap: FleetSnapshot) -> dict[str, Any]:
     )
     doc["clock_facts"] = {
         "refusals": {h.host_id: host_refusals(h, snap) for h in snap.hosts},
-        "targets": {m: asdict(t) for m, t in sorted(compute_targets(snap).items())},
+        "targets": {m: asdict(t) for m, t in sorted((targets or compute_targets(snap)).items())},
         "protected": protected,
     }
     return doc

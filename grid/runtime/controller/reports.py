@@ -23,6 +23,9 @@ class TickReport:
     engine: str = ""
     solver_status: str = ""
     reused_plan: bool = False  # inputs unchanged since the last solve: its plan was kept
+    # reused | solved (in this tick) | adopted (a background plan) | carried (the plan in use,
+    # still valid, while the background solves the new inputs): see plan_worker.py
+    plan_source: str = ""
     issued: list[str] = field(default_factory=list)
     withdrawn: list[str] = field(default_factory=list)
     error: str = ""

@@ -4,7 +4,8 @@ The pure-ish `Controller` takes `now` everywhere; this runner supplies `time.tim
 daemon thread that ticks at least every `periodic_interval_s` and promptly after inputs that mark
 placement dirty (registration, heartbeats without a command request, profiles, observations).
 Bursts of such events are coalesced into one pass by a short debounce. A command poll does not
-wait for this thread: it runs (or joins) a tick itself through `Controller.ensure_success`.
+wait for this thread: it runs (or joins) a tick itself through `Controller.ensure_success`. A
+background plan (`plan_worker`) that finishes wakes the loop so the next pass adopts it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class ControllerService:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        controller.plan_ready = self.notify  # a background plan is adopted by the next pass
 
     def start(self) -> None:
         if self._thread is not None:
@@ -40,6 +42,7 @@ class ControllerService:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        self.controller.close()
         lease = self.controller.lease
         if lease is not None:
             lease.release()
