@@ -23,11 +23,12 @@ scores any plan with `score_placement`, so engines are compared on one scale.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from grid.fleet.models import Evidence, HostState, ResidencyState
+from grid.fleet.models import Evidence, FleetSnapshot, Host, HostState, ResidencyState
 from grid.planner.problem import Candidate, PlacementProblem
 
 Sense = Literal["max", "min"]
@@ -205,6 +206,13 @@ def _scarce_peers(problem: PlacementProblem) -> dict[str, int]:
     return counts
 
 
+def _scarce(problem: PlacementProblem) -> dict[str, int]:
+    found = problem.memo.get("scarce_peers")
+    if found is None:
+        found = problem.memo["scarce_peers"] = _scarce_peers(problem)
+    return found  # type: ignore[return-value]
+
+
 def quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
     """Static placement-quality score of every candidate (higher is better), memoized."""
     cached = problem.memo.get("quality_scores")
@@ -216,7 +224,7 @@ def quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
 def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
     snap = problem.snapshot
     hosts = {h.host_id: h for h in snap.hosts}
-    scarce = _scarce_peers(problem)
+    scarce = _scarce(problem)
     boost = {m.model_id: _performance_boost(problem, m.model_id) for m in problem.models}
     widely = {m.model_id: len(problem.candidates_of_model(m.model_id)) > 2 for m in problem.models}
 
@@ -246,29 +254,73 @@ def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
     # Hosts of one shape give a model the same score unless the host has its own measured
     # throughput or learned startup for it: those figures are all the score reads of a host
     # but its ID, so the score is computed once per (model, host shape, candidate figures).
-    shape = {
-        h.host_id: (
-            h.hardware_tokens_per_s,
-            problem.host_by_id[h.host_id].allocatable_mb,
-            scarce.get(h.host_id, 0),
-            h.state is HostState.THROTTLED,
-        )
-        for h in snap.hosts
-    }
+    # Hosts of one build shape (problem.py) also have equal candidates, model by model, so a
+    # host of a known (build shape, quality class) copies that pair's whole score list.
+    classes = quality_classes(problem)
+    shapes: dict[str, int] = problem.memo.get("build_shapes", {})  # type: ignore[assignment]
     memo: dict[tuple[object, ...], int] = {}
+    by_shape: dict[tuple[int, tuple[object, ...]], list[int]] = {}
     out: dict[tuple[str, str], int] = {}
-    for key, cand in problem.candidates.items():
-        model_id, host_id = key
-        learned = snap.learned_startup.get(model_id)
-        if model_id in hosts[host_id].measured_tokens_per_s or (learned and host_id in learned):
-            out[key] = score_of(cand)
+    for budget in problem.hosts:
+        host_id = budget.host_id
+        cands = problem.candidates_of_host(host_id)
+        klass = classes[host_id]
+        shape = shapes.get(host_id)
+        if klass is not None and shape is not None:
+            found_scores = by_shape.get((shape, klass))
+            if found_scores is None:
+                found_scores = by_shape[(shape, klass)] = [score_of(c) for c in cands]
+            out.update(zip(map(_KEY, cands), found_scores, strict=True))
             continue
-        memo_key = (model_id, shape[host_id], cand.incumbent, cand.cached, cand.memory_mb)
-        found = memo.get(memo_key)
-        if found is None:
-            found = memo[memo_key] = score_of(cand)
-        out[key] = found
+        host = hosts[host_id]
+        figures = klass or _quality_shape(problem, host)
+        for cand in cands:
+            key = (cand.model_id, host_id)
+            if klass is None and _own_figures(snap, host, cand.model_id):
+                out[key] = score_of(cand)
+                continue
+            memo_key = (cand.model_id, figures, cand.incumbent, cand.cached, cand.memory_mb)
+            found = memo.get(memo_key)
+            if found is None:
+                found = memo[memo_key] = score_of(cand)
+            out[key] = found
     return out
+
+
+_KEY = operator.itemgetter(0, 1)
+
+
+def _own_figures(snap: FleetSnapshot, host: Host, model_id: str) -> bool:
+    """The host has its own measured throughput or learned startup for the model."""
+    learned = snap.learned_startup.get(model_id)
+    return model_id in host.measured_tokens_per_s or bool(learned and host.host_id in learned)
+
+
+def _quality_shape(problem: PlacementProblem, host: Host) -> tuple[object, ...]:
+    """All that the static score reads of a host but its ID and its own per-model figures."""
+    return (
+        host.hardware_tokens_per_s,
+        problem.host_by_id[host.host_id].allocatable_mb,
+        _scarce(problem).get(host.host_id, 0),
+        host.state is HostState.THROTTLED,
+    )
+
+
+def quality_classes(problem: PlacementProblem) -> dict[str, tuple[object, ...] | None]:
+    """Per host: its `_quality_shape` when it has no measured throughput and no learned
+    startup of its own for any model (two hosts of one class then give equal candidates
+    equal scores), else None (its scores are computed candidate by candidate)."""
+    cached = problem.memo.get("quality_classes")
+    if cached is None:
+        snap = problem.snapshot
+        learned_hosts = {h for per_host in snap.learned_startup.values() for h in per_host}
+        cached = problem.memo["quality_classes"] = {
+            host.host_id: None
+            if host.measured_tokens_per_s or host.host_id in learned_hosts
+            else _quality_shape(problem, host)
+            for host in snap.hosts
+        }
+    return cached  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------------------- scoring

@@ -21,6 +21,7 @@ from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot, Plan, Preemption
 from grid.planner.assemble import assemble_plan
 from grid.planner.deadline import Deadline, model_build_s_per_key, post_solve_reserve_s
+from grid.planner.gcpause import gc_paused
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.levels import compare, score_placement
 from grid.planner.preemption import stage_changes
@@ -64,6 +65,18 @@ def make_plan(
             fix="pass --time-limit with a value such as 2.5",
         )
     deadline = deadline if deadline is not None else Deadline(time_limit_s)
+    with gc_paused():
+        return _make_plan(snap, engine, deadline, deterministic, targets, soft_stage_limit_s)
+
+
+def _make_plan(
+    snap: FleetSnapshot,
+    engine: str,
+    deadline: Deadline,
+    deterministic: bool,
+    targets: dict[str, Target] | None,
+    soft_stage_limit_s: float | None,
+) -> Plan:
     started = deadline.clock()
     problem = build_problem(snap, targets)
     clock = deadline.mark("build", started)

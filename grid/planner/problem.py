@@ -28,9 +28,12 @@ name), never less than an incumbent's reported memory.
 from __future__ import annotations
 
 import math
-from collections import Counter
+import operator
+from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import repeat
 from typing import NamedTuple
 
 from grid.fleet.models import (
@@ -44,6 +47,8 @@ from grid.fleet.models import (
     ResidencyState,
 )
 from grid.planner.eligibility import compatible_runtimes, host_refusals, pair_refusals
+from grid.planner.gcpause import gc_paused
+from grid.planner.refusals import RefusalTable
 from grid.planner.targets import Target, compute_targets
 
 
@@ -135,7 +140,7 @@ class PlacementProblem:
     models: list[ModelProfile]  # by priority (highest first), then model_id
     hosts: list[HostBudget]  # by host_id
     candidates: dict[tuple[str, str], Candidate]
-    refusals: dict[tuple[str, str], list[str]]
+    refusals: Mapping[tuple[str, str], list[str]]
     fixed: list[FixedReplica]
     excluded_pairs: frozenset[frozenset[str]]
     # Derived tables computed once per problem by other modules (e.g. quality scores).
@@ -144,6 +149,8 @@ class PlacementProblem:
     _by_host: dict[str, list[Candidate]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        if self._by_model or self._by_host or not self.candidates:  # given by build_problem
+            return
         for cand in self.candidates.values():
             self._by_model.setdefault(cand.model_id, []).append(cand)
             self._by_host.setdefault(cand.host_id, []).append(cand)
@@ -369,9 +376,42 @@ def _pair(
     )
 
 
+NOT_DESIRED = ["not_desired"]  # shared by every refused pair it explains: never mutate
+Tail = tuple[str, int, int, int, None, bool, bool]  # a Candidate's fields after its key
+
+
+@dataclass
+class _Shape:
+    """One build shape's candidates and refusals, in model order (see `build_problem`)."""
+
+    model_ids: list[str]  # the models with a candidate on every host of the shape
+    tails: list[Tail]  # each candidate's fields after its key
+    refused: dict[str, list[str]]
+    per_host: list[str]  # models whose allow, deny or pin lists name hosts: decided per host
+    index: int
+    lists: list[list[Candidate]] = field(default_factory=list)  # by_model's list per model
+
+
+def _host_specific(model: ModelProfile) -> bool:
+    return bool(model.allowed_hosts or model.denied_hosts or model.pinned_hosts)
+
+
 def build_problem(
     snap: FleetSnapshot, targets: dict[str, Target] | None = None
 ) -> PlacementProblem:
+    """Candidates and refusals of every (model, host) pair.
+
+    Hosts without residencies that agree on everything `_pair` reads but their ID (runtimes,
+    backends, tiers, tags, actuator, cached weights, slot cap; admitting) form one *build
+    shape*: its candidates are decided once per model, and each host of the shape gets a copy
+    with its own ID (a model whose allow, deny or pin lists name hosts is decided per host).
+    Hosts with residencies are decided pair by pair. The result, its order included, is the
+    same as deciding every pair on its own."""
+    with gc_paused():
+        return _build_problem(snap, targets)
+
+
+def _build_problem(snap: FleetSnapshot, targets: dict[str, Target] | None) -> PlacementProblem:
     targets = targets if targets is not None else compute_targets(snap)
     models = sorted(snap.models, key=lambda m: (-m.priority, m.model_id))
     hosts = sorted(snap.hosts, key=lambda h: h.host_id)
@@ -385,11 +425,35 @@ def build_problem(
     profiles = {m.model_id: m for m in models}
     budgets = [_host_budget(h, snap, profiles) for h in hosts]
     candidates: dict[tuple[str, str], Candidate] = {}
-    refusals: dict[tuple[str, str], list[str]] = {}
+    refusals = RefusalTable()
+    by_model: dict[str, list[Candidate]] = {m.model_id: [] for m in models}
+    by_host: dict[str, list[Candidate]] = {}
     fixed: list[FixedReplica] = []
     rules = _PairRules()
+    shapes: dict[object, _Shape] = {}
+    host_shape: dict[str, int] = {}
+    not_admitting: dict[tuple[str, ...], dict[str, list[str]]] = {}
+    make = tuple.__new__
+
+    def pair(
+        model: ModelProfile,
+        host: Host,
+        budget: HostBudget,
+        signature: HostSignature,
+        residency: Residency | None,
+    ) -> tuple[Candidate | None, list[str]]:
+        return _pair(
+            model,
+            host,
+            budget,
+            partners.get(model.model_id, frozenset()),
+            residency,
+            rules,
+            signature,
+        )
+
     for host, budget in zip(hosts, budgets, strict=True):
-        signature = _signature(host)
+        host_id = host.host_id
         for res in host.residencies:
             prof = profiles.get(res.model_id)
             if (
@@ -399,29 +463,79 @@ def build_problem(
                 and budget.admitting
             ):
                 runtime = res.runtime or choose_runtime(prof, host) or "external"
-                fixed.append(FixedReplica(res.model_id, host.host_id, res.memory_mb, runtime))
-        residencies = {r.model_id: r for r in host.residencies}
+                fixed.append(FixedReplica(res.model_id, host_id, res.memory_mb, runtime))
+        if budget.refusals:  # the host takes no new work: skip the pair filters
+            shared = not_admitting.get(budget.refusals)
+            if shared is None:
+                why = list(budget.refusals)
+                shared = not_admitting[budget.refusals] = {
+                    m.model_id: NOT_DESIRED if targets[m.model_id].desired == 0 else why
+                    for m in models
+                }
+            refusals.set_host(host_id, shared)
+            continue
+        signature = _signature(host)
+        if host.residencies:  # decided pair by pair
+            residencies = {r.model_id: r for r in host.residencies}
+            own: list[Candidate] = []
+            refused: dict[str, list[str]] = {}
+            for model in models:
+                if targets[model.model_id].desired == 0:
+                    refused[model.model_id] = NOT_DESIRED
+                    continue
+                cand, why = pair(model, host, budget, signature, residencies.get(model.model_id))
+                if cand is None:
+                    refused[model.model_id] = why
+                else:
+                    own.append(cand)
+            _add_host(host_id, own, candidates, by_model, by_host)
+            refusals.set_host(host_id, refused)
+            continue
+        key = (signature, tuple(sorted(host.cached_models)), host.max_models)
+        shape = shapes.get(key)
+        if shape is None:
+            shape = shapes[key] = _Shape([], [], {}, [], len(shapes))
+            for model in models:
+                if targets[model.model_id].desired == 0:
+                    shape.refused[model.model_id] = NOT_DESIRED
+                elif _host_specific(model):
+                    shape.per_host.append(model.model_id)
+                else:
+                    cand, why = pair(model, host, budget, signature, None)
+                    if cand is None:
+                        shape.refused[model.model_id] = why
+                    else:
+                        shape.model_ids.append(model.model_id)
+                        shape.tails.append(cand[2:])  # type: ignore[arg-type]
+            shape.lists = [by_model[m] for m in shape.model_ids]
+        if not shape.per_host:  # C-level maps: this loop runs once per candidate
+            host_shape[host_id] = shape.index
+            keys = list(zip(shape.model_ids, repeat(host_id)))
+            own = list(map(make, repeat(Candidate), map(operator.add, keys, shape.tails)))
+            if own:
+                candidates.update(zip(keys, own, strict=True))
+                deque(map(list.append, shape.lists, own), maxlen=0)
+                by_host[host_id] = own
+            refusals.set_host(host_id, shape.refused)
+            continue
+        decided: dict[str, Candidate | list[str]] = {
+            m: make(Candidate, (m, host_id, *tail))
+            for m, tail in zip(shape.model_ids, shape.tails, strict=True)
+        }
+        decided.update(shape.refused)
+        for model_id in shape.per_host:
+            cand, why = pair(profiles[model_id], host, budget, signature, None)
+            decided[model_id] = why if cand is None else cand
+        own, refused = [], {}
         for model in models:
-            if targets[model.model_id].desired == 0:
-                refusals[(model.model_id, host.host_id)] = ["not_desired"]
-                continue
-            if budget.refusals:  # the host takes no new work: skip the pair filters
-                refusals[(model.model_id, host.host_id)] = list(budget.refusals)
-                continue
-            cand, why = _pair(
-                model,
-                host,
-                budget,
-                partners.get(model.model_id, frozenset()),
-                residencies.get(model.model_id),
-                rules,
-                signature,
-            )
-            if cand is None:
-                refusals[(model.model_id, host.host_id)] = why
+            found = decided[model.model_id]
+            if isinstance(found, list):
+                refused[model.model_id] = found
             else:
-                candidates[(model.model_id, host.host_id)] = cand
-    return PlacementProblem(
+                own.append(found)
+        _add_host(host_id, own, candidates, by_model, by_host)
+        refusals.set_host(host_id, refused)
+    problem = PlacementProblem(
         snapshot=snap,
         targets=targets,
         models=models,
@@ -430,4 +544,25 @@ def build_problem(
         refusals=refusals,
         fixed=fixed,
         excluded_pairs=excluded,
+        _by_model={m: cands for m, cands in by_model.items() if cands},
+        _by_host=by_host,
     )
+    # Per host of a build shape without per-host models: the shape's index. Such hosts have
+    # equal candidates, model by model, but for the host ID (levels.py, types.py read it).
+    problem.memo["build_shapes"] = host_shape
+    return problem
+
+
+def _add_host(
+    host_id: str,
+    own: list[Candidate],
+    candidates: dict[tuple[str, str], Candidate],
+    by_model: dict[str, list[Candidate]],
+    by_host: dict[str, list[Candidate]],
+) -> None:
+    if not own:
+        return
+    by_host[host_id] = own
+    for cand in own:
+        candidates[(cand.model_id, host_id)] = cand
+        by_model[cand.model_id].append(cand)

@@ -28,6 +28,7 @@ from grid.fleet.models import (
     Host,
     HostState,
     ModelProfile,
+    Residency,
     ResidencyState,
 )
 from grid.planner.eligibility import host_refusals, pair_refusals
@@ -83,6 +84,17 @@ class HostIndex:
             on_disk.update(r.model_id for r in host.residencies if r.state is ResidencyState.CACHED)
             for model_id in sorted(on_disk):
                 out.setdefault(model_id, []).append(host)
+        return out
+
+    @cached_property
+    def ready(self) -> dict[str, list[Residency]]:
+        """Per model, its READY residencies on hosts that serve (`host_serves`), host order."""
+        out: dict[str, list[Residency]] = {}
+        for host in self.snap.hosts:
+            if host.residencies and host_serves(host, self.snap):
+                for res in host.residencies:
+                    if res.state is ResidencyState.READY:
+                        out.setdefault(res.model_id, []).append(res)
         return out
 
 
@@ -151,18 +163,14 @@ def model_target(
 ) -> Target:
     demand = snap.demand.get(model.model_id)
     pins = len(set(model.pinned_hosts))
+    index = index or HostIndex(snap)
     ready = 0
     recently_used = 0
-    for host in snap.hosts:
-        if not host_serves(host, snap):
-            continue
-        for res in host.residencies:
-            if res.model_id != model.model_id or res.state is not ResidencyState.READY:
-                continue
-            ready += 1
-            last = res.last_used_at if res.last_used_at is not None else res.loaded_at
-            if last is not None and snap.now - last <= model.scale_down_cooldown_s:
-                recently_used += 1
+    for res in index.ready.get(model.model_id, ()):
+        ready += 1
+        last = res.last_used_at if res.last_used_at is not None else res.loaded_at
+        if last is not None and snap.now - last <= model.scale_down_cooldown_s:
+            recently_used += 1
 
     reason = "baseline"
     if demand is not None and demand.desired_replicas is not None:

@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from grid.planner.cpsat.ledger import Ledger
-from grid.planner.levels import quality_scores
-from grid.planner.problem import PlacementProblem
+from grid.planner.levels import quality_classes, quality_scores
+from grid.planner.problem import Candidate, PlacementProblem
 
 Key = tuple[str, str]
 
@@ -52,16 +52,28 @@ def host_types(problem: PlacementProblem) -> list[HostType]:
     if cached is not None:
         return cached  # type: ignore[return-value]
     quality = quality_scores(problem)
+    classes = quality_classes(problem)
+    shapes: dict[str, int] = problem.memo.get("build_shapes", {})  # type: ignore[assignment]
     spread = any(m.min_failure_domains > 1 for m in problem.models)
-    live_hosts = {h.host_id for h in problem.hosts if h.live_models or h.fixed_models}
+    interned: dict[object, int] = {}  # candidate signature -> a small ID (hashed once)
+    by_shape: dict[tuple[int, object], int] = {}
     groups: dict[object, list[str]] = {}
     for budget in problem.hosts:
-        cands = problem.candidates_of_host(budget.host_id)
+        host_id = budget.host_id
+        cands = problem.candidates_of_host(host_id)
         if not cands:
             continue
-        if budget.host_id in live_hosts:
-            groups[("individual", budget.host_id)] = [budget.host_id]
+        if budget.live_models or budget.fixed_models:
+            groups[("individual", host_id)] = [host_id]
             continue
+        # Hosts of one build shape and quality class have equal candidate signatures
+        # (problem.py, levels.py): computed once per such pair.
+        shape, klass = shapes.get(host_id), classes[host_id]
+        found = by_shape.get((shape, klass)) if shape is not None and klass is not None else None
+        if found is None:
+            found = interned.setdefault(_candidates_signature(cands, quality), len(interned))
+            if shape is not None and klass is not None:
+                by_shape[(shape, klass)] = found
         signature = (
             budget.allocatable_mb,
             budget.headroom_mb,
@@ -70,21 +82,9 @@ def host_types(problem: PlacementProblem) -> list[HostType]:
             budget.new_cap,
             budget.disk_free_mb,
             budget.domain if spread else "",
-            tuple(
-                (
-                    c.model_id,
-                    c.runtime,
-                    c.memory_mb,
-                    c.new_mb,
-                    c.disk_mb,
-                    c.cached,
-                    c.pinned,
-                    quality[(c.model_id, c.host_id)],
-                )
-                for c in sorted(cands)
-            ),
+            found,
         )
-        groups.setdefault(signature, []).append(budget.host_id)
+        groups.setdefault(signature, []).append(host_id)
     out = []
     for members in groups.values():
         ids = tuple(sorted(members))
@@ -93,6 +93,25 @@ def host_types(problem: PlacementProblem) -> list[HostType]:
     out.sort(key=lambda t: t.type_id)
     problem.memo["host_types"] = out
     return out
+
+
+def _candidates_signature(
+    cands: list[Candidate], quality: Mapping[tuple[str, str], int]
+) -> tuple[tuple[object, ...], ...]:
+    """Everything of a host's candidates but the host ID, by model, with the quality score."""
+    return tuple(
+        (
+            c.model_id,
+            c.runtime,
+            c.memory_mb,
+            c.new_mb,
+            c.disk_mb,
+            c.cached,
+            c.pinned,
+            quality[(c.model_id, c.host_id)],
+        )
+        for c in sorted(cands)
+    )
 
 
 def disaggregate(
