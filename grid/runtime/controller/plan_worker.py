@@ -37,9 +37,23 @@ from grid.runtime.controller.planning import Planner, describe, solve
 from grid.runtime.controller.reports import TickReport
 
 # Findings that make a plan solved for older inputs stale but not unsafe: a residency that
-# finished loading since (its `existing` flag), and a target that rose since (a shortfall or pin
-# the plan's explanations do not cover yet). The next background plan covers them.
-TOLERATED_CODES = frozenset({"existing_flag", "unexplained_shortfall", "unexplained_pin"})
+# finished loading since (its `existing` flag), and a target that moved since (a shortfall or
+# pin the plan's explanations do not cover yet, a surplus replica or one off its pins after a
+# scale-down). The reconciler's floors and gates use the tick's own targets whatever the plan
+# says, and the next background plan follows the new target. Every other finding (a host gone or
+# not admitting, memory, slots, disk, runtime, colocation, an unmanaged replica missing) is a
+# hard constraint the fleet no longer allows: such a plan is never acted on.
+TOLERATED_CODES = frozenset(
+    {
+        "existing_flag",
+        "unexplained_shortfall",
+        "unexplained_pin",
+        "replica_bounds",
+        "pin_substituted",
+    }
+)
+
+SCALE_DOWN_CODES = frozenset({"replica_bounds", "pin_substituted"})
 
 
 @dataclass(frozen=True)
@@ -74,7 +88,12 @@ class Choice:
 def carry_blockers(plan: Plan, snap: FleetSnapshot, targets: dict[str, Target]) -> list[str]:
     """Why `plan` may not be acted on against `snap` (empty: it may)."""
     found = violations(snap, plan, targets)
-    return [f"{v.code}: {v.message}" for v in found if v.code not in TOLERATED_CODES]
+    out = [f"{v.code}: {v.message}" for v in found if v.code not in TOLERATED_CODES]
+    if plan.preemptions and any(v.code in SCALE_DOWN_CODES for v in found):
+        # Its evictions were staged for targets that have since dropped: freed capacity may
+        # make them needless, and an eviction is destructive.
+        out.append("preemption_target_dropped: the plan stages evictions for older targets")
+    return out
 
 
 def tick_plan(
