@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, fields
 from grid.demand.config import DemandConfig
 from grid.fleet.errors import GridError
 
-PLAN_WORKERS = ("inline", "thread", "process")
+PLAN_WORKERS = ("auto", "inline", "thread", "process")
+AUTO_BACKGROUND_HOSTS = 128
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,10 @@ class ControllerConfig:
     periodic_interval_s: float = 5.0  # a tick runs at least this often
     # Where a tick's plan is solved when its inputs changed: "inline" (in the tick), or off the
     # tick's critical path in a "thread" or a "process" (plan_worker.py): the tick acts on the
-    # newest valid plan it has and adopts the background one on a later tick.
-    plan_worker: str = "inline"
+    # newest valid plan it has and adopts the background one on a later tick. "auto": a process
+    # once the fleet has AUTO_BACKGROUND_HOSTS hosts (an inline solve there takes ~0.4-1 s on
+    # two cores; at 64 hosts ~0.13 s), inline below (docs/controller-tick.md).
+    plan_worker: str = "auto"
     resolve_interval_s: float = 60.0  # a merely feasible plan is re-solved after this long
     membership_grace_s: float = 30.0  # after a restart, no destructive work before re-registration
     lease_ttl_s: float = 15.0  # controller mutation lease
@@ -34,6 +37,12 @@ class ControllerConfig:
     tick_wait_s: float = 10.0  # how long a command poll waits for a tick at its revision
     status_history: int = 50  # action records shown in status
     demand: DemandConfig = field(default_factory=DemandConfig)
+
+    def plan_worker_for(self, hosts: int) -> str:
+        """The worker a tick over `hosts` hosts plans with ("auto" resolved)."""
+        if self.plan_worker != "auto":
+            return self.plan_worker
+        return "process" if hosts >= AUTO_BACKGROUND_HOSTS else "inline"
 
     def __post_init__(self) -> None:
         for spec in fields(self):
@@ -54,7 +63,7 @@ class ControllerConfig:
             raise GridError(
                 "invalid_controller_config",
                 f"plan_worker {self.plan_worker!r} is not one of {', '.join(PLAN_WORKERS)}",
-                fix="set plan_worker to inline, thread or process",
+                fix="set plan_worker to auto, inline, thread or process",
             )
         if self.destructive_margin_s >= self.node_ttl_s:
             raise GridError(

@@ -453,9 +453,10 @@ class Controller:
             if plan is not None:
                 report.reused_plan, report.plan_source = True, "reused"
             else:
-                need = PlanNeed(snap, digest, targets)
+                need, worker = PlanNeed(snap, digest, targets), self._plan_worker(len(snap.hosts))
+                last, config = self.state.last, self.config
                 plan, plan_digest, solved_at = tick_plan(
-                    self._plan_worker(), self.planner, self.config, self.state.last, need, report
+                    worker, self.planner, config, last, need, report
                 )
             with self.lock:
                 rev, counters = self.state.revisions, self.counters
@@ -477,12 +478,16 @@ class Controller:
                 self.last_tick = report
             return report
 
-    def _plan_worker(self) -> PlanWorker | None:
-        """The background planner of `config.plan_worker` (none when "inline"), made lazily."""
-        if self.config.plan_worker == "inline":
+    def _plan_worker(self, hosts: int) -> PlanWorker | None:
+        """The background planner `config.plan_worker` gives a fleet of `hosts` hosts (made
+        lazily); None to solve inline, after fencing off whatever a worker still has."""
+        kind = self.config.plan_worker_for(hosts)
+        if kind == "inline":
+            if self.plan_worker is not None:
+                self.plan_worker.supersede()
             return None
         if self.plan_worker is None:
-            self.plan_worker = PlanWorker(self.config.plan_worker, self.config, self.on_plan_ready)
+            self.plan_worker = PlanWorker(kind, self.config, self.on_plan_ready)
         return self.plan_worker
 
     def on_plan_ready(self) -> None:

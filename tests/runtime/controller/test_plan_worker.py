@@ -189,3 +189,14 @@ def test_a_replica_the_host_can_no_longer_hold_blocks_the_plan() -> None:
     assert any(b.startswith("memory: h1") for b in blockers)
     missing = snapshot([host("h2")], [model("m")], demand={"m": want(1)})  # h1 left the fleet
     assert carry_blockers(plan(("m", "h1")), missing, compute_targets(missing))
+
+
+def test_auto_plans_inline_below_the_host_threshold_and_in_a_process_from_it() -> None:
+    from grid.runtime.controller.config import AUTO_BACKGROUND_HOSTS
+
+    auto = ControllerConfig()
+    assert auto.plan_worker == "auto"
+    assert auto.plan_worker_for(2) == "inline"
+    assert auto.plan_worker_for(AUTO_BACKGROUND_HOSTS - 1) == "inline"
+    assert auto.plan_worker_for(AUTO_BACKGROUND_HOSTS) == "process"
+    assert ControllerConfig(plan_worker="thread").plan_worker_for(1) == "thread"
