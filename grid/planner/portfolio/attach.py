@@ -6,7 +6,9 @@ hint); with the cpsat engine the joint CP-SAT model decides within policy.portfo
 unless it is lexicographically worse than the search (then the search's portfolio is kept and
 `portfolio.solver.message` says so). The plan then gains the portfolio's placements (reason
 names the workloads), desired replicas (base + desired workload replicas) and one
-`portfolio_undersupplied` entry per model with missing workload replicas.
+`portfolio_undersupplied` entry per model with missing workload replicas. A starvation
+reclaim (preempt.py) takes its excess replica out of the assignments and reports it as a
+`portfolio_reclaimed` entry of the victim's model.
 """
 
 from __future__ import annotations
@@ -144,8 +146,29 @@ def attach_portfolio(
                 host_id=item.host_id,
             )
         )
+    reclaimed = {(v, item.host_id) for item in staged for v in item.reclaimed}
+    for item in staged:
+        for victim in item.reclaimed:
+            unsatisfied.append(
+                Unsatisfied(
+                    model_id=victim,
+                    code="portfolio_reclaimed",
+                    missing_replicas=1,
+                    message=(
+                        f"an excess replica of {victim} on {item.host_id} drains so that "
+                        f"{item.model_id} can serve the starved workload {item.workload}; "
+                        f"another replica of {victim} keeps serving"
+                    ),
+                    would_fit_if="more free memory or model slots on a compatible host",
+                    host_id=item.host_id,
+                )
+            )
     assignments = sorted(
-        [*plan.assignments, *_assignments(ctx, extra, mapping, assignments_of)],
+        [
+            a
+            for a in [*plan.assignments, *_assignments(ctx, extra, mapping, assignments_of)]
+            if (a.model_id, a.host_id) not in reclaimed
+        ],
         key=lambda a: (a.host_id, a.model_id),
     )
     explore = sorted(explorers(exploit, mapping))

@@ -35,6 +35,7 @@ from grid.planner.portfolio.gates import (
     replicas_needed,
     weak_evidence,
 )
+from grid.planner.portfolio.reserve import reserved_hosts
 from grid.planner.portfolio.spare import spare_capacity_proof
 from grid.planner.problem import PlacementProblem, build_problem
 from grid.planner.targets import HostIndex, Target, compute_targets, model_target
@@ -90,6 +91,9 @@ class PortfolioContext:
     pairs: dict[tuple[str, str], PairInfo]  # every (w, m) with a score, feasible or not
     room: dict[str, int]  # workload replicas each model may receive
     spare_reserve: int
+    # Admitted on ordinary evidence with no feasible candidate at all: whole-workload starvation
+    # (a starvation reclaim may serve it, preempt.py; reserve.py holds its draining room).
+    starved: frozenset[str] = frozenset()
     memo: dict[str, list[Key]] = field(default_factory=dict)  # derived key lists, once
 
     @property
@@ -210,6 +214,19 @@ def _augmented_targets(
     return out
 
 
+def ready_on_admitting(snap: FleetSnapshot, problem: PlacementProblem) -> set[str]:
+    """Models with a READY replica on a host that admits work now. A down, silent or draining
+    host still reports its last residencies; they serve nobody, so they neither make a model
+    "resident" (no transition penalty, the media RESIDENT gate) nor count as current service."""
+    out: set[str] = set()
+    for h in snap.hosts:
+        budget = problem.host_by_id.get(h.host_id)
+        if budget is None or not budget.admitting:
+            continue
+        out.update(r.model_id for r in h.residencies if r.state is ResidencyState.READY)
+    return out
+
+
 def demand_levels(snap: FleetSnapshot, targets: dict[str, Target]) -> dict[str, int]:
     """Per model, the replicas its base target asks for on account of demand, pins and bounds:
     the target itself, except that replicas held only by the scale-down cooldown (reason
@@ -243,9 +260,7 @@ def build_context(
     quality = quality_scores(problem)
     outcomes = outcome_table(snap)
     headroom = snap.policy.demand_headroom_fraction
-    ready_models = {
-        r.model_id for h in snap.hosts for r in h.residencies if r.state is ResidencyState.READY
-    }
+    ready_models = ready_on_admitting(snap, problem)
     pairs: dict[tuple[str, str], PairInfo] = {}
     for m in sorted(snap.models, key=lambda p: p.model_id):
         for word, score in sorted(m.workload_scores.items()):
@@ -330,6 +345,13 @@ def build_context(
             has_candidate=candidate,
             resident_incumbent=incumbent,
         )
+    starved = frozenset(
+        w
+        for w, g in gates.items()
+        if g.gate is Gate.ORDINARY
+        and not any(p.feasible for (ww, _m), p in pairs.items() if ww == w)
+    )
+    reserved = reserved_hosts(snap, problem, base_keys, (m for (w, m) in pairs if w in starved))
     # A media canary is one replica whatever the concurrency asks.
     for key, p in list(pairs.items()):
         if gates[p.workload].gate is Gate.MEDIA_CANARY:
@@ -358,7 +380,7 @@ def build_context(
         base_plan=base_plan,
         problem=problem,
         base_keys=base_keys,
-        outside_hosts=outside,
+        outside_hosts=outside | reserved,
         base_counts=dict(counts),
         base_level=levels,
         surplus={m: max(0, counts[m] - n) for m, n in levels.items()},
@@ -367,4 +389,5 @@ def build_context(
         pairs=pairs,
         room=room,
         spare_reserve=policy.spare_slot_reserve,
+        starved=starved,
     )

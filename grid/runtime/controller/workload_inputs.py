@@ -10,8 +10,12 @@
 - `prewarm_demand(...)`: a learned workflow edge source -> target whose source workload has
   demand now asks for the target workload's model as INFERRED demand (spare capacity only,
   never an eviction: the planner's inferred stage), sized confidence x the source's offered
-  concurrency. The target's model is the one the last plan's portfolio maps it to, else the
-  profile with the highest workload score for it. A model with direct demand is left alone.
+  concurrency. The target's model is the profile with the highest workload score for it. An
+  edge whose target workload the last plan's portfolio already maps (serves) adds nothing: that
+  model's replicas are sized by the target workload's own forecast, and an INFERRED entry would
+  pin a second, demand-level copy in the base plan that the portfolio cannot release (measured
+  in the scenario lab: text -> text edges held a general model on the only CUDA host that video
+  needed). A model with direct demand is left alone.
 """
 
 from __future__ import annotations
@@ -87,6 +91,8 @@ def prewarm_demand(
         source = workloads.get(edge.source)
         if source is None or source.offered_concurrency <= 0:
             continue
+        if edge.target in mapping:
+            continue  # the portfolio already serves the target workload: it sizes that model
         model_id = target_model(edge.target, mapping, profiles)
         if model_id is None:
             continue
