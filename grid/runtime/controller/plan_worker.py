@@ -53,8 +53,6 @@ TOLERATED_CODES = frozenset(
     }
 )
 
-SCALE_DOWN_CODES = frozenset({"replica_bounds", "pin_substituted"})
-
 
 @dataclass(frozen=True)
 class Solved:
@@ -89,10 +87,17 @@ def carry_blockers(plan: Plan, snap: FleetSnapshot, targets: dict[str, Target]) 
     """Why `plan` may not be acted on against `snap` (empty: it may)."""
     found = violations(snap, plan, targets)
     out = [f"{v.code}: {v.message}" for v in found if v.code not in TOLERATED_CODES]
-    if plan.preemptions and any(v.code in SCALE_DOWN_CODES for v in found):
-        # Its evictions were staged for targets that have since dropped: freed capacity may
-        # make them needless, and an eviction is destructive.
-        out.append("preemption_target_dropped: the plan stages evictions for older targets")
+    for p in plan.preemptions:
+        # An eviction staged for a model whose target has since dropped may be needless, and
+        # an eviction is destructive.
+        target = targets.get(p.beneficiary_model_id)
+        wanted = plan.desired_replicas.get(p.beneficiary_model_id, 0)
+        if target is None or target.desired < wanted:
+            out.append(
+                f"preemption_target_dropped: {p.beneficiary_model_id} wanted {wanted} "
+                f"replica(s) when the eviction on {p.host_id} was staged, now "
+                f"{target.desired if target is not None else 0}"
+            )
     return out
 
 

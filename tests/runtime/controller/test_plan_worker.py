@@ -177,10 +177,15 @@ def test_a_scale_down_since_the_solve_does_not_stop_a_plan_without_evictions() -
 def test_evictions_staged_for_a_target_that_dropped_are_never_acted_on() -> None:
     snap = two_host_snapshot(desired=1)
     stale = plan(("m", "h1"), ("m", "h2"), preemptions=[("v", "h2", "m")])
+    stale.desired_replicas = {"m": 2, "v": 1}  # solved when m wanted two replicas
     blockers = carry_blockers(stale, snap, compute_targets(snap))
     assert [b.split(":")[0] for b in blockers] == ["preemption_target_dropped"]
     same_target = two_host_snapshot(desired=2)
     assert carry_blockers(stale, same_target, compute_targets(same_target)) == []
+    # Another model's target dropping leaves an eviction for m wanted.
+    other = plan(("m", "h1"), preemptions=[("v", "h2", "m")])
+    other.desired_replicas = {"m": 1, "v": 2}
+    assert carry_blockers(other, snap, compute_targets(snap)) == []
 
 
 def test_a_replica_the_host_can_no_longer_hold_blocks_the_plan() -> None:
