@@ -58,8 +58,12 @@ def test_every_plan_a_tick_acts_on_fits_the_fleet_it_saw(steps: list[tuple[str, 
         fleet = Fleet(Path(folder), nodes, config=replace(FAST, plan_worker="thread"))
         fleet.ctl.planner = gated
         fleet.register_all()
-        fleet.ctl.put_profile("big", profile(memory_mb=8192, min_replicas=2, max_replicas=3), fleet.now)
-        fleet.ctl.put_profile("small", profile(memory_mb=4096, min_replicas=2, max_replicas=3), fleet.now)
+        fleet.ctl.put_profile(
+            "big", profile(memory_mb=8192, min_replicas=2, max_replicas=3), fleet.now
+        )
+        fleet.ctl.put_profile(
+            "small", profile(memory_mb=4096, min_replicas=2, max_replicas=3), fleet.now
+        )
         try:
             fleet.ctl.tick(fleet.now)
             for kind, host_id, value in steps:
