@@ -463,6 +463,7 @@ class Controller:
                 counters.ticks += 1
                 rev.processed = max(rev.processed, revision)
                 if plan is not None:
+                    report.plan_age_s = round(max(0.0, now - solved_at), 3)
                     self._commit(plan, snap, plan_digest, now, report)
                 report.duration_ms = round((time.perf_counter() - started) * 1000, 2)
                 if report.ok:

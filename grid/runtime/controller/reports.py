@@ -26,6 +26,7 @@ class TickReport:
     # reused | solved (in this tick) | adopted (a background plan) | carried (the plan in use,
     # still valid, while the background solves the new inputs): see plan_worker.py
     plan_source: str = ""
+    plan_age_s: float = 0.0  # seconds since the snapshot the plan acted on was solved for
     issued: list[str] = field(default_factory=list)
     withdrawn: list[str] = field(default_factory=list)
     error: str = ""

@@ -71,6 +71,7 @@ def test_the_plan_adopted_once_inputs_stop_changing_is_the_from_scratch_plan(
             assert report.ok and report.plan_source in ("carried", "adopted")
             if step == 0:  # the plan in use is still valid, only short of the new target
                 assert report.plan_source == "carried" and not report.new_generation
+                assert report.plan_age_s == 5.0  # solved at the first tick, 5 s earlier
                 assert len(hosts_of(fleet.ctl.last_plan, "m")) == 1
         settle_worker(fleet)
         fleet.now += 5
