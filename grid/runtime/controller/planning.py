@@ -19,6 +19,7 @@ from grid.runtime.controller.reports import TickReport
 
 Planner = Callable[..., Plan]
 REUSABLE_STATUSES = frozenset({"OPTIMAL", "HEURISTIC"})
+ENGINE_FAILED = "the planning engine failed"
 
 
 def reusable_plan(
@@ -27,9 +28,10 @@ def reusable_plan(
     """The last plan, when its complete inputs (clock-derived facts included) are unchanged.
 
     A proven-optimal or deterministic heuristic plan is kept for as long as its inputs stay
-    the same: re-solving could not improve it. A merely feasible plan (budget exhausted) is
-    kept for `resolve_interval_s`, then solved again in case more time finds a better one.
-    A heuristic fallback after a failed engine is never kept.
+    the same: re-solving could not improve it. A merely feasible plan (budget exhausted, or the
+    planner's own heuristic fallback when the budget left CP-SAT no time) is kept for
+    `resolve_interval_s`, then solved again in case more time finds a better one. A heuristic
+    fallback after a failed engine (`solve` below) is never kept.
     """
     plan = last.plan
     if plan is None or digest != last.plan_digest:
@@ -37,7 +39,14 @@ def reusable_plan(
     if plan.solver.status in REUSABLE_STATUSES:
         return plan
     fresh = abs(now - last.solved_at) < resolve_interval_s
-    return plan if fresh and plan.solver.status != "HEURISTIC_FALLBACK" else None
+    return plan if fresh and not engine_failed(plan) else None
+
+
+def engine_failed(plan: Plan) -> bool:
+    """Is this the heuristic plan `solve` fell back to after the configured engine raised?"""
+    return plan.solver.status == "HEURISTIC_FALLBACK" and plan.solver.message.startswith(
+        ENGINE_FAILED
+    )
 
 
 def solve(
@@ -59,7 +68,7 @@ def solve(
             report.error = f"planning failed: {describe(first)}; heuristic: {describe(second)}"
             return None
         plan.solver.status = "HEURISTIC_FALLBACK"
-        plan.solver.message = f"the {config.engine} engine failed: {describe(first)}"
+        plan.solver.message = f"{ENGINE_FAILED} ({config.engine}): {describe(first)}"
         return plan
 
 
