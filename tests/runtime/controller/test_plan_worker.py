@@ -6,6 +6,8 @@ hand-worked placements on two hosts, and host memory re-added by hand.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -148,6 +150,44 @@ def test_a_background_result_older_than_an_inline_solve_is_fenced_off(tmp_path: 
         assert later.generation == inline.generation
     finally:
         gate.set()
+        fleet.ctl.close()
+
+
+def dies_in_a_worker_process(snap: FleetSnapshot, **kw: Any) -> Plan:
+    """A planner whose background process crashes (module-level: a process pool pickles it)."""
+    if multiprocessing.parent_process() is not None:
+        os._exit(3)
+    return make_plan(snap, **kw)
+
+
+def test_a_crashed_planner_process_leaves_the_plan_in_use_and_a_new_process_takes_over(
+    tmp_path: Path,
+) -> None:
+    fleet = fleet_with(tmp_path, "process")
+    fleet.ctl.planner = dies_in_a_worker_process
+    fleet.ctl.put_profile("m", profile(min_replicas=1, max_replicas=2), fleet.now)
+    assert fleet.ctl.tick(fleet.now).plan_source == "solved"
+    acted = fleet.ctl.last_plan
+    try:
+        fleet.now += 5
+        fleet.ctl.put_profile("m", profile(min_replicas=2, max_replicas=2), fleet.now)
+        assert fleet.ctl.tick(fleet.now).plan_source == "carried"
+        settle_worker(fleet)  # the process died: the solve ends without a plan
+        fleet.now += 5
+        fleet.ctl.request_tick()
+        report = fleet.ctl.tick(fleet.now)
+        assert report.ok and report.plan_source == "carried" and fleet.ctl.last_plan is acted
+        fleet.ctl.planner = make_plan
+        settle_worker(fleet)  # the crashing planner's retry dies too; the next one does not
+        fleet.now += 5
+        fleet.ctl.request_tick()
+        fleet.ctl.tick(fleet.now)
+        settle_worker(fleet)
+        fleet.now += 5
+        fleet.ctl.request_tick()
+        assert fleet.ctl.tick(fleet.now).plan_source == "adopted"
+        assert hosts_of(fleet.ctl.last_plan, "m") == ["h1", "h2"]
+    finally:
         fleet.ctl.close()
 
 
