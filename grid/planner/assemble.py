@@ -94,7 +94,10 @@ def assemble_plan(
 ) -> Plan:
     """`staged`: stage_changes(problem, placed) when the caller has it already; `deadline`:
     the command's budget, which shortens explanations once it has run out (and says so)."""
+    clock = deadline.clock() if deadline is not None else 0.0
     preemptions, final = staged if staged is not None else stage_changes(problem, placed)
+    if deadline is not None:
+        clock = deadline.mark("staging", clock)
     assignments = assignments_of(problem, final)
     values = score_placement(problem, final)
     bounds = bounds if bounds is not None else static_bounds(problem)  # capacity-blind
@@ -105,10 +108,13 @@ def assemble_plan(
         # A bound never claims less than the plan achieves (max) or more (min).
         bound = max(bound, value) if level.sense == "max" else min(bound, value)
         objective.append(LevelValue(level=level.name, value=value, bound=bound))
+    unsatisfied = explain_unsatisfied(problem, final, preemptions, deadline)
+    if deadline is not None:
+        deadline.mark("explain", clock)  # with the assignments, levels and bounds
     plan = Plan(
         assignments=sorted(assignments, key=lambda a: (a.host_id, a.model_id)),
         desired_replicas={m.model_id: problem.targets[m.model_id].desired for m in problem.models},
-        unsatisfied=explain_unsatisfied(problem, final, preemptions, deadline),
+        unsatisfied=unsatisfied,
         preemptions=preemptions,
         solver=SolverReport(
             engine=engine,

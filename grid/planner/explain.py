@@ -128,7 +128,6 @@ class _Explainer:
         self.preemptions = preemptions
         self.cpsat_models = 0
         self.cpsat_work = 0.0
-        self._refusals: dict[str, list[tuple[str, list[str]]]] | None = None
 
     # -- per model -----------------------------------------------------------------------
     def entries(self, profile: ModelProfile) -> list[Unsatisfied]:
@@ -505,13 +504,7 @@ class _Explainer:
 
     def refusals_of(self, model_id: str) -> list[tuple[str, list[str]]]:
         """(host, reason codes) for every host that refuses the model, by host ID."""
-        if self._refusals is None:
-            self._refusals = {}
-            for (m, host_id), codes in self.problem.refusals.items():
-                self._refusals.setdefault(m, []).append((host_id, codes))
-            for rows in self._refusals.values():
-                rows.sort()  # per model: small lists, unlike one sort of every pair
-        return self._refusals.get(model_id, [])
+        return self.problem.refusals.of_model(model_id)  # per host: no scan of every pair
 
     def refusal_binding(self, profile: ModelProfile, code: str, hosts: list[str]) -> Binding:
         shown = ", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")

@@ -27,6 +27,7 @@ class HostLedger:
     placed: dict[str, Candidate] = field(default_factory=dict)  # model_id -> candidate
     min_ceiling: int = UNLIMITED  # smallest non-zero ceiling among placed models
     min_new_ceiling: int = UNLIMITED  # ... among placed *new* models
+    version: int = 0  # bumped by every add and remove (heuristic_order caches feasibility)
 
 
 class PlacementState:
@@ -119,6 +120,7 @@ class PlacementState:
     # -- mutations -------------------------------------------------------------------------
     def add(self, cand: Candidate) -> None:
         led = self.ledgers[cand.host_id]
+        led.version += 1
         model_id = cand.model_id
         led.placed[model_id] = cand
         led.footprint_mb += cand.memory_mb
@@ -136,6 +138,7 @@ class PlacementState:
 
     def remove(self, cand: Candidate) -> None:
         led = self.ledgers[cand.host_id]
+        led.version += 1
         model_id = cand.model_id
         del led.placed[model_id]
         led.footprint_mb -= cand.memory_mb

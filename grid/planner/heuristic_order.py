@@ -10,8 +10,12 @@ feasible host for a model's next replica from candidates pre-sorted by static qu
 
 from __future__ import annotations
 
+import operator
+from collections import Counter
+
 from grid.fleet.models import Evidence
 from grid.planner.heuristic_ledger import PlacementState
+from grid.planner.levels import model_scores, quality_scores
 from grid.planner.problem import Candidate, PlacementProblem
 
 STAGE_BASELINE = 0
@@ -80,24 +84,26 @@ class CandidateOrder:
 
     def __init__(self, problem: PlacementProblem, scores: dict[tuple[str, str], int]) -> None:
         self.scores = scores
-        self.sorted: dict[str, list[Candidate]] = {
-            m.model_id: sorted(
-                problem.candidates_of_model(m.model_id),
-                key=lambda c: (-scores[(c.model_id, c.host_id)], c.host_id),
-            )
-            for m in problem.models
-        }
+        self.sorted: dict[str, list[Candidate]] = {}
+        self.sorted_scores: dict[str, list[int]] = {}  # the static scores, in `sorted` order
+        for m in problem.models:
+            ordered, ordered_scores = _by_quality(problem, m.model_id, scores)
+            self.sorted[m.model_id], self.sorted_scores[m.model_id] = ordered, ordered_scores
         self._start = {m.model_id: 0 for m in problem.models}
+        self._host_domain = {h.host_id: h.domain for h in problem.hosts}
         # The failure domains a model can reach: once its placements cover them all, no
         # candidate can earn a domain bonus, and the scan stops at the first feasible one
         # of the best static score instead of checking every equal-score host for a bonus.
+        domain_of = self._host_domain.__getitem__
         self.domains: dict[str, frozenset[str]] = {
-            model_id: frozenset(problem.host_by_id[c.host_id].domain for c in ordered)
+            model_id: frozenset(map(domain_of, map(_HOST, ordered)))
             for model_id, ordered in self.sorted.items()
         }
         self._by_domain: dict[str, dict[str, list[int]]] = {}
         self._domain_start: dict[str, dict[str, int]] = {}
-        self._host_domain = {h.host_id: h.domain for h in problem.hosts}
+        # Per model and domain: the head position last found feasible and its host ledger's
+        # version then (a host's feasibility changes only when its ledger does).
+        self._feasible: dict[str, dict[str, tuple[int, int]]] = {}
 
     def best(
         self,
@@ -120,13 +126,14 @@ class CandidateOrder:
         if greedy and max_bonus and skip_host is None and few_domains:
             return self._best_by_domain(state, model_id, max_bonus)
         ordered = self.sorted[model_id]
+        static_of = self.sorted_scores[model_id]
         start = self._start[model_id] if greedy else 0
         refused_prefix = greedy
         best: Candidate | None = None
         best_total = 0
         for index in range(start, len(ordered)):
             cand = ordered[index]
-            static = self.scores[(cand.model_id, cand.host_id)]
+            static = static_of[index]
             if best is not None and static + max_bonus <= best_total:
                 break  # sorted by static score: nothing further can win (ties: earlier wins)
             if cand.host_id == skip_host or not state.allowed(cand) or not state.fits(cand):
@@ -143,13 +150,15 @@ class CandidateOrder:
         self, state: PlacementState, model_id: str, max_bonus: int
     ) -> Candidate | None:
         ordered = self.sorted[model_id]
+        static_of = self.sorted_scores[model_id]
         lists = self._by_domain.get(model_id)
         if lists is None:
-            lists = self._by_domain[model_id] = {}
-            for index, cand in enumerate(ordered):
-                lists.setdefault(self._host_domain[cand.host_id], []).append(index)
+            lists = self._by_domain[model_id] = _indices_by_domain(ordered, self._host_domain)
             self._domain_start[model_id] = dict.fromkeys(lists, 0)
+            self._feasible[model_id] = {}
         starts = self._domain_start[model_id]
+        feasible = self._feasible[model_id]
+        ledgers = state.ledgers
         covered = state.domains[model_id]
         best_index, best_total = -1, 0
         for domain, indices in lists.items():
@@ -157,15 +166,51 @@ class CandidateOrder:
             pos = starts[domain]
             while pos < len(indices):
                 index = indices[pos]
-                cand = ordered[index]
-                total = self.scores[(cand.model_id, cand.host_id)] + bonus
+                total = static_of[index] + bonus
                 if best_index >= 0 and (
                     total < best_total or (total == best_total and index > best_index)
                 ):
                     break  # the rest of this domain cannot win (sorted, ties: earlier wins)
-                if state.allowed(cand) and state.fits(cand):
-                    best_index, best_total = index, total
-                    break
+                cand = ordered[index]
+                if state.allowed(cand):
+                    version = ledgers[cand.host_id].version
+                    if feasible.get(domain) == (pos, version) or state.fits(cand):
+                        feasible[domain] = (pos, version)
+                        best_index, best_total = index, total
+                        break
                 pos += 1  # refused once, refused for the rest of the greedy pass
             starts[domain] = pos
         return ordered[best_index] if best_index >= 0 else None
+
+
+_HOST = operator.itemgetter(1)
+_KEY = operator.itemgetter(0, 1)
+
+
+def _by_quality(
+    problem: PlacementProblem, model_id: str, scores: dict[tuple[str, str], int]
+) -> tuple[list[Candidate], list[int]]:
+    """The model's candidates by static score, highest first, then host ID, and their scores.
+    C-level maps and one stable sort by score of the list in host-ID order (`reverse` keeps
+    stability) instead of a Python key per candidate."""
+    cands = problem.candidates_of_model(model_id)  # by host ID
+    if scores is quality_scores(problem):
+        values = model_scores(problem, cands)
+    else:
+        values = list(map(scores.__getitem__, map(_KEY, cands)))
+    order = sorted(range(len(cands)), key=values.__getitem__, reverse=True)
+    return list(map(cands.__getitem__, order)), list(map(values.__getitem__, order))
+
+
+def _indices_by_domain(
+    ordered: list[Candidate], host_domain: dict[str, str]
+) -> dict[str, list[int]]:
+    """Per failure domain, the positions of its candidates in `ordered`, ascending."""
+    domains = list(map(host_domain.__getitem__, map(_HOST, ordered)))
+    positions = sorted(range(len(domains)), key=domains.__getitem__)  # stable: ascending
+    out: dict[str, list[int]] = {}
+    start = 0
+    for domain, count in sorted(Counter(domains).items()):
+        out[domain] = positions[start : start + count]
+        start += count
+    return out

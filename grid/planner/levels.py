@@ -26,7 +26,7 @@ import math
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from grid.fleet.models import Evidence, FleetSnapshot, Host, HostState, ResidencyState
 from grid.planner.problem import Candidate, PlacementProblem
@@ -260,6 +260,10 @@ def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
     shapes: dict[str, int] = problem.memo.get("build_shapes", {})  # type: ignore[assignment]
     memo: dict[tuple[object, ...], int] = {}
     by_shape: dict[tuple[int, tuple[object, ...]], list[int]] = {}
+    group_of: dict[tuple[int, tuple[object, ...]], int] = {}
+    host_group: dict[str, int] = {}  # hosts of a (build shape, quality class): its group
+    tables: list[dict[str, int]] = []  # per group: model -> score
+    problem.memo["quality_groups"] = (host_group, tables)
     out: dict[tuple[str, str], int] = {}
     for budget in problem.hosts:
         host_id = budget.host_id
@@ -270,6 +274,9 @@ def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
             found_scores = by_shape.get((shape, klass))
             if found_scores is None:
                 found_scores = by_shape[(shape, klass)] = [score_of(c) for c in cands]
+                tables.append(dict(zip(map(_MODEL, cands), found_scores, strict=True)))
+                group_of[(shape, klass)] = len(tables) - 1
+            host_group[host_id] = group_of[(shape, klass)]
             out.update(zip(map(_KEY, cands), found_scores, strict=True))
             continue
         host = hosts[host_id]
@@ -288,6 +295,35 @@ def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
 
 
 _KEY = operator.itemgetter(0, 1)
+_MODEL = operator.itemgetter(0)
+_HOST = operator.itemgetter(1)
+
+
+def model_scores(problem: PlacementProblem, cands: list[Candidate]) -> list[int]:
+    """`quality_scores` of one model's candidates, in their order (memoized for the problem's
+    own `candidates_of_model` list: the result is shared, never mutate it). Where every host is in a
+    quality group (a build shape and quality class: one score per model), C-level maps over
+    a table per group instead of one lookup per candidate in the fleet-wide table."""
+    scores = quality_scores(problem)
+    if not cands:
+        return []
+    model_id = cands[0].model_id
+    own = cands is problem.candidates_of_model(model_id)
+    memo: dict[str, list[int]] = problem.memo.setdefault("model_scores", {})  # type: ignore[assignment]
+    if own and model_id in memo:
+        return memo[model_id]
+    groups_memo: tuple[dict[str, int], list[dict[str, int]]]
+    groups_memo = problem.memo["quality_groups"]  # type: ignore[assignment]
+    host_group, tables = groups_memo
+    groups = list(map(host_group.get, map(_HOST, cands)))
+    if None in groups:
+        out = list(map(scores.__getitem__, map(_KEY, cands)))
+    else:
+        table = [t.get(model_id, 0) for t in tables]  # the model is on every host of its groups
+        out = list(map(table.__getitem__, cast("list[int]", groups)))
+    if own:
+        memo[model_id] = out
+    return out
 
 
 def _own_figures(snap: FleetSnapshot, host: Host, model_id: str) -> bool:

@@ -143,6 +143,7 @@ def _make_plan(
             deadline=deadline,
         )
     placed, message = result.placed, result.message
+    clock = deadline.clock()
     staged = stage_changes(problem, placed)
     if placed != greedy:
         # Staged evictions depend on where everything else sits: a solver placement that is
@@ -153,6 +154,7 @@ def _make_plan(
             message = (message + " " if message else "") + (
                 "kept the heuristic's placement: it needs fewer evictions once preemption is staged"
             )
+    deadline.mark("staging", clock)
     return assemble_plan(
         problem,
         placed,

@@ -70,8 +70,11 @@ class _Stager:
         self.added: set[Key] = set()
         self.snap = problem.snapshot
         self.budget = self.snap.policy.max_evictions_per_plan
+        on_host: dict[str, list[str]] = {}
+        for model_id, host_id in placed:
+            on_host.setdefault(host_id, []).append(model_id)
         self.views = {
-            h.host_id: build_view(problem, h, placed)
+            h.host_id: build_view(problem, h, placed, on_host.get(h.host_id, ()))
             for h in sorted(self.snap.hosts, key=lambda h: h.host_id)
         }
         # Hosts that hold, or will hold, a replica of each model: fixed, kept, or staged.

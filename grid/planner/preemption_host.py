@@ -16,6 +16,7 @@ to the host nor younger than their minimum residency (an unknown load time prote
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from grid.fleet.models import LIVE_STATES, Host, ModelProfile, Residency, ResidencyState
@@ -60,11 +61,19 @@ class HostView:
         )
 
 
-def build_view(problem: PlacementProblem, host: Host, placed: set[tuple[str, str]]) -> HostView:
+def build_view(
+    problem: PlacementProblem,
+    host: Host,
+    placed: set[tuple[str, str]],
+    on_host: Iterable[str] | None = None,
+) -> HostView:
+    """`on_host`: the models of `placed` on this host, when the caller grouped them already
+    (else every configured model is looked up)."""
     live = {r.model_id: r for r in host.residencies if r.state in LIVE_STATES}
+    models = sorted(problem.model_by_id) if on_host is None else sorted(on_host)
     plan = {
         model_id: problem.candidates[(model_id, host.host_id)]
-        for model_id in sorted(problem.model_by_id)
+        for model_id in models
         if (model_id, host.host_id) in placed
     }
     return HostView(host=host, budget=problem.host_by_id[host.host_id], live=live, plan=plan)

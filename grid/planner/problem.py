@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 import operator
 from collections import Counter, deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import repeat
@@ -140,7 +139,7 @@ class PlacementProblem:
     models: list[ModelProfile]  # by priority (highest first), then model_id
     hosts: list[HostBudget]  # by host_id
     candidates: dict[tuple[str, str], Candidate]
-    refusals: Mapping[tuple[str, str], list[str]]
+    refusals: RefusalTable  # a Mapping[(model_id, host_id), reason codes]
     fixed: list[FixedReplica]
     excluded_pairs: frozenset[frozenset[str]]
     # Derived tables computed once per problem by other modules (e.g. quality scores).
@@ -154,6 +153,8 @@ class PlacementProblem:
         for cand in self.candidates.values():
             self._by_model.setdefault(cand.model_id, []).append(cand)
             self._by_host.setdefault(cand.host_id, []).append(cand)
+        for cands in self._by_model.values():
+            cands.sort(key=lambda c: c.host_id)
 
     # -- lookups -------------------------------------------------------------------------
     @cached_property
@@ -165,6 +166,7 @@ class PlacementProblem:
         return {h.host_id: h for h in self.hosts}
 
     def candidates_of_model(self, model_id: str) -> list[Candidate]:
+        """The model's candidates by host ID (the list is shared: never mutate it)."""
         return self._by_model.get(model_id, [])
 
     def candidates_of_host(self, host_id: str) -> list[Candidate]:

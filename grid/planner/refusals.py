@@ -49,3 +49,7 @@ class RefusalTable(Mapping[Key, list[str]]):
 
     def of_host(self, host_id: str) -> Mapping[str, list[str]]:
         return self._by_host.get(host_id, {})
+
+    def of_model(self, model_id: str) -> list[tuple[str, list[str]]]:
+        """(host, reasons) for every host that refuses the model, by host ID."""
+        return sorted((h, r[model_id]) for h, r in self._by_host.items() if model_id in r)

@@ -121,6 +121,7 @@ def disaggregate(
     individual: Iterable[Key],
     *,
     spread: bool = False,
+    packing: str | None = None,
 ) -> set[Key]:
     """Concrete placements: `individual` keys as they are, then counts[(model, type_id)]
     replicas per type (see the module docstring). `spread`: models with the most replicas
@@ -134,7 +135,7 @@ def disaggregate(
         wanted = [(m, counts.get((m, htype.type_id), 0)) for m in htype.models]
         wanted = [(m, n) for m, n in wanted if n > 0]
         if wanted:
-            pack = _spread if spread else _first_fit
+            pack = PACKINGS[packing or ("spread" if spread else "first_fit")]
             for model_id, missing in pack(problem, ledger, htype, wanted).items():
                 short[model_id] = short.get(model_id, 0) + missing
     for model_id, missing in sorted(short.items()):  # repair: any other host that fits
@@ -215,6 +216,42 @@ def _spread(
             heapq.heappush(heap, item)
         short[model_id] = n - len(taken)
     return short
+
+
+def _slots(
+    problem: PlacementProblem, ledger: Ledger, htype: HostType, wanted: list[tuple[str, int]]
+) -> dict[str, int]:
+    """Largest model first; each replica on the type's hosts with the most free model slots,
+    then the least free memory that still fits (best fit), then host ID: when slots, not
+    memory, bind, the models with many replicas still find that many distinct hosts."""
+    first = htype.host_ids[0]
+    wanted = sorted(wanted, key=lambda mn: (-problem.candidates[(mn[0], first)].memory_mb, mn[0]))
+    short: dict[str, int] = {}
+    for model_id, n in wanted:
+        size = problem.candidates[(model_id, first)].memory_mb
+        room = []
+        for host_id in htype.host_ids:
+            load = ledger.hosts[host_id]
+            free = _free_mb(ledger, host_id)
+            if free < size or model_id in load.models:
+                continue
+            cap = load.budget.desired_cap
+            slots = (cap - len(load.models)) if cap is not None else 1 << 30
+            if slots > 0:
+                room.append((-slots, free, host_id))
+        room.sort()
+        placed = 0
+        for _slots_left, _free, host_id in room:
+            if placed >= n:
+                break
+            if not ledger.blockers((model_id, host_id)):
+                ledger.add((model_id, host_id))
+                placed += 1
+        short[model_id] = n - placed
+    return short
+
+
+PACKINGS = {"first_fit": _first_fit, "spread": _spread, "slots": _slots}
 
 
 def type_counts(types: Iterable[HostType], placed: Iterable[Key]) -> dict[tuple[str, str], int]:

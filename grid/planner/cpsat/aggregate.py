@@ -61,6 +61,13 @@ from grid.planner.types import HostType, disaggregate, host_types, type_counts
 
 SEED = 20240611
 FIRST_STAGE_S = 1.0  # any stage may take this long: the first one pays the LP's warm-up
+# Threshold cuts (`_threshold_cuts`) on types whose hosts hold at most this many models: they
+# make two-slot packing exact; on wider hosts they only slowed the stages (1,000 production
+# hosts: 2.2 s without them, 4.3 s with them on every type).
+THRESHOLD_CUT_MAX_SLOTS = 2
+# Threshold cuts (`_threshold_cuts`) on types whose hosts hold at most this many models: they
+# make two-slot packing exact; on wide hosts they only slowed the stages (1,000 production
+# hosts: 2.2 s without, 4.3 s with them on every type).
 Expr = cp_model.LinearExpr
 
 
@@ -137,6 +144,8 @@ class _AggregateModel:
                 big = [v for mb, v in zip(sized, ns, strict=True) if mb * k > limit]
                 if len(big) > 1:
                     model.add(Expr.sum(big) <= (k - 1) * count)
+            if cap <= THRESHOLD_CUT_MAX_SLOTS:
+                _threshold_cuts(model, ns, sized, limit, cap, count)
         present = {c.model_id: var for c, var in zip(cands, ns, strict=True)}
         for pair in sorted(tuple(sorted(p)) for p in problem.excluded_pairs if len(p) == 2):
             if pair[0] in present and pair[1] in present:
@@ -218,6 +227,29 @@ class _AggregateModel:
             self.model.add_hint(var, counts.get(key, 0))
 
 
+def _threshold_cuts(
+    model: cp_model.CpModel,
+    ns: list[cp_model.IntVar],
+    sized: list[int],
+    limit: int,
+    cap: int,
+    count: int,
+) -> None:
+    """For a threshold a ≤ limit/2: a host holding an item larger than limit − a holds no
+    other item larger than a, and any host holds at most q(a) = min(cap, limit // (a+1))
+    items larger than a, so q(a)·#(items > limit − a) + #(items in (a, limit − a]) ≤ q(a)·|T|.
+    Valid for every packing; with a slot cap of 2 these cuts describe the pairings of a
+    threshold compatibility graph, which first-fit decreasing then reaches."""
+    for a in sorted({mb for mb in sized if mb > 0 and 2 * mb <= limit}):
+        big = [v for mb, v in zip(sized, ns, strict=True) if mb > limit - a]
+        if not big:
+            continue
+        mid = [v for mb, v in zip(sized, ns, strict=True) if a < mb <= limit - a]
+        q = min(cap, limit // (a + 1))
+        if q > 1 and mid:
+            model.add(q * Expr.sum(big) + Expr.sum(mid) <= q * count)
+
+
 def _fits_alone(cand: Candidate, budget: HostBudget) -> bool:
     """One replica fits an empty host of the type (memory is not a static filter)."""
     return (
@@ -263,6 +295,9 @@ def solve_aggregated(
         solver.parameters.max_time_in_seconds = max(0.01, share, min(remaining, FIRST_STAGE_S))
         solver.parameters.num_workers = 1
         solver.parameters.random_seed = SEED
+        # Presolve repeats for every stage of a growing model: without it the 1,000-host
+        # production fleet's 34 solved stages take 1.6 s instead of 4.7 s, all OPTIMAL.
+        solver.parameters.cp_model_presolve = False
         status = solver.solve(built.model)
         statuses.append(solver.status_name(status))
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -276,8 +311,9 @@ def solve_aggregated(
         solution, solved = (counts, singles), True
     placed = set(hint)
     if solved:  # disaggregated once, at the end; never worse than the hint
-        for spread in (False, True):
-            current = disaggregate(problem, types, *solution, spread=spread)
+        for packing in ("first_fit", "spread", "slots"):
+            spread = packing != "first_fit"
+            current = disaggregate(problem, types, *solution, packing=packing)
             current_values = scorer.score(current)
             if compare(problem, current_values, values) > 0 or (
                 not spread and compare(problem, current_values, values) == 0

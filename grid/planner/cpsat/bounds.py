@@ -8,16 +8,22 @@ optimal on that level whatever the earlier levels fixed.
 
 from __future__ import annotations
 
+import heapq
+import operator
+
 from grid.planner.cpsat.replicas import unpinned_allowance
 from grid.planner.levels import (
     baseline_members,
     baseline_rounds,
     direct_rounds,
     inferred_members,
+    model_scores,
     quality_scores,
     round_members,
 )
 from grid.planner.problem import PlacementProblem
+
+_PINNED = operator.attrgetter("pinned")
 
 
 def reachable_replicas(problem: PlacementProblem) -> dict[str, int]:
@@ -25,7 +31,7 @@ def reachable_replicas(problem: PlacementProblem) -> dict[str, int]:
     for profile in problem.models:
         model_id = profile.model_id
         cands = problem.candidates_of_model(model_id)
-        pinned = sum(1 for c in cands if c.pinned)
+        pinned = sum(map(_PINNED, cands)) if profile.pinned_hosts else 0
         unpinned = min(len(cands) - pinned, unpinned_allowance(problem, model_id))
         room = problem.open_replicas(model_id)
         out[model_id] = problem.fixed_count(model_id) + min(room, pinned + unpinned)
@@ -45,9 +51,10 @@ def static_bounds(
         + sum(
             min(
                 problem.open_replicas(m.model_id),
-                sum(1 for c in problem.candidates_of_model(m.model_id) if c.pinned),
+                sum(map(_PINNED, problem.candidates_of_model(m.model_id))),
             )
             for m in problem.models
+            if m.pinned_hosts
         )
     }
     for p in problem.priorities:
@@ -71,9 +78,13 @@ def static_bounds(
     best_quality = 0
     for profile in problem.models:
         cands = problem.candidates_of_model(profile.model_id)
-        model_scores = sorted((scores[(c.model_id, c.host_id)] for c in cands), reverse=True)
         variable = reach[profile.model_id] - problem.fixed_count(profile.model_id)
-        best_quality += sum(s for s in model_scores[:variable] if s > 0)
+        values = (
+            model_scores(problem, cands)
+            if scores is quality_scores(problem)
+            else [scores[(c.model_id, c.host_id)] for c in cands]
+        )
+        best_quality += sum(s for s in heapq.nlargest(variable, values) if s > 0)
     bounds["quality"] = best_quality
     fixed_hosts = {f.host_id for f in problem.fixed}
     bounds["spare_hosts"] = sum(
