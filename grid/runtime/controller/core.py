@@ -446,17 +446,16 @@ class Controller:
                 snap = self.snapshot(now)
             report = TickReport(ok=False, at=now, revision=revision)
             targets = compute_targets(snap)
-            digest = input_digest(plan_inputs(snap, targets))
-            plan_digest, solved_at = digest, self.last_solved_at
+            need = PlanNeed(snap, input_digest(plan_inputs(snap, targets)), targets)
+            digest, plan_digest, solved_at = need.digest, need.digest, self.last_solved_at
             with self.lock:
                 plan = reusable_plan(self.state.last, digest, now, self.config.resolve_interval_s)
             if plan is not None:
                 report.reused_plan, report.plan_source = True, "reused"
             else:
-                need, worker = PlanNeed(snap, digest, targets), self._plan_worker(len(snap.hosts))
-                last, config = self.state.last, self.config
+                worker = self._plan_worker(len(snap.hosts))
                 plan, plan_digest, solved_at = tick_plan(
-                    worker, self.planner, config, last, need, report
+                    worker, self.planner, self.config, self.state.last, need, report
                 )
             with self.lock:
                 rev, counters = self.state.revisions, self.counters
@@ -464,7 +463,7 @@ class Controller:
                 rev.processed = max(rev.processed, revision)
                 if plan is not None:
                     report.plan_age_s = round(max(0.0, now - solved_at), 3)
-                    self._commit(plan, snap, plan_digest, now, report)
+                    self._commit(plan, need, plan_digest, now, report)
                 report.duration_ms = round((time.perf_counter() - started) * 1000, 2)
                 if report.ok:
                     self.last_solved_at = solved_at
@@ -510,9 +509,9 @@ class Controller:
             return self.success_revision >= revision
 
     def _commit(
-        self, plan: Plan, snap: FleetSnapshot, digest: str, now: float, report: TickReport
+        self, plan: Plan, need: PlanNeed, digest: str, now: float, report: TickReport
     ) -> None:
-        mode, book, last = self.mode, self.book, self.state.last
+        mode, book, last, snap = self.mode, self.book, self.state.last, need.snap
         try:
             result = reconcile(
                 plan,
@@ -521,6 +520,7 @@ class Controller:
                 mode=mode,
                 tombstones=list(self.tombstones.values()),
                 now=now,
+                targets=need.targets,
             )
         except Exception as exc:
             report.error = f"reconciliation failed: {describe(exc)}"

@@ -29,6 +29,7 @@ from grid.fleet.actions import (
     Tombstone,
 )
 from grid.fleet.models import FleetSnapshot, Plan
+from grid.planner.targets import Target
 from grid.runtime.reconcile.constructive import propose_constructive
 from grid.runtime.reconcile.destructive import (
     block_dangling,
@@ -52,11 +53,15 @@ def reconcile(
     mode: Mode | str = Mode.RECOMMEND,
     tombstones: Iterable[Tombstone] = (),
     now: float | None = None,
+    targets: dict[str, Target] | None = None,
 ) -> ReconcileResult:
-    """Decide this tick's actions. `now` defaults to the snapshot's own `now`."""
+    """Decide this tick's actions. `now` defaults to the snapshot's own `now`; `targets`:
+    compute_targets of the snapshot at that `now`, when the caller has computed it."""
     chosen = parse_mode(mode)
     snap = snapshot if now is None else snapshot.model_copy(update={"now": now})
-    view = FleetView(snap=snap, plan=plan, tombstones=list(tombstones))
+    if now is not None and now != snapshot.now:
+        targets = None  # computed for another clock
+    view = FleetView(snap=snap, plan=plan, tombstones=list(tombstones), given_targets=targets)
     index = HistoryIndex(list(history))
     tick = TickState(now=snap.now, retry_soon=view.retry_soon())
 

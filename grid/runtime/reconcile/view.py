@@ -48,6 +48,11 @@ class FleetView:
     snap: FleetSnapshot
     plan: Plan
     tombstones: list[Tombstone] = field(default_factory=list)
+    given_targets: dict[str, Target] | None = None  # compute_targets(snap), when known
+    # Per-model host lists asked once per cleanup candidate (O(residencies x replicas) a tick
+    # otherwise); the view's inputs never change within a tick.
+    _counted: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False)
+    _managed_serving: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def now(self) -> float:
@@ -68,6 +73,8 @@ class FleetView:
 
     @cached_property
     def targets(self) -> dict[str, Target]:
+        if self.given_targets is not None:
+            return self.given_targets
         return compute_targets(self.snap)
 
     @cached_property
@@ -169,14 +176,24 @@ class FleetView:
         )
 
     def managed_serving_hosts(self, model_id: str) -> list[str]:
-        return [
-            h
-            for h, r in self.by_model.get(model_id, [])
-            if r.is_managed and self.serving(model_id, h)
-        ]
+        found = self._managed_serving.get(model_id)
+        if found is None:
+            found = [
+                h
+                for h, r in self.by_model.get(model_id, [])
+                if r.is_managed and self.serving(model_id, h)
+            ]
+            self._managed_serving[model_id] = found
+        return list(found)
 
     def counted_hosts(self, model_id: str) -> list[str]:
-        return [h for h, _r in self.by_model.get(model_id, []) if self.counted_ready(model_id, h)]
+        found = self._counted.get(model_id)
+        if found is None:
+            found = [
+                h for h, _r in self.by_model.get(model_id, []) if self.counted_ready(model_id, h)
+            ]
+            self._counted[model_id] = found
+        return list(found)
 
     def managed_counted_hosts(self, model_id: str) -> list[str]:
         return [
