@@ -103,8 +103,11 @@ def test_missing_replicas_outrank_utility() -> None:
 
 def _explore_fleet(*, with_research: bool) -> tuple[list[dict[str, object]], ...]:
     scores_a = {"coding": 0.9, "research": 0.9} if with_research else {"coding": 0.9}
+    # With research, A serves two workloads that ask one replica each: a second host lets it
+    # hold both (a model at its replica ceiling would leave one missing, and splitting would
+    # win before utility is compared).
     models = [
-        model("A", 2048, workload_scores=scores_a),
+        model("A", 2048, max_replicas=2 if with_research else 1, workload_scores=scores_a),
         # startup 4 + 4 = 8 s → penalty 2: exploit 88, with the bonus 94 (A: 90 either way)
         model("B", 2048, load_estimate_s=4, warm_estimate_s=4, workload_scores={"coding": 0.9}),
     ]
@@ -116,7 +119,10 @@ def _explore_fleet(*, with_research: bool) -> tuple[list[dict[str, object]], ...
             )
         )
     outcomes = [{"model_id": "A", "workload": w, **FULL} for w in scores_a]
-    return [host("h1", 65536, residencies=[resident("A", 2048)])], models, outcomes
+    hosts = [host("h1", 65536, residencies=[resident("A", 2048)])]
+    if with_research:
+        hosts.append(host("h2", 65536))
+    return hosts, models, outcomes
 
 
 def test_the_bonus_lets_an_equally_suitable_cold_candidate_explore() -> None:

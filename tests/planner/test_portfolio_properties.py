@@ -359,7 +359,12 @@ def _brute_force_levels(
                 len(mapping),
                 sum(round(100 * snap.workloads[w].offered_concurrency) for w in mapping),
                 counts["__spare__"],
-                -sum(desired[m] - counts[m] for m in desired),
+                # every replica the workloads ask for and lack, beyond the ceiling too
+                -sum(
+                    asked.get(m.model_id, 0) - counts[m.model_id]
+                    for m in models
+                    if m.max_replicas > 0
+                ),
                 sum(utility[(w, m)] for w, m in mapping.items()),
             )
             best = max(best, value)

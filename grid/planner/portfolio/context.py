@@ -314,7 +314,14 @@ def build_context(
                 evidence=ev,
                 bonus=bonus_of(ev, policy) if feasible else 0.0,
                 exploit_utility=round(exploit, 3),
-                need=replicas_needed(m, forecast, policy, headroom, weak=weak),
+                need=replicas_needed(
+                    m,
+                    forecast,
+                    policy,
+                    headroom,
+                    weak=weak,
+                    serving=m.model_id in ready_models and ev.fresh_success,
+                ),
                 weak=weak,
             )
     gates: dict[str, GateResult] = {}

@@ -9,7 +9,8 @@ Media     w ∈ media_workloads with media_canary_min ≤ offered < min_offered 
 Weak      (w, m) is weak unless observations ≥ min_observations (repeated arrivals), m has
           direct named demand, or a fresh successful response of m/w/artifact exists
 Need      req(w, m) = max(1, ⌈arrival(w)·(1 + headroom) / (replica_concurrency·target_util)⌉),
-          arrival(w) = offered − queue (an unbound queue is not projected onto a model);
+          arrival(w) = offered − queue (an unbound queue is not projected onto a model), plus
+          the queue when m is READY with a fresh success on w (it is the queue of m's traffic);
           weak ⇒ req ≤ canary_max_replicas
 """
 
@@ -125,8 +126,16 @@ def replicas_needed(
     headroom: float,
     *,
     weak: bool,
+    serving: bool = False,
 ) -> int:
+    """`serving`: the model is READY and has a fresh success on this workload, so the workload's
+    queue is work that real traffic brought to this very model (the spec's "queue-driven
+    scale-out comes from model-specific observations after real traffic reaches the selected
+    model"): the queue counts, as it does for a named model's target. For any other candidate
+    the queue has not been served by it and is left out (one unroutable request is not counted
+    both as backlog and as several speculative replicas)."""
     per_replica = model.replica_concurrency * model.target_utilization
-    load = forecast.arrival_concurrency * (1.0 + headroom)
+    arrival = forecast.arrival_concurrency
+    load = (arrival + (forecast.queue_depth if serving else 0.0)) * (1.0 + headroom)
     need = max(1, math.ceil(load / per_replica - 1e-9))
     return min(need, policy.canary_max_replicas) if weak else need

@@ -7,7 +7,9 @@
     N_m   = Σ_w req(w, m) · a[w, m]
     D_m   = min(N_m, room_m)                       (desired workload replicas)
     wr_m + s_m ≤ max(D_m, s_m)                     (no new replica without a workload asking)
-    miss_m ≥ D_m − wr_m − s_m,  miss_m ≥ 0         (minimised at its level: the shortfall)
+    miss_m ≥ N_m − wr_m − s_m,  miss_m ≥ 0         (minimised at its level: the shortfall,
+                                                  what the workloads ask beyond the model's
+                                                  replica room included)
     Σ_{h ∉ pins(m)} x[m, h] ≤ max(base_desired_m, base_level_m + D_m) − |pins(m)| − fixed_off(m)
                                                   (pins never substituted, against the final
                                                   desired count)
@@ -55,8 +57,8 @@ def add_links(
         top = model.new_int_var(surplus, max(surplus, min(room, ceiling)), f"top[{m}]")
         model.add_max_equality(top, [demand, surplus])
         model.add(wr + surplus <= top)
-        miss = model.new_int_var(0, min(room, ceiling), f"miss[{m}]")
-        model.add(miss >= demand - wr - surplus)
+        miss = model.new_int_var(0, ceiling, f"miss[{m}]")
+        model.add(miss >= asked_var - wr - surplus)
         missing[m] = miss
         pins = set(ctx.problem.model_by_id[m].pinned_hosts)
         if pins:

@@ -8,7 +8,9 @@ For a mapping μ: W_a → M (partial) and a placement P ⊇ B (every key of the 
     spare_slots  min(R, Σ_{admitting slot-limited h} (desired_cap_h − |P ∩ h|))     max
                  (R = policy.portfolio.spare_slot_reserve; R when some admitting host has
                  no slot limit)
-    missing      Σ_m max(0, D_m − wr_m),  D_m = min(Σ_{covered w→m} req(w, m), room_m),
+    missing      Σ_m max(0, N_m − wr_m),  N_m = Σ_{covered w→m} req(w, m) (what the workloads
+                 ask, beyond the model's replica room too: a model at its ceiling does not
+                 absorb more workloads for free; 0 for a model with no room at all),
                  wr_m = count_m − base_count_m + surplus_m (idle incumbents the base
                  plan holds only for its scale-down cooldown serve the workload)  min
     utility      Σ_{covered w} utility(w, μ(w)) in tenths (with the optimism bonus)  max
@@ -122,7 +124,7 @@ def evaluate(
     for w, m in covered.items():
         asked[m] = asked.get(m, 0) + ctx.pairs[(w, m)].need
     values["missing"] = sum(
-        max(0, min(n, ctx.room.get(m, 0)) - workload_count(ctx, m, counts.get(m, 0)))
+        max(0, n - workload_count(ctx, m, counts.get(m, 0))) if ctx.room.get(m, 0) else 0
         for m, n in asked.items()
     )
     values["utility"] = sum(
