@@ -33,6 +33,7 @@ Key = tuple[str, str]
 ENGINES = ("cpsat", "heuristic")
 MIN_SOLVE_S = 0.05  # below this a CP-SAT solve cannot improve on the heuristic's hint
 AGGREGATE_SHARE = 0.6  # of the solve budget, for the replica levels over host types
+AGGREGATE_WIDE_SHARE = 0.9  # ... when the per-host model is too large to build after it
 
 
 def incumbent_placement(problem: PlacementProblem) -> set[tuple[str, str]]:
@@ -109,14 +110,21 @@ def _make_plan(
         )
 
     from grid.planner.cpsat.aggregate import aggregation_pays, solve_aggregated
-    from grid.planner.cpsat.solve import solve_lexicographic
+    from grid.planner.cpsat.solve import BUILD_S_PER_KEY, BUILD_SHARE, solve_lexicographic
     from grid.planner.vacate import vacate_improve
 
     hints = [vacate_improve(problem, greedy), greedy, incumbent_placement(problem)]
     clock = deadline.mark("vacate", clock)
     proven: dict[str, int] | None = None
     if aggregation_pays(problem):  # host types: the replica levels on n[m,T] first
-        share = AGGREGATE_SHARE * (deadline.remaining() - reserve)
+        left = deadline.remaining() - reserve
+        # When the per-host model could not be built in what is left anyway (solve.py skips
+        # it), the host-type model gets nearly all of it.
+        per_host = max(
+            BUILD_S_PER_KEY, model_build_s_per_key(len(problem.candidates), deadline.spent["build"])
+        )
+        wide = per_host * len(problem.candidates) > BUILD_SHARE * left * (1 - AGGREGATE_SHARE)
+        share = (AGGREGATE_WIDE_SHARE if wide else AGGREGATE_SHARE) * left
         aggregated = solve_aggregated(problem, hint=greedy, time_limit_s=share)
         hints.insert(0, aggregated.placed)
         proven = aggregated.values if aggregated.proven else None

@@ -18,7 +18,7 @@ from grid.planner.cpsat.aggregate import solve_aggregated
 from grid.planner.cpsat.ledger import repair
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.problem import PlacementProblem, build_problem
-from grid.planner.types import disaggregate, host_types
+from grid.planner.types import PACKINGS, disaggregate, host_types
 from grid.planner.validate import violations
 from tests.planner.fleets import Doc, host, model, resident, snapshot, want
 from tests.planner.reference import reference_optimum, reference_plan
@@ -136,7 +136,8 @@ def test_disaggregation_never_moves_incumbents(seed: int, pick: int) -> None:
     counts = {
         (m, t.type_id): rng.randint(0, t.count) for t in types if t.count > 1 for m in t.models
     }
-    placed = disaggregate(problem, types, counts, individual, spread=rng.random() < 0.5)
+    packing = rng.choice(sorted(PACKINGS))  # first fit, spread, slot balancing
+    placed = disaggregate(problem, types, counts, individual, packing=packing)
     assert individual <= placed
     assert [v.code for v in violations(snap, reference_plan(problem, frozenset(placed)))] == []
 
