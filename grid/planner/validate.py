@@ -7,6 +7,7 @@ Use `violations()` for a list and `check()` to raise.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from grid.fleet.models import (
@@ -104,9 +105,10 @@ def violations(
     for key in sorted(fixed_expected - fixed_found):
         out.append(Violation("fixed_replica_missing", f"unmanaged replica {key} not in plan"))
 
+    fixed_by_model = Counter(m for m, _h in fixed_found)
     for model_id, count in totals.items():
         desired = targets[model_id].desired if model_id in targets else 0
-        fixed_n = sum(1 for f in fixed_found if f[0] == model_id)
+        fixed_n = fixed_by_model[model_id]
         if count - fixed_n > max(0, desired - fixed_n):
             out.append(
                 Violation("replica_bounds", f"{model_id}: {count} replicas, {desired} desired")
@@ -114,9 +116,11 @@ def violations(
         # Pins are reserved, never substituted: one replica is kept back for each pinned host.
         # Unmanaged copies off the pins are inventory Grid cannot move: they use the allowance.
         pins = set(profiles[model_id].pinned_hosts)
+        if not pins:  # (the scans below are per model: only where pins exist)
+            continue
         off_pins = sum(1 for m, h in seen - fixed_found if m == model_id and h not in pins)
         fixed_off = sum(1 for m, h in fixed_found if m == model_id and h not in pins)
-        if pins and off_pins > max(0, desired - len(pins) - fixed_off):
+        if off_pins > max(0, desired - len(pins) - fixed_off):
             out.append(
                 Violation(
                     "pin_substituted", f"{model_id}: {off_pins} replicas off its pinned hosts"
@@ -226,6 +230,8 @@ def _unsatisfied_violations(
                     f"{prof.model_id}: {missing} missing, {reported} explained",
                 )
             )
+        if not prof.pinned_hosts:
+            continue
         placed_hosts = {a.host_id for a in plan.assignments if a.model_id == prof.model_id}
         for pin in prof.pinned_hosts:
             if pin in placed_hosts:
