@@ -42,6 +42,7 @@ from grid.demand import Observation
 from grid.fleet.models import Host
 from grid.fleet.wire import NodeUpdate, WireAllocator, WireResources
 from grid.lab.fleetgen import generate_fleet
+from grid.runtime.controller import plan_worker
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.core import Controller
 from grid.runtime.controller.lease import LeaseFile
@@ -185,8 +186,15 @@ def main() -> None:
         "--interval", type=float, default=0.5, help="real seconds slept between ticks"
     )
     parser.add_argument("--idle", action="store_true", help="also run the idle-inputs column")
+    parser.add_argument(
+        "--niceness",
+        type=int,
+        default=plan_worker.WORKER_NICENESS,
+        help="niceness of the process worker (plan_worker.WORKER_NICENESS)",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
+    plan_worker.WORKER_NICENESS = args.niceness
     rows = [
         run_size(int(size), args.ticks, args, worker, changing)
         for size in args.sizes.split(",")
@@ -196,6 +204,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
+    print(f"process worker niceness {args.niceness}, {args.interval} s between ticks")
     print(
         f"{'hosts':>5} {'models':>6} {'worker':>8} {'inputs':>8} {'first ms':>8} {'p50 ms':>8} "
         f"{'p95 ms':>8} {'max ms':>8}  solver"

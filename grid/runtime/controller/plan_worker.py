@@ -148,10 +148,10 @@ def solve_job(planner: Planner, snap: FleetSnapshot, config: ControllerConfig) -
     return Solved(0, "", snap.now, plan, report.error, wall_ms)
 
 
-def background_priority() -> None:
+def background_priority(niceness: int) -> None:
     """The worker process yields the CPU to the ticks (and everything else) it runs beside."""
     with contextlib.suppress(OSError):  # not permitted here: the normal priority
-        os.nice(WORKER_NICENESS)
+        os.nice(niceness)
 
 
 class PlanWorker:
@@ -225,7 +225,10 @@ class PlanWorker:
             if self.kind == "process":
                 context = multiprocessing.get_context("spawn")  # no fork of a threaded server
                 self._executor = ProcessPoolExecutor(
-                    max_workers=1, mp_context=context, initializer=background_priority
+                    max_workers=1,
+                    mp_context=context,
+                    initializer=background_priority,
+                    initargs=(WORKER_NICENESS,),
                 )
             else:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grid-plan")
