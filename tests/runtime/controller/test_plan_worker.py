@@ -246,3 +246,31 @@ def test_auto_plans_inline_below_the_host_threshold_and_in_a_process_from_it() -
     assert auto.plan_worker_for(AUTO_BACKGROUND_HOSTS - 1) == "inline"
     assert auto.plan_worker_for(AUTO_BACKGROUND_HOSTS) == "process"
     assert ControllerConfig(plan_worker="thread").plan_worker_for(1) == "thread"
+
+
+def test_the_service_adopts_a_finished_background_plan_without_waiting_for_its_period(
+    tmp_path: Path,
+) -> None:
+    from grid.runtime.controller.service import ControllerService
+
+    config = replace(FAST, plan_worker="thread", periodic_interval_s=3600.0)
+    fleet = Fleet(tmp_path, [FakeNode("h1"), FakeNode("h2")], config=config)
+    fleet.register_all()
+    fleet.ctl.put_profile("m", profile(min_replicas=1, max_replicas=2), fleet.now)
+    fleet.ctl.tick(fleet.now)
+    service = ControllerService(fleet.ctl, clock=lambda: fleet.now)
+    service.start()
+    try:
+        fleet.now += 5
+        fleet.ctl.put_profile("m", profile(min_replicas=2, max_replicas=2), fleet.now)
+        assert fleet.ctl.tick(fleet.now).plan_source == "carried"
+        deadline = threading.Event()
+        for _ in range(600):  # the service's own pass adopts it (woken by the worker)
+            last = fleet.ctl.last_tick
+            if last is not None and last.plan_source == "adopted":
+                break
+            deadline.wait(0.05)
+        assert fleet.ctl.last_tick is not None and fleet.ctl.last_tick.plan_source == "adopted"
+        assert hosts_of(fleet.ctl.last_plan, "m") == ["h1", "h2"]
+    finally:
+        service.stop()
