@@ -1,7 +1,8 @@
 """Planner scaling table: both engines, mixed and production-shaped fleets, 64 → 10,000 hosts.
 
     .venv/bin/python bench/bench_scale.py [--mixed 64,256,1000] [--production 1000,10000]
-        [--time-limit 5] [--baseline DIR] [--reference-max 64] [--json] [--phases 1000,10000]
+        [--time-limit 5] [--limit-at 5000=10,10000=10] [--baseline DIR] [--reference-max 64]
+        [--json] [--phases 1000,10000]
 
 `--phases N,...`: instead of whole plans, time the phases outside the solver on production
 fleets of N hosts (problem build, quality table, heuristic, vacate), one process per tree,
@@ -12,7 +13,8 @@ peak RSS (resource.getrusage) is that plan's alone; the heuristic's row is measu
 same run next to CP-SAT's. `--baseline DIR`: another checkout (e.g. `git archive` of an older
 commit unpacked there) plans the same snapshot files in its own processes, for before/after
 figures under the same machine load. Columns: candidates (the per-host model's x variables),
-host types and the host-type model's variables (when the fleet aggregates), wall, status,
+host types and the host-type model's variables (`aggvar`, when the fleet aggregates), wall
+(`plan s`: make_plan after the load; `proc s`: the whole child process), status,
 whether every replica level is at its bound, and, up to --reference-max hosts, whether the
 replica levels equal those of the independent HiGHS lexicographic MILP
 (tests/planner/reference.py). Numbers depend on the machine; nothing here asserts on time.
@@ -79,6 +81,11 @@ def plan_one(path: str, engine: str, time_limit_s: float) -> dict[str, Any]:
 
         out["types"] = len(host_types(problem))
         out["aggregates"] = aggregation_pays(problem)
+        if out["aggregates"]:  # the host-type model's size (built again, after the timing)
+            from grid.planner.cpsat.aggregate import _AggregateModel
+
+            built = _AggregateModel(problem, host_types(problem))
+            out["agg_vars"] = len(built.model.proto.variables)
     except ImportError:
         pass
     return out
@@ -223,9 +230,15 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 json.dumps(snap.model_dump(mode="json", exclude_defaults=True)), encoding="utf-8"
             )
             ref = _reference(path) if hosts <= args.reference_max else None
+            limits = dict(
+                (int(h), float(v))
+                for h, v in (kv.split("=") for kv in args.limit_at.split(",") if kv.strip())
+            )
+            limit = limits.get(hosts, args.time_limit)
             for label, tree in trees:
                 for engine in ("heuristic", "cpsat"):
-                    row = _child(tree, path, engine, args.time_limit)
+                    row = _child(tree, path, engine, limit)
+                    row["limit_s"] = limit
                     row.update({"shape": shape, "hosts": hosts, "models": models, "tree": label})
                     if ref is not None and "values" in row:
                         row["equals_reference"] = all(
@@ -238,9 +251,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 def print_rows(rows: list[dict[str, Any]]) -> None:
     head = (
         f"{'shape':<10} {'hosts':>5} {'models':>6} {'tree':<8} {'engine':<9} {'cands':>8} "
-        f"{'types':>5} {'plan s':>7} {'proc s':>7} {'RSS MB':>7} {'status':<18} "
+        f"{'types':>5} {'aggvar':>6} {'limit':>5} {'plan s':>7} {'proc s':>7} {'RSS MB':>7} "
+        f"{'status':<18} "
         f"{'proven':<6} {'open':>4} {'=ref':<5} first gap (value/bound)"
     )
+    print(f"load average before: {os.getloadavg()[0]:.2f} (2-core machine, shared)")
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -251,7 +266,9 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
         gap = r.get("first_gap")
         print(
             f"{r['shape']:<10} {r['hosts']:>5} {r['models']:>6} {r['tree']:<8} {r['engine']:<9} "
-            f"{r['candidates']:>8} {r.get('types', '-')!s:>5} {r['plan_s']:>7.2f} "
+            f"{r['candidates']:>8} {r.get('types', '-')!s:>5} {r.get('agg_vars', '-')!s:>6} "
+            f"{r['limit_s']:>5g} "
+            f"{r['plan_s']:>7.2f} "
             f"{r['process_s']:>7.2f} {r['peak_rss_mb']:>7} {r['status']:<18} "
             f"{'yes' if r['replica_levels_proven'] else 'no':<6} {r['open_replica_levels']:>4} "
             f"{'-' if ref is None else ('yes' if ref else 'NO'):<5} "
@@ -266,6 +283,11 @@ def main(argv: list[str] | None = None) -> int:
         "--production", default="1000", help="host counts, production-shaped fleets"
     )
     parser.add_argument("--time-limit", type=float, default=5.0, help="grid plan budget (s)")
+    parser.add_argument(
+        "--limit-at",
+        default="5000=10,10000=10",
+        help="HOSTS=SECONDS,...: a --time-limit for fleets of that many hosts",
+    )
     parser.add_argument("--seed", type=int, default=7, help="fleet generator seed")
     parser.add_argument("--baseline", help="another checkout planning the same files")
     parser.add_argument(

@@ -64,7 +64,8 @@ FIRST_STAGE_S = 1.0  # any stage may take this long: the first one pays the LP's
 # Threshold cuts (`_threshold_cuts`) on types whose hosts hold at most this many models: on
 # the 1,000-host production fleet they close the relaxation's gap on the 2- and 3-slot types
 # (the disaggregation then reaches every replica level); on the 8-slot types they only slowed
-# the stages (4.3 s with them on every type).
+# the stages (4.3 s with them on every type; limited to at most 4 items per host, they did not
+# close the 256-host fleet's gap either).
 THRESHOLD_CUT_MAX_SLOTS = 3
 # Threshold cuts (`_threshold_cuts`) on types whose hosts hold at most this many models: they
 # make two-slot packing exact; on wide hosts they only slowed the stages (1,000 production
