@@ -13,12 +13,12 @@ successful tick's safety revision to equal the current one, no membership grace,
 final revalidation in `delivery.py` after their delivery marker is durable.
 
 Plans. A tick solves with the configured engine within its budget and falls back to the
-heuristic if the engine fails; with `config.plan_worker` "thread" or "process" the solve runs
-off the tick's critical path and the tick acts on the newest plan that is still valid for its
-snapshot (plan_worker.py). When the plan's complete inputs (clock-derived facts included, see
-`plan_inputs`) equal those of the last proven-optimal or heuristic plan, that plan is kept and
-only reconciliation runs, so idle periodic passes and repeated heartbeats stay cheap; the plan
-generation changes exactly when those inputs do.
+heuristic if the engine fails; with a `config.plan_worker` the solve runs off the tick's critical
+path, and the tick acts on the newest plan still valid for its snapshot (plan_worker.py). When
+the plan's complete inputs (clock-derived facts included, see `plan_inputs`) equal those of the
+last proven-optimal or heuristic plan, that plan is kept and only reconciliation runs, so idle
+periodic passes and repeated heartbeats stay cheap; the plan generation changes exactly when
+those inputs do.
 
 Restart. Membership is not durable; after restoring a valid state, a grace period starting at
 the first tick (rebased if the clock moves back) suppresses destructive work, and restored
@@ -67,7 +67,7 @@ from grid.runtime.controller.live_state import (
     restore_state,
 )
 from grid.runtime.controller.outbox import Authority, Outbox, PlanFacts
-from grid.runtime.controller.plan_worker import PlanNeed, PlanWorker, tick_plan
+from grid.runtime.controller.plan_worker import PlanNeed, PlanWorker, note_failures, tick_plan
 from grid.runtime.controller.planning import (
     Planner,
     describe,
@@ -460,6 +460,7 @@ class Controller:
             with self.lock:
                 rev, counters = self.state.revisions, self.counters
                 counters.ticks += 1
+                note_failures(self.plan_worker, self.warnings)
                 rev.processed = max(rev.processed, revision)
                 if plan is not None:
                     report.plan_age_s = round(max(0.0, now - solved_at), 3)
@@ -491,8 +492,7 @@ class Controller:
         return self.plan_worker
 
     def on_plan_ready(self) -> None:
-        """A background plan finished: the service ticks soon to adopt it."""
-        if self.plan_ready is not None:
+        if self.plan_ready is not None:  # a background plan finished: the service ticks soon
             self.plan_ready()
 
     def close(self) -> None:

@@ -35,7 +35,7 @@ from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.targets import Target
 from grid.planner.validate import violations
 from grid.runtime.controller.config import ControllerConfig
-from grid.runtime.controller.live_state import LastTick
+from grid.runtime.controller.live_state import LastTick, Warnings
 from grid.runtime.controller.planning import Planner, describe, solve
 from grid.runtime.controller.reports import TickReport
 
@@ -47,6 +47,7 @@ from grid.runtime.controller.reports import TickReport
 # not admitting, memory, slots, disk, runtime, colocation, an unmanaged replica missing) is a
 # hard constraint the fleet no longer allows: such a plan is never acted on.
 SOLVE_SAMPLES = 256
+MAX_FAILURES = 3  # background solves in a row without a plan before a tick solves inline
 WORKER_NICENESS = 10  # on two shared cores a solve beside a tick doubled its latency
 TOLERATED_CODES = frozenset(
     {
@@ -115,17 +116,18 @@ def tick_plan(
     report: TickReport,
 ) -> tuple[Plan | None, str, float]:
     """The plan a tick whose inputs changed acts on: (plan, the digest it was solved for, the
-    clock it was solved at). Without a worker, or when neither the newest background result
-    nor the plan in use passes `carry_blockers`, it solves inline (and fences older requests)."""
+    clock it was solved at). Without a worker, after MAX_FAILURES background solves in a row
+    failed, or when neither the newest background result nor the plan in use passes
+    `carry_blockers`, it solves inline (and fences older requests)."""
     snap = need.snap
     if worker is not None:
-        result = worker.take()  # a failed one (plan None, both engines failed) is dropped
+        result = worker.take()  # a failed one (no plan: both engines failed, a crash) is dropped
         choice: Choice | None = None
         if result is not None and result.plan is not None:
             choice = Choice(result.plan, result.digest, result.solved_at, "adopted")
         if choice is not None and carry_blockers(choice.plan, snap, need.targets):
             choice = None
-        if choice is None and last.plan is not None:
+        if choice is None and last.plan is not None and worker.failures < MAX_FAILURES:
             choice = Choice(last.plan, last.plan_digest, last.solved_at, "carried")
             if carry_blockers(last.plan, snap, need.targets):
                 choice = None
@@ -137,6 +139,18 @@ def tick_plan(
         worker.supersede()
     report.plan_source = "solved"
     return solve(planner, snap, config, report), need.digest, snap.now
+
+
+def note_failures(worker: PlanWorker | None, warnings: Warnings) -> None:
+    """Warn while background solves fail (the caller holds the controller's lock)."""
+    if worker is not None and worker.failures:
+        warnings.warn(
+            "background_plan_failed",
+            f"{worker.failures} background plan solve(s) in a row failed, the last: "
+            f"{worker.last_error}; after {MAX_FAILURES} the controller solves in the tick",
+        )
+    else:
+        warnings.pop("background_plan_failed", None)
 
 
 def solve_job(planner: Planner, snap: FleetSnapshot, config: ControllerConfig) -> Solved:
@@ -170,6 +184,8 @@ class PlanWorker:
         self._in_flight: tuple[int, str] | None = None
         self._pending: tuple[int, str, FleetSnapshot, Planner] | None = None
         self._done: Solved | None = None
+        self.failures = 0  # background solves in a row that ended without a plan
+        self.last_error = ""
         self.solves_ms: deque[float] = deque(maxlen=SOLVE_SAMPLES)  # recent solves' wall times
 
     # -- the tick's side -----------------------------------------------------------------
@@ -195,8 +211,10 @@ class PlanWorker:
             return done if done is not None and done.ticket > self._fence else None
 
     def supersede(self) -> None:
-        """A plan was solved inline for the newest inputs: every earlier request is obsolete."""
+        """A plan was solved inline for the newest inputs: every earlier request is obsolete.
+        After MAX_FAILURES failures the next change is tried in the background once more."""
         with self._cond:
+            self.failures = min(self.failures, MAX_FAILURES - 1)
             self._fence = self._ticket
             self._pending = None
             self._done = None
@@ -266,6 +284,10 @@ class PlanWorker:
             self._done = solved
         if solved.wall_ms:
             self.solves_ms.append(solved.wall_ms)
+        if solved.plan is None:
+            self.failures, self.last_error = self.failures + 1, solved.error
+        else:
+            self.failures = 0
         self._in_flight = None
         pending, self._pending = self._pending, None
         if pending is not None:

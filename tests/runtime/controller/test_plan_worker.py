@@ -191,6 +191,45 @@ def test_a_crashed_planner_process_leaves_the_plan_in_use_and_a_new_process_take
         fleet.ctl.close()
 
 
+def test_after_repeated_background_failures_the_tick_solves_inline_and_warns(
+    tmp_path: Path,
+) -> None:
+    from grid.runtime.controller.plan_worker import MAX_FAILURES
+
+    def fails_off_the_tick(snap: FleetSnapshot, **kw: Any) -> Plan:
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("no memory for the solver")
+        return make_plan(snap, **kw)
+
+    fleet = fleet_with(tmp_path, "thread")
+    fleet.ctl.planner = fails_off_the_tick
+    fleet.ctl.put_profile("m", profile(min_replicas=1, max_replicas=2), fleet.now)
+    fleet.ctl.tick(fleet.now)
+    fleet.ctl.put_profile("m", profile(min_replicas=2, max_replicas=2), fleet.now)
+    try:
+        sources = []
+        for _ in range(MAX_FAILURES + 1):
+            fleet.now += 5
+            fleet.ctl.request_tick()
+            sources.append(fleet.ctl.tick(fleet.now).plan_source)
+            settle_worker(fleet)
+        assert sources == ["carried"] * MAX_FAILURES + ["solved"]
+        assert "background_plan_failed" in fleet.ctl.warnings
+        assert hosts_of(fleet.ctl.last_plan, "m") == ["h1", "h2"]  # the new target, inline
+        fleet.ctl.planner = make_plan  # the background recovers
+        fleet.now += 5
+        fleet.nodes["h1"].capacity_mb = 16000
+        fleet.register_all()
+        assert fleet.ctl.tick(fleet.now).plan_source == "carried"  # tried in the background
+        settle_worker(fleet)
+        fleet.now += 5
+        fleet.ctl.request_tick()
+        assert fleet.ctl.tick(fleet.now).plan_source == "adopted"
+        assert "background_plan_failed" not in fleet.ctl.warnings
+    finally:
+        fleet.ctl.close()
+
+
 def test_unknown_plan_worker_is_a_clear_config_error() -> None:
     from grid.fleet.errors import GridError
 
