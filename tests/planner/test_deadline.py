@@ -71,15 +71,15 @@ def test_the_solver_gets_what_the_later_phases_leave() -> None:
 
 
 def test_the_reserve_grows_with_the_problem_and_a_slow_build() -> None:
-    # hand-worked from the documented coefficients: 0.3 s + 6 us per candidate (at most 200,000
+    # hand-worked from the documented coefficients: 0.3 s + 6 us per candidate (at most 300,000
     # of them), or 0.9x build,
     # plus 0.3 s for the explanations' CP-SAT cores
     assert post_solve_reserve_s(0) == pytest.approx(0.3 + 0.3)
     assert post_solve_reserve_s(166_000) == pytest.approx(0.3 + 0.996 + 0.3)
     assert post_solve_reserve_s(166_000, build_s=3.0) == pytest.approx(2.7 + 0.3)
-    # the per-candidate term stops at 200,000 candidates (fleets of host shapes)
-    assert post_solve_reserve_s(3_650_000) == pytest.approx(0.3 + 1.2 + 0.3)
-    assert post_solve_reserve_s(3_650_000, build_s=2.0) == pytest.approx(1.8 + 0.3)
+    # the per-candidate term stops at 300,000 candidates (fleets of host shapes)
+    assert post_solve_reserve_s(3_650_000) == pytest.approx(0.3 + 1.8 + 0.3)
+    assert post_solve_reserve_s(3_650_000, build_s=3.0) == pytest.approx(2.7 + 0.3)
 
 
 def test_a_deadline_counts_from_its_start() -> None:
