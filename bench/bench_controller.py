@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/bench_controller.py [--sizes 8,64,256,1000] [--ticks 15] [--budget 2]
                                                [--engine cpsat] [--workers inline,process]
-                                               [--interval 0.5] [--json]
+                                               [--interval 0.5] [--idle] [--niceness 10]
+                                               [--json]
 
 Per size it registers a generated fleet (grid.lab.fleetgen) through the node wire contract,
 configures its model profiles, feeds five minutes of request observations matching the
@@ -10,8 +11,10 @@ generated demand, then runs ticks in recommend mode (the same planning and recon
 as automatic mode, without commands) with a heartbeat before each so every tick is dirty.
 
 Two columns per size: `changing` heartbeats alter one host's external memory use every tick,
-so every tick re-solves; `idle` heartbeats repeat the same facts, so the controller keeps the
-proven plan (its inputs, clock-derived facts included, are unchanged) and only reconciles.
+so every tick has new plan inputs; `idle` (with `--idle`) heartbeats repeat the same facts, so
+the controller keeps the plan while its inputs (clock-derived facts included) are unchanged
+and only reconciles. With 5 s of simulated time per tick keep `--ticks` under ~15: hosts
+without a heartbeat go stale after 90 s.
 It prints tick latency p50/p95/max and the solver status. Prints figures only; asserts nothing.
 
 `--workers` runs every size once per `ControllerConfig.plan_worker` in the same run: "inline"
