@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from grid.planner.cpsat.build import add_hard_constraints
     from grid.planner.cpsat.ledger import Blocker, HostLoad, Ledger, host_blockers, host_load
     from grid.planner.cpsat.scoring import Scorer
-    from grid.planner.cpsat.solve import solve_lexicographic
+    from grid.planner.cpsat.solve import BUILD_S_PER_KEY, BUILD_SHARE, solve_lexicographic
     from grid.planner.cpsat.variables import Expr, Guard, PlacementVars
 
 # module -> the names it gives the face, separated by spaces
@@ -45,11 +45,13 @@ _EXPORTS: dict[str, str] = {
     "grid.planner.cpsat.build": "add_hard_constraints",
     "grid.planner.cpsat.ledger": "Blocker HostLoad Ledger host_blockers host_load",
     "grid.planner.cpsat.scoring": "Scorer",
-    "grid.planner.cpsat.solve": "solve_lexicographic",
+    "grid.planner.cpsat.solve": "BUILD_SHARE BUILD_S_PER_KEY solve_lexicographic",
     "grid.planner.cpsat.variables": "Expr Guard PlacementVars",
 }
 
 __all__ = [
+    "BUILD_SHARE",
+    "BUILD_S_PER_KEY",
     "Blocker",
     "Core",
     "Expr",
