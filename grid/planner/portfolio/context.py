@@ -37,6 +37,7 @@ from grid.planner.portfolio.gates import (
 )
 from grid.planner.portfolio.reserve import reserved_hosts
 from grid.planner.portfolio.spare import spare_capacity_proof
+from grid.planner.portfolio.speed import UNIT, replica_weights
 from grid.planner.problem import PlacementProblem, build_problem
 from grid.planner.targets import HostIndex, Target, compute_targets, model_target
 
@@ -94,6 +95,8 @@ class PortfolioContext:
     # Admitted on ordinary evidence with no feasible candidate at all: whole-workload starvation
     # (a starvation reclaim may serve it, preempt.py; reserve.py holds its draining room).
     starved: frozenset[str] = frozenset()
+    # Tenths of a replica at measured speed that one replica on the host is worth (speed.py).
+    weights: dict[Key, int] = field(default_factory=dict)
     memo: dict[str, list[Key]] = field(default_factory=dict)  # derived key lists, once
 
     @property
@@ -143,6 +146,9 @@ class PortfolioContext:
     def final_desired(self, model_id: str, workload: int) -> int:
         """The plan's desired count of the model with `workload` workload replicas desired."""
         return max(self.base_desired.get(model_id, 0), self.base_level.get(model_id, 0) + workload)
+
+    def weight(self, key: Key) -> int:
+        return self.weights.get(key, UNIT)
 
     def forecast(self, workload: str) -> WorkloadForecast:
         return self.snapshot.workloads[workload]
@@ -397,4 +403,5 @@ def build_context(
         room=room,
         spare_reserve=policy.spare_slot_reserve,
         starved=starved,
+        weights=replica_weights(snap, problem),
     )

@@ -7,9 +7,12 @@
     N_m   = Σ_w req(w, m) · a[w, m]
     D_m   = min(N_m, room_m)                       (desired workload replicas)
     wr_m + s_m ≤ max(D_m, s_m)                     (no new replica without a workload asking)
-    miss_m ≥ N_m − wr_m − s_m,  miss_m ≥ 0         (minimised at its level: the shortfall,
+    10·miss_m ≥ 10·N_m − Σ_{k ∈ keys(m) ∖ B} g_k x_k − 10·s_m,  miss_m ≥ 0
+                                                 (minimised at its level: the shortfall in
+                                                  replicas at measured speed, rounded up,
                                                   what the workloads ask beyond the model's
-                                                  replica room included)
+                                                  replica room included; g_k = ctx.weight,
+                                                  tenths of a replica, speed.py)
     Σ_{h ∉ pins(m)} x[m, h] ≤ max(base_desired_m, base_level_m + D_m) − |pins(m)| − fixed_off(m)
                                                   (pins never substituted, against the final
                                                   desired count)
@@ -23,6 +26,7 @@ from ortools.sat.python import cp_model
 from grid.planner.cpsat.variables import PlacementVars
 from grid.planner.portfolio.assign import AssignVars
 from grid.planner.portfolio.context import PortfolioContext
+from grid.planner.portfolio.speed import UNIT
 
 
 def fix_base(model: cp_model.CpModel, xs: PlacementVars, ctx: PortfolioContext) -> None:
@@ -58,7 +62,8 @@ def add_links(
         model.add_max_equality(top, [demand, surplus])
         model.add(wr + surplus <= top)
         miss = model.new_int_var(0, ceiling, f"miss[{m}]")
-        model.add(miss >= asked_var - wr - surplus)
+        served = xs.total(free, ctx.weight) + UNIT * surplus
+        model.add(UNIT * miss >= UNIT * asked_var - served)
         missing[m] = miss
         pins = set(ctx.problem.model_by_id[m].pinned_hosts)
         if pins:

@@ -8,11 +8,14 @@ For a mapping μ: W_a → M (partial) and a placement P ⊇ B (every key of the 
     spare_slots  min(R, Σ_{admitting slot-limited h} (desired_cap_h − |P ∩ h|))     max
                  (R = policy.portfolio.spare_slot_reserve; R when some admitting host has
                  no slot limit)
-    missing      Σ_m max(0, N_m − wr_m),  N_m = Σ_{covered w→m} req(w, m) (what the workloads
-                 ask, beyond the model's replica room too: a model at its ceiling does not
-                 absorb more workloads for free; 0 for a model with no room at all),
+    missing      Σ_m ⌈max(0, N_m − wr_m − Σ_{k ∈ P∖B of m} (g_k − 1))⌉,
+                 N_m = Σ_{covered w→m} req(w, m) (what the workloads ask, beyond the model's
+                 replica room too: a model at its ceiling does not absorb more workloads for
+                 free; 0 for a model with no room at all),
                  wr_m = count_m − base_count_m + surplus_m (idle incumbents the base
-                 plan holds only for its scale-down cooldown serve the workload)  min
+                 plan holds only for its scale-down cooldown serve the workload),
+                 g_k = weight_k / 10: a new workload replica on a host g× as fast as where m's
+                 service time was measured serves g replicas' worth (speed.py)          min
     utility      Σ_{covered w} utility(w, μ(w)) in tenths (with the optimism bonus)  max
     transition   Σ_{new k ∈ P∖B} ⌈startup_s(k)⌉ + Σ_{speculative incumbents k ∉ P} disruption(k)
                                                                                    min
@@ -26,6 +29,7 @@ from collections.abc import Iterable, Mapping
 
 from grid.planner.levels import disruption_cost, quality_scores, startup_seconds
 from grid.planner.portfolio.context import Key, PortfolioContext
+from grid.planner.portfolio.speed import UNIT
 
 LEVELS: tuple[tuple[str, str], ...] = (
     ("covered", "max"),
@@ -90,6 +94,13 @@ def workload_count(ctx: PortfolioContext, model_id: str, count: int) -> int:
     return count - ctx.base_counts.get(model_id, 0) + ctx.surplus.get(model_id, 0)
 
 
+def _shortfall(asked: int, replicas: int, extra_tenths: int) -> int:
+    """⌈(UNIT·asked − UNIT·replicas − extra_tenths) / UNIT⌉⁺: replicas at measured speed the
+    workloads ask beyond what the model's workload replicas serve (speed.py weights)."""
+    short = UNIT * asked - UNIT * replicas - extra_tenths
+    return max(0, -(-short // UNIT))
+
+
 def evaluate(
     ctx: PortfolioContext,
     mapping: Mapping[str, str],
@@ -123,8 +134,13 @@ def evaluate(
     asked: dict[str, int] = {}
     for w, m in covered.items():
         asked[m] = asked.get(m, 0) + ctx.pairs[(w, m)].need
+    extra_weight: dict[str, int] = {}
+    for k in placed - set(ctx.base_keys):
+        extra_weight[k[0]] = extra_weight.get(k[0], 0) + ctx.weight(k) - UNIT
     values["missing"] = sum(
-        max(0, n - workload_count(ctx, m, counts.get(m, 0))) if ctx.room.get(m, 0) else 0
+        _shortfall(n, workload_count(ctx, m, counts.get(m, 0)), extra_weight.get(m, 0))
+        if ctx.room.get(m, 0)
+        else 0
         for m, n in asked.items()
     )
     values["utility"] = sum(
