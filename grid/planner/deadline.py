@@ -46,6 +46,12 @@ MODEL_TO_PROBLEM_BUILD = 4.0
 # in ~1-1.5 s (twice staged when the solver's placement differs from the heuristic's: 0.9 s
 # at 5,000 hosts). The per-candidate terms stop growing here (the build share still scales).
 RESERVE_CANDIDATES_MAX = 300_000
+# Staging builds a view per host and explanations scan hosts: 5,000 production hosts staged
+# twice in 0.9 s and the rest after the solve took 0.7 s more, 1,000 in 0.1-0.2 s in all.
+# `plan.py` passes the distinct candidates (one host's per build shape) and adds this much per
+# host, up to RESERVE_HOSTS_MAX hosts (10,000 hosts: ~1.5 s after the solve, measured).
+RESERVE_PER_HOST_S = 3e-4
+RESERVE_HOSTS_MAX = 5_000
 SHORTENED_NOTE = "explanation shortened: the time limit was reached"
 
 
@@ -81,11 +87,16 @@ class Deadline:
         return now
 
 
-def post_solve_reserve_s(candidates: int, build_s: float = 0.0) -> float:
-    """What the phases after the solve need, for a problem of this size that took `build_s`
-    to build, plus the CP-SAT cores of full explanations."""
+def post_solve_reserve_s(candidates: int, build_s: float = 0.0, hosts: int = 0) -> float:
+    """What the phases after the solve need, for a problem of this size (`hosts` hosts) that
+    took `build_s` to build, plus the CP-SAT cores of full explanations."""
     counted = min(candidates, RESERVE_CANDIDATES_MAX)
-    phases = max(RESERVE_BASE_S + RESERVE_PER_CANDIDATE_S * counted, RESERVE_BUILD_SHARE * build_s)
+    phases = max(
+        RESERVE_BASE_S
+        + RESERVE_PER_CANDIDATE_S * counted
+        + RESERVE_PER_HOST_S * min(hosts, RESERVE_HOSTS_MAX),
+        RESERVE_BUILD_SHARE * build_s,
+    )
     return phases + EXPLANATION_CORES_S
 
 

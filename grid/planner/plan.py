@@ -96,7 +96,9 @@ def _make_plan(
             wall_ms=wall_ms(),
             deadline=deadline,
         )
-    reserve = post_solve_reserve_s(len(problem.candidates), deadline.spent["build"])
+    reserve = post_solve_reserve_s(
+        problem.distinct_candidates, deadline.spent["build"], hosts=len(problem.hosts)
+    )
     if deadline.remaining() - reserve < MIN_SOLVE_S:
         return assemble_plan(
             problem,

@@ -169,6 +169,21 @@ class PlacementProblem:
         """The model's candidates by host ID (the list is shared: never mutate it)."""
         return self._by_model.get(model_id, [])
 
+    @cached_property
+    def distinct_candidates(self) -> int:
+        """Candidates that differ by more than their host ID: those of hosts outside build
+        shapes, plus one host's per shape (what per-candidate costs of later phases scale with)."""
+        shapes: dict[str, int] = self.memo.get("build_shapes", {})  # type: ignore[assignment]
+        seen: set[int] = set()
+        out = len(self.candidates)
+        for host_id, shape in shapes.items():
+            n = len(self._by_host.get(host_id, ()))
+            out -= n
+            if shape not in seen:
+                seen.add(shape)
+                out += n
+        return out
+
     def candidates_of_host(self, host_id: str) -> list[Candidate]:
         return self._by_host.get(host_id, [])
 

@@ -80,6 +80,9 @@ def test_the_reserve_grows_with_the_problem_and_a_slow_build() -> None:
     # the per-candidate term stops at 300,000 candidates (fleets of host shapes)
     assert post_solve_reserve_s(3_650_000) == pytest.approx(0.3 + 1.8 + 0.3)
     assert post_solve_reserve_s(3_650_000, build_s=3.0) == pytest.approx(2.7 + 0.3)
+    # 0.3 ms per host (at most 5,000 of them) on top of the per-candidate term
+    assert post_solve_reserve_s(2_000, hosts=1_000) == pytest.approx(0.3 + 0.012 + 0.3 + 0.3)
+    assert post_solve_reserve_s(2_000, hosts=10_000) == pytest.approx(0.3 + 0.012 + 1.5 + 0.3)
 
 
 def test_a_deadline_counts_from_its_start() -> None:

@@ -219,3 +219,18 @@ def test_gc_paused_restores_the_collector_and_nests() -> None:
         assert not gc.isenabled()  # a collector the caller disabled stays disabled
     finally:
         gc.enable()
+
+
+def test_distinct_candidates_count_one_host_per_build_shape() -> None:
+    plain = build_problem(parse_snapshot(production_document(120, 12, 5)))
+    for problem in (plain, build_problem(_mutated_production(5, hosts=120, models=12))):
+        shapes: dict[str, int] = problem.memo["build_shapes"]  # type: ignore[assignment]
+        # by hand: every candidate of a host outside the shapes, one host's per shape
+        first: dict[int, str] = {}
+        for host_id in sorted(shapes):
+            first.setdefault(shapes[host_id], host_id)
+        outside = sum(1 for c in problem.candidates.values() if c.host_id not in shapes)
+        per_shape = sum(len(problem.candidates_of_host(h)) for h in first.values())
+        assert problem.distinct_candidates == outside + per_shape
+    # six machine shapes, no residencies: one host's candidates per shape
+    assert plain.distinct_candidates * 10 < len(plain.candidates)
