@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from grid.planner.plan import make_plan
     from grid.planner.problem import PlacementProblem, allocatable_mb, build_problem
     from grid.planner.targets import Target, compute_targets
+    from grid.planner.vacate import vacate_improve
     from grid.planner.validate import violations
 
 # module -> the names it gives the face, separated by spaces
@@ -23,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "grid.planner.plan": "make_plan",
     "grid.planner.problem": "PlacementProblem allocatable_mb build_problem",
     "grid.planner.targets": "Target compute_targets",
+    "grid.planner.vacate": "vacate_improve",
     "grid.planner.validate": "violations",
 }
 
@@ -38,6 +40,7 @@ __all__ = [
     "host_refusals",
     "make_plan",
     "pair_refusals",
+    "vacate_improve",
     "violations",
 ]
 

@@ -58,6 +58,7 @@ from grid.planner.levels import (
 )
 from grid.planner.problem import Candidate, HostBudget, PlacementProblem
 from grid.planner.types import HostType, disaggregate, host_types, type_counts
+from grid.planner.vacate import vacate_improve
 
 SEED = 20240611
 DISAGGREGATE_S_PER_REPLICA = 60e-6
@@ -227,17 +228,26 @@ class _AggregateModel:
         stage ended UNKNOWN after 3.4 s with n and x alone)."""
         self.model.clear_hints()  # type: ignore[no-untyped-call]
         placed: dict[str, int] = {}
+        indices: list[int] = []
+        values: list[int] = []
         for key, var in self.xs.x.items():
-            self.model.add_hint(var, int(key in singles))
+            indices.append(var.index)
+            values.append(int(key in singles))
             if key in singles:
                 placed[key[0]] = placed.get(key[0], 0) + 1
         for key, var in self.n.items():
             value = counts.get(key, 0)
-            self.model.add_hint(var, value)
+            indices.append(var.index)
+            values.append(value)
             placed[key[0]] = placed.get(key[0], 0) + value
         for model_id, steps in self._steps.items():
             for index, step in enumerate(steps):  # steps[i]: count ≥ fixed + i + 1
-                self.model.add_hint(step, int(placed.get(model_id, 0) > index))
+                indices.append(step.index)
+                values.append(int(placed.get(model_id, 0) > index))
+        # One bulk extend instead of an add_hint call per variable (107,000 calls, 0.47 s,
+        # over the 34 solved stages of the 1,000-host production fleet).
+        self.model.proto.solution_hint.vars.extend(indices)
+        self.model.proto.solution_hint.values.extend(values)
 
 
 def _threshold_cuts(
@@ -336,6 +346,13 @@ def solve_aggregated(
                 not spread and compare(problem, current_values, values) == 0
             ):
                 placed, values = current, current_values
+        if any(values[name] != v for name, v in best.items()):
+            # A packing lost replicas the counts promise: vacate moves (a host freed for a
+            # missing replica, the evicted ones re-placed) often win them back.
+            improved = vacate_improve(problem, placed)
+            improved_values = scorer.score(improved)
+            if compare(problem, improved_values, values) > 0:
+                placed, values = improved, improved_values
     proven = (
         len(statuses) == len(stages)
         and all(s == "OPTIMAL" for s in statuses)
