@@ -4,12 +4,21 @@ A workload's offered concurrency is arrivals × the service time measured where 
 served, so a replica on a host g× as fast is worth g replicas (floor one; one replica for a
 model that serves nowhere). Speeds: the hardware prior compute_gflops / 1000 (no bandwidth),
 a measured tokens/s figure when the host has one, × the throttle fraction when THROTTLED.
+The property test checks the top levels (covered, pressure, missing) against a brute force over
+every map and replica layout that counts replica worth from the host speeds itself.
 """
 
 from __future__ import annotations
 
-import pytest
+import itertools
+import math
+import os
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from grid.fleet.models import FleetSnapshot
 from grid.planner.portfolio.context import build_context
 from grid.planner.targets import compute_targets
 from tests.planner.portfolio.builders import NOW, host, model, plan_of, resident, work, wsnapshot
@@ -96,3 +105,110 @@ def test_the_fast_host_goes_to_the_model_it_speeds_up_most(
     assert [a.model_id for a in plan.assignments if a.host_id == "f"] == [on_f]
     got = next(lv.value for lv in report.solver.objective if lv.level == "missing")
     assert got == missing
+
+
+SPEEDS = [100.0, 200.0, 400.0]  # gflops: every ratio is a whole number of tenths (exact)
+
+
+@st.composite
+def speed_fleets(draw: st.DrawFn) -> FleetSnapshot:
+    """Three roomy hosts of different speeds (memory and slots never bind), two models that
+    each serve on at most one host (READY, idle, past minimum residency: the base plan keeps
+    neither), two workloads with repeated arrivals and no queue."""
+    names = ["a", "b"]
+    ready_on = {m: draw(st.sampled_from([None, 0, 1, 2])) for m in names}
+    hosts = [
+        host(
+            f"h{i}",
+            65536,
+            compute_gflops=draw(st.sampled_from(SPEEDS)),
+            residencies=[resident(m, 4096, **READY) for m in names if ready_on[m] == i],
+        )
+        for i in range(3)
+    ]
+    models = [
+        model(
+            m,
+            4096,
+            max_replicas=draw(st.integers(1, 3)),
+            workload_scores=draw(
+                st.dictionaries(
+                    st.sampled_from(["coding", "research"]),
+                    st.sampled_from([0.6, 1.0]),
+                    min_size=1,
+                )
+            ),
+        )
+        for m in names
+    ]
+    words = {
+        w: work(5, draw(st.sampled_from([0.5, 1.0, 1.5, 2.0, 3.0]))) for w in ("coding", "research")
+    }
+    policy = {"portfolio": {"exploration_bonus": 0.0}}
+    return wsnapshot(hosts, models, words, policy=policy)
+
+
+def _oracle_top_levels(snap: FleetSnapshot) -> tuple[int, int, int]:
+    """Best (covered, pressure, −missing) over every workload → model map and every set of
+    (model, host) replicas, missing counted at measured speed by hand: a replica on h is worth
+    max(1, speed(h) / speed(where the model is READY)) replicas, one when it is READY nowhere;
+    a model gets no replica beyond min(asked, max_replicas)."""
+    speed = {h.host_id: h.compute_gflops for h in snap.hosts}
+    home = {
+        r.model_id: speed[h.host_id] for h in snap.hosts for r in h.residencies
+    }  # one host per model
+
+    def worth(m: str, h: str) -> float:
+        return max(1.0, speed[h] / home[m]) if m in home else 1.0
+
+    models = {m.model_id: m for m in snap.models}
+    need = {
+        (w, m): max(1, math.ceil(f.offered_concurrency * 1.2 / 0.75 - 1e-9))
+        for w, f in snap.workloads.items()
+        for m in models
+    }
+    options = {
+        w: [None, *[m for m in sorted(models) if w in models[m].workload_scores]]
+        for w in sorted(snap.workloads)
+    }
+    pairs = [(m, h) for m in sorted(models) for h in sorted(speed)]
+    best = (0, 0, 0)
+    for choice in itertools.product(*options.values()):
+        mapping = {w: m for w, m in zip(options, choice, strict=True) if m is not None}
+        asked: dict[str, int] = {}
+        for w, m in mapping.items():
+            asked[m] = asked.get(m, 0) + need[(w, m)]
+        for mask in range(1 << len(pairs)):
+            chosen = [pairs[i] for i in range(len(pairs)) if mask >> i & 1]
+            count = {m: sum(1 for mm, _h in chosen if mm == m) for m in models}
+            if any(count[m] > min(asked.get(m, 0), models[m].max_replicas) for m in models):
+                continue
+            if any(count[m] < 1 for m in mapping.values()):
+                continue
+            missing = sum(
+                max(0, math.ceil(n - sum(worth(m, h) for mm, h in chosen if mm == m) - 1e-9))
+                for m, n in asked.items()
+            )
+            value = (
+                len(mapping),
+                sum(round(100 * snap.workloads[w].offered_concurrency) for w in mapping),
+                -missing,
+            )
+            best = max(best, value)
+    return best
+
+
+@settings(
+    max_examples=int(os.environ.get("PORTFOLIO_EXAMPLES", "30")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@pytest.mark.property
+@given(speed_fleets())
+def test_missing_at_measured_speed_matches_a_brute_force_optimum(snap: FleetSnapshot) -> None:
+    base = plan_of(snap.model_copy(update={"workloads": {}}))
+    assert base.assignments == []  # idle incumbents are the portfolio's, not the base plan's
+    report = plan_of(snap).portfolio
+    assert report is not None
+    got = {lv.level: lv.value for lv in report.solver.objective}
+    assert (got["covered"], got["pressure"], -got["missing"]) == _oracle_top_levels(snap)
