@@ -107,6 +107,27 @@ def test_the_fast_host_goes_to_the_model_it_speeds_up_most(
     assert got == missing
 
 
+@pytest.mark.parametrize("engine", ["cpsat", "heuristic"])
+def test_the_second_replica_goes_to_the_faster_host(engine: str) -> None:
+    # a serves coding on s (100 gflops) and may hold 2 replicas; coding asks
+    # ⌈2.0 · 1.2 / 0.75⌉ = 4. A second replica on z (400: worth 4) leaves 4 − 1 − 4 < 0 → 0
+    # missing; on m (200: worth 2) 4 − 1 − 2 = 1. Both hosts are otherwise alike (the host id
+    # alone would pick m).
+    snap = wsnapshot(
+        [
+            host("s", 16384, compute_gflops=100.0, residencies=[resident("a", 4096, **READY)]),
+            host("m", 16384, compute_gflops=200.0),
+            host("z", 16384, compute_gflops=400.0),
+        ],
+        [model("a", 4096, max_replicas=2, workload_scores={"coding": 1.0})],
+        {"coding": work(5, 2.0)},
+    )
+    plan, report = planned(snap, engine)
+    assert hosts_of(plan, "a") == ["s", "z"]
+    got = next(lv.value for lv in report.solver.objective if lv.level == "missing")
+    assert got == 0
+
+
 SPEEDS = [100.0, 200.0, 400.0]  # gflops: every ratio is a whole number of tenths (exact)
 
 

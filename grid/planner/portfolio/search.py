@@ -94,7 +94,15 @@ def place(ctx: PortfolioContext, mapping: dict[str, str]) -> set[Key]:
             for c in problem.candidates_of_model(m)
             if (c.model_id, c.host_id) not in ctx.base_keys and c.host_id not in ctx.outside_hosts
         ]
-        keys.sort(key=lambda k: (problem.candidates[k].incumbent is None, -quality[k], k[1]))
+        # incumbents first, then the hosts where a replica is worth most (speed.py)
+        keys.sort(
+            key=lambda k: (
+                problem.candidates[k].incumbent is None,
+                -ctx.weight(k),
+                -quality[k],
+                k[1],
+            )
+        )
         keys_of[m] = keys
     added = {m: 0 for m in order}
     off_room: dict[str, int] = {}  # placements still allowed off the pins (pinned models)
