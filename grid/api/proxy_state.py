@@ -140,6 +140,17 @@ class ProxyState:
             }
         )
 
+    def auto_servable(self, ctl: Controller, ready: list[str]) -> list[str]:
+        """The workloads an automatic request would be routed for now: those the current plan's
+        portfolio maps to a model in `ready` (the READY models of GET /v1/models)."""
+        with ctl.lock:
+            plan = ctl.last_plan
+            report = plan.portfolio if plan is not None else None
+        if report is None:
+            return []
+        listed = set(ready)
+        return sorted(w for w, m in report.mapping.items() if m in listed)
+
     def choose(
         self,
         ctl: Controller,

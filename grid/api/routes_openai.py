@@ -33,6 +33,7 @@ from grid.api.deps import Service
 from grid.api.errors import status_for
 from grid.api.openai_errors import engine_error
 from grid.api.openai_support import (
+    AUTO_MODEL,
     MAX_BODY_BYTES,
     MAX_RESPONSE_BYTES,
     RequestFacts,
@@ -71,10 +72,24 @@ async def list_models(request: Request, service: Service) -> dict[str, Any]:
 
     window: RouteWindow = request.app.state.route_window  # just started: await heartbeats
     models = await window.retry(ready, bool, await ready())
-    return {
-        "object": "list",
-        "data": [{"id": m, "object": "model", "created": 0, "owned_by": "grid"} for m in models],
-    }
+    data: list[dict[str, Any]] = [
+        {"id": m, "object": "model", "created": 0, "owned_by": "grid"} for m in models
+    ]
+    # `auto` is listed (last) while an automatic request would be served for some workload:
+    # the portfolio maps it to a READY model (like OpenRouter's `openrouter/auto`), so a client
+    # that picks models from this list can choose it; `grid_workloads` says for which work.
+    workloads = proxy.auto_servable(service.controller, models)
+    if workloads:
+        data.append(
+            {
+                "id": AUTO_MODEL,
+                "object": "model",
+                "created": 0,
+                "owned_by": "grid",
+                "grid_workloads": workloads,
+            }
+        )
+    return {"object": "list", "data": data}
 
 
 @router.get("/models/{model_id:path}", response_model=None)
@@ -84,6 +99,14 @@ async def retrieve_model(model_id: str, request: Request, service: Service) -> R
     entry = next((m for m in listed["data"] if m["id"] == model_id), None)
     if entry is not None:
         return JSONResponse(entry)
+    if model_id == AUTO_MODEL:
+        return openai_error(
+            404,
+            "model_unavailable",
+            "model 'auto' is not servable yet: no workload is mapped to a READY model",
+            fix="send requests with model 'auto' (they are answered 503 workload_preparing "
+            "while Grid prepares a model for their work) and retry when GET /v1/models lists it",
+        )
     if model_id in service.controller.profiles:
         return openai_error(
             404,

@@ -66,6 +66,13 @@ def wait_for(server: ControllerProcess, check: Any, timeout_s: float = 20.0) -> 
         time.sleep(0.2)
 
 
+def models(server: ControllerProcess) -> list[dict[str, Any]]:
+    listed = httpx.get(f"{server.url}/v1/models", timeout=5)
+    assert listed.status_code == 200, listed.text
+    data: list[dict[str, Any]] = listed.json()["data"]
+    return data
+
+
 def mapping(doc: dict[str, Any]) -> dict[str, str]:
     portfolio = (doc.get("plan") or {}).get("portfolio") or {}
     return dict(portfolio.get("mapping") or {})
@@ -89,6 +96,12 @@ def test_auto_waits_honestly_then_routes_to_the_mapped_ready_model_as_workload_d
     assert body["preparing"]["state"] and body["preparing"]["reason"]
     assert coder_engine.requests == []
 
+    # Not servable yet, so `auto` is not offered to clients that pick from the model list.
+    assert [m["id"] for m in models(server)] == ["coder"]
+    unlisted = httpx.get(f"{server.url}/v1/models/auto", timeout=5)
+    assert unlisted.status_code == 404
+    assert unlisted.json()["error"]["code"] == "model_unavailable"
+
     # Two more coding requests reach the evidence gate (3 observations): the plan maps coding
     # to the READY coder.
     for _ in range(2):
@@ -96,6 +109,11 @@ def test_auto_waits_honestly_then_routes_to_the_mapped_ready_model_as_workload_d
     doc = wait_for(server, lambda d: mapping(d).get("coding") == "coder")
     rows = {r["workload"]: r for r in doc["plan"]["portfolio"]["admission"]}
     assert rows["coding"]["model_id"] == "coder"
+    # Now an automatic request would be served: `auto` is listed, last, saying for which work.
+    listed = models(server)
+    assert [m["id"] for m in listed] == ["coder", "auto"]
+    assert listed[-1]["grid_workloads"] == ["coding"]
+    assert httpx.get(f"{server.url}/v1/models/auto", timeout=5).json()["id"] == "auto"
 
     served = auto_chat(server)
     assert served.status_code == 200, served.text
@@ -122,6 +140,7 @@ def test_auto_waits_honestly_then_routes_to_the_mapped_ready_model_as_workload_d
 
     # The mapped model loses its route: 503 again, naming the model being prepared.
     register(server, "host-c", {"coder": coder_engine}, residency_state="loading")
+    assert "auto" not in [m["id"] for m in models(server)]
     waiting = auto_chat(server)
     assert waiting.status_code == 503, waiting.text
     assert waiting.json()["preparing"]["model_id"] == "coder"
