@@ -26,6 +26,7 @@ import math
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain
 from typing import Literal, cast
 
 from grid.fleet.models import Evidence, FleetSnapshot, Host, HostState, ResidencyState
@@ -264,10 +265,12 @@ def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
     host_group: dict[str, int] = {}  # hosts of a (build shape, quality class): its group
     tables: list[dict[str, int]] = []  # per group: model -> score
     problem.memo["quality_groups"] = (host_group, tables)
-    out: dict[tuple[str, str], int] = {}
+    per_host: list[list[int]] = []  # each host's scores, in candidates_of_host order
     for budget in problem.hosts:
         host_id = budget.host_id
         cands = problem.candidates_of_host(host_id)
+        if not cands:
+            continue
         klass = classes[host_id]
         shape = shapes.get(host_id)
         if klass is not None and shape is not None:
@@ -277,21 +280,28 @@ def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
                 tables.append(dict(zip(map(_MODEL, cands), found_scores, strict=True)))
                 group_of[(shape, klass)] = len(tables) - 1
             host_group[host_id] = group_of[(shape, klass)]
-            out.update(zip(map(_KEY, cands), found_scores, strict=True))
+            per_host.append(found_scores)
             continue
         host = hosts[host_id]
         figures = klass or _quality_shape(problem, host)
+        own: list[int] = []
         for cand in cands:
-            key = (cand.model_id, host_id)
             if klass is None and _own_figures(snap, host, cand.model_id):
-                out[key] = score_of(cand)
+                own.append(score_of(cand))
                 continue
             memo_key = (cand.model_id, figures, cand.incumbent, cand.cached, cand.memory_mb)
             found = memo.get(memo_key)
             if found is None:
                 found = memo[memo_key] = score_of(cand)
-            out[key] = found
-    return out
+            own.append(found)
+        per_host.append(own)
+    scores = chain.from_iterable(per_host)
+    if problem.memo.get("host_major"):
+        # build_problem lists every host's candidates in host order in `problem.candidates`,
+        # so its own key tuples are reused: no new key per candidate (3.65 M at 10,000 hosts).
+        return dict(zip(problem.candidates, scores, strict=True))
+    hosts_cands = (problem.candidates_of_host(b.host_id) for b in problem.hosts)
+    return dict(zip(map(_KEY, chain.from_iterable(hosts_cands)), scores, strict=True))
 
 
 _KEY = operator.itemgetter(0, 1)

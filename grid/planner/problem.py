@@ -567,6 +567,7 @@ def _build_problem(snap: FleetSnapshot, targets: dict[str, Target] | None) -> Pl
     # Per host of a build shape without per-host models: the shape's index. Such hosts have
     # equal candidates, model by model, but for the host ID (levels.py, types.py read it).
     problem.memo["build_shapes"] = host_shape
+    problem.memo["host_major"] = True  # `candidates`: host by host, in `hosts` order
     return problem
 
 

@@ -234,3 +234,13 @@ def test_distinct_candidates_count_one_host_per_build_shape() -> None:
         assert problem.distinct_candidates == outside + per_shape
     # six machine shapes, no residencies: one host's candidates per shape
     assert plain.distinct_candidates * 10 < len(plain.candidates)
+
+
+def test_quality_table_keys_reused_or_rebuilt_agree() -> None:
+    snap = _mutated_production(9, hosts=80, models=12)
+    reused = quality_scores(build_problem(snap))  # keys of `problem.candidates`
+    problem = build_problem(snap)
+    problem.memo.pop("host_major")  # as for a problem whose candidates are in any order
+    rebuilt = quality_scores(problem)
+    assert list(reused.items()) == list(rebuilt.items())
+    assert list(reused) == list(problem.candidates)
