@@ -95,10 +95,13 @@ class CandidateOrder:
         # candidate can earn a domain bonus, and the scan stops at the first feasible one
         # of the best static score instead of checking every equal-score host for a bonus.
         domain_of = self._host_domain.__getitem__
-        self.domains: dict[str, frozenset[str]] = {
-            model_id: frozenset(map(domain_of, map(_HOST, ordered)))
-            for model_id, ordered in self.sorted.items()
-        }
+        self.domains: dict[str, frozenset[str]] = {}
+        # Each candidate's domain, in `sorted` order: read once more to index the domains
+        # (`_indices_by_domain`), then dropped.
+        self._domain_seq: dict[str, list[str]] = {}
+        for model_id, ordered in self.sorted.items():
+            seq = self._domain_seq[model_id] = list(map(domain_of, map(_HOST, ordered)))
+            self.domains[model_id] = frozenset(seq)
         self._by_domain: dict[str, dict[str, list[int]]] = {}
         self._domain_start: dict[str, dict[str, int]] = {}
         # Per model and domain: the head position last found feasible and its host ledger's
@@ -153,7 +156,8 @@ class CandidateOrder:
         static_of = self.sorted_scores[model_id]
         lists = self._by_domain.get(model_id)
         if lists is None:
-            lists = self._by_domain[model_id] = _indices_by_domain(ordered, self._host_domain)
+            seq = self._domain_seq.pop(model_id)
+            lists = self._by_domain[model_id] = _indices_by_domain(seq)
             self._domain_start[model_id] = dict.fromkeys(lists, 0)
             self._feasible[model_id] = {}
         starts = self._domain_start[model_id]
@@ -202,11 +206,9 @@ def _by_quality(
     return list(map(cands.__getitem__, order)), list(map(values.__getitem__, order))
 
 
-def _indices_by_domain(
-    ordered: list[Candidate], host_domain: dict[str, str]
-) -> dict[str, list[int]]:
-    """Per failure domain, the positions of its candidates in `ordered`, ascending."""
-    domains = list(map(host_domain.__getitem__, map(_HOST, ordered)))
+def _indices_by_domain(domains: list[str]) -> dict[str, list[int]]:
+    """Per failure domain, the positions holding it in `domains` (a model's candidates'
+    domains in their order), ascending."""
     positions = sorted(range(len(domains)), key=domains.__getitem__)  # stable: ascending
     out: dict[str, list[int]] = {}
     start = 0
