@@ -23,6 +23,7 @@ replica levels equal those of the independent HiGHS lexicographic MILP
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -111,14 +112,19 @@ def phases_one(path: str) -> dict[str, Any]:
         out[f"{name}_s"] = round(now - clock, 2)
         clock = now
 
-    problem = build_problem(snap)
-    lap("build")
-    quality_scores(problem)
-    lap("quality")
-    greedy = heuristic_placement(problem)
-    lap("heuristic")
-    improved = vacate_improve(problem, greedy)
-    lap("vacate")
+    try:  # make_plan pauses the cyclic collector from this change on: so do the phases
+        from grid.planner.gcpause import gc_paused
+    except ImportError:
+        gc_paused = contextlib.nullcontext
+    with gc_paused():
+        problem = build_problem(snap)
+        lap("build")
+        quality_scores(problem)
+        lap("quality")
+        greedy = heuristic_placement(problem)
+        lap("heuristic")
+        improved = vacate_improve(problem, greedy)
+        lap("vacate")
 
     def digest(keys: set[tuple[str, str]]) -> str:
         return hashlib.sha1(repr(sorted(keys)).encode()).hexdigest()[:12]
