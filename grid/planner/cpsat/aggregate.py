@@ -65,6 +65,7 @@ DISAGGREGATE_S_PER_REPLICA = 60e-6
 FIRST_STAGE_S = 1.0  # any stage may take this long: the first one pays the LP's warm-up
 WINDOW_SHARE = 0.5  # of what is left, at most, for one window of stages (`_reach_bounds`)
 RELAXED = 2**62  # a window's relaxed constraint: expr >= -RELAXED always holds
+FALLBACK_BUILDS = 3  # the stage-by-stage pass runs when this many model builds' time is left
 BALANCE_SCALE = 10**6  # `_balance`: integer weights of the relative memory load
 # Threshold cuts (`_threshold_cuts`) on types whose hosts hold at most this many models: on
 # the 1,000-host production fleet they close the relaxation's gap on the 2- and 3-slot types
@@ -301,8 +302,12 @@ def solve_aggregated(
     types = host_types(problem)
     scorer = Scorer(problem)
     static = static_bounds(problem, scorer.quality)
-    result = _Attempt(problem, types, scorer, static).run(hint, deadline, windows=True)
-    if not result.proven and deadline - time.perf_counter() > 0.001:
+    started = time.perf_counter()
+    first = _Attempt(problem, types, scorer, static)
+    build_s = time.perf_counter() - started
+    result = first.run(hint, deadline, windows=True)
+    # The second pass builds its model again: only while that leaves it time to solve.
+    if not result.proven and deadline - time.perf_counter() > FALLBACK_BUILDS * build_s:
         again = _Attempt(problem, types, scorer, static).run(hint, deadline, windows=False)
         if (
             again.proven
