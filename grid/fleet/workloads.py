@@ -69,6 +69,10 @@ class WorkloadForecast(_Strict):
     queue_depth: float = Field(default=0.0, ge=0)  # concurrency units of queued work
     failure_rate: float = Field(default=0.0, ge=0, le=1)
     modality: Modality = Modality.TEXT
+    # The model the plan in effect maps this workload to (its `auto` requests route there);
+    # the portfolio's mapping hysteresis reads it (grid/planner/portfolio/hysteresis.py).
+    # None: no mapping in effect; an id without a profile is ignored.
+    mapped_model: str | None = None
 
     @property
     def arrival_concurrency(self) -> float:
@@ -124,6 +128,10 @@ class PortfolioPolicy(_Strict):
     max_portfolios: int = Field(default=64, ge=1)
     spare_slot_reserve: int = Field(default=2, ge=0)  # slots kept: one unseen workload, one failure
     time_limit_s: float = Field(default=2.0, gt=0)  # CP-SAT budget; coordinate search after it
+    # Mapping hysteresis: the mapping in effect keeps a workload unless the new portfolio is
+    # better by more than these margins at the level that decides (docs/portfolio.md item 14).
+    hysteresis_missing_replicas: int = Field(default=2, ge=0)
+    hysteresis_utility_points: float = Field(default=5.0, ge=0)
 
 
 # ----------------------------------------------------------------------------- plan output

@@ -97,6 +97,8 @@ class Metrics:
         self.lifelog = LifeLog()
         self._t0: float | None = None
         self._last_mapping: dict[str, str] = {}
+        # (tick, workload) pairs whose mapped model changed from one model to another
+        self.mapping_changes = 0
         self._last_overloaded: list[str] = []
         self._last_short: list[str] = []
         self._profiles = {p.model_id: p for p in world.profiles}
@@ -213,6 +215,7 @@ class Metrics:
         withdrawn = [f"{w.code}:{w.model_id}@{w.host_id}" for w in report.result.withdrawn]
         changed = {w: m for w, m in sorted(mapping.items()) if self._last_mapping.get(w) != m}
         gone = sorted(set(self._last_mapping) - set(mapping))
+        self.mapping_changes += sum(1 for w in changed if w in self._last_mapping)
         entry: dict[str, Any] = {
             "minute": t,
             "phase": workday.phase_at(t, self.minutes),

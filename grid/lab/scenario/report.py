@@ -138,6 +138,7 @@ def document(run: RunResult, *, timeline: bool = False) -> dict[str, Any]:
                 "fill_loads": life.churn.fill_starts,
                 "outage_reloads": life.churn.outage_restarts,
             },
+            "mapping_changes": m.mapping_changes,
             "safety_violations": len(m.violations),
             "demand": _r(demand, 3),
             "served": _r(served, 3),

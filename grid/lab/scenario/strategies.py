@@ -30,7 +30,7 @@ from grid.lab.scenario.arrivals import BASE_SERVICE_S
 from grid.lab.scenario.personas import STAGE_MINUTES, User
 from grid.router.affinity import hash_affinity_key
 from grid.runtime.controller.evidence_store import RequestSignals
-from grid.runtime.controller.workload_inputs import prewarm_demand
+from grid.runtime.controller.workload_inputs import prewarm_demand, with_mapping
 
 STRATEGIES = ("smart", "reactive", "greedy", "static")
 PLAN_TIME_LIMIT_S = 2.0
@@ -97,7 +97,7 @@ class Control:
             self.profiles,
             self.tracker.forecast(now, self.profiles.values()),
         )
-        return demand, workloads, outcomes
+        return demand, with_mapping(workloads, self.mapping(self._last_plan)), outcomes
 
     def plan(self, snap: FleetSnapshot) -> Plan:
         self._last_plan = plan_snapshot(snap)
@@ -122,7 +122,7 @@ class Reactive(Control):
             for m, e in demand.items()
             if e.evidence is not Evidence.INFERRED
         }
-        return kept, workloads, outcomes
+        return kept, with_mapping(workloads, self.mapping(self._last_plan)), outcomes
 
 
 Chooser = Callable[[str], str | None]

@@ -20,6 +20,7 @@ from grid.fleet.models import Assignment, FleetSnapshot, Plan, Unsatisfied
 from grid.fleet.workloads import PortfolioLevel, PortfolioReport, PortfolioSolver
 from grid.planner.deadline import Deadline
 from grid.planner.portfolio.context import Key, PortfolioContext, build_context
+from grid.planner.portfolio.hysteresis import hold
 from grid.planner.portfolio.preempt import preemptions_of, stage_preemptions
 from grid.planner.portfolio.report import admission_rows, candidate_rows
 from grid.planner.portfolio.score import LEVELS, compare, evaluate
@@ -88,6 +89,11 @@ def decide(
         else:
             mapping, placement, exploit = result.mapping, result.placement, result.exploit_mapping
             solver = PortfolioSolver(engine="cp-sat", status=result.status, wall_ms=0.0)
+    kept = hold(ctx, mapping, placement, exploit)
+    if kept.held:
+        mapping, placement, exploit = kept.mapping, kept.placement, kept.exploit
+        note = f"held {', '.join(kept.held)} on the mapping in effect (hysteresis)"
+        solver.message = f"{solver.message}; {note}" if solver.message else note
     values = evaluate(ctx, mapping, placement)
     solver.objective = [PortfolioLevel(level=n, sense=s, value=values[n]) for n, s in LEVELS]
     solver.wall_ms = round((time.perf_counter() - started) * 1000, 1)

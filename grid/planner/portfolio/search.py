@@ -265,7 +265,7 @@ def coordinate_search(ctx: PortfolioContext) -> SearchResult:
         mapping = exploit
         placement = search.cache[tuple(sorted(exploit.items()))]
         values = evaluate(ctx, mapping, placement)
-    covered = {w: m for w, m in mapping.items() if _has_replica(ctx, m, placement)}
+    covered = {w: m for w, m in mapping.items() if has_replica(ctx, m, placement)}
     return SearchResult(
         mapping=covered,
         placement=placement,
@@ -276,7 +276,7 @@ def coordinate_search(ctx: PortfolioContext) -> SearchResult:
     )
 
 
-def _has_replica(ctx: PortfolioContext, model_id: str, placement: set[Key]) -> bool:
+def has_replica(ctx: PortfolioContext, model_id: str, placement: set[Key]) -> bool:
     if any(f.model_id == model_id for f in ctx.problem.fixed):
         return True
     return any(m == model_id for m, _h in placement | set(ctx.base_keys))

@@ -20,7 +20,7 @@ from grid.runtime.controller.status import StatusView, percentile, status_docume
 from grid.runtime.controller.store import MemoryStore, StateStore, Store
 from grid.runtime.controller.timings import TimingTable
 from grid.runtime.controller.wire import NodeUpdate
-from grid.runtime.controller.workload_inputs import prewarm_demand
+from grid.runtime.controller.workload_inputs import prewarm_demand, with_mapping
 
 __all__ = [
     "Controller",
@@ -49,4 +49,5 @@ __all__ = [
     "process_marker",
     "restore_state",
     "status_document",
+    "with_mapping",
 ]

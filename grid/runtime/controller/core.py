@@ -84,6 +84,7 @@ from grid.runtime.controller.timings import Phase, TimingTable
 from grid.runtime.controller.wire import NodeUpdate
 from grid.runtime.controller.workload_inputs import (
     classifier_config,
+    mapped_inputs,
     measured_hosts,
     prewarm_demand,
 )
@@ -416,8 +417,7 @@ class Controller:
         learned = self.timings.learned_startup(self.profiles, [h.host_id for h in hosts], now)
         self.tracker.prune(now)
         workloads, outcomes = self.signals.snapshot_fields(now, self.profiles)
-        last = self.last_plan
-        mapping = last.portfolio.mapping if last is not None and last.portfolio else {}
+        workloads, mapping = mapped_inputs(workloads, self.last_plan)
         demand = prewarm_demand(
             self.signals.edges(now),
             workloads,

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from grid.demand import ClassifierConfig, LearnedEdge, RevisionMeasurements
-from grid.fleet.models import DemandEntry, Evidence, Host, ModelProfile, Policy
+from grid.fleet.models import DemandEntry, Evidence, Host, ModelProfile, Plan, Policy
 from grid.fleet.workloads import WorkloadForecast
 
 FALLBACK_WORD = "general"
@@ -104,3 +104,22 @@ def prewarm_demand(
             continue
         out[model_id] = DemandEntry(offered_concurrency=offered, evidence=Evidence.INFERRED)
     return out
+
+
+def mapped_inputs(
+    workloads: Mapping[str, WorkloadForecast], plan: Plan | None
+) -> tuple[dict[str, WorkloadForecast], dict[str, str]]:
+    """The last plan's portfolio mapping (empty without one) and the forecasts naming it."""
+    mapping = dict(plan.portfolio.mapping) if plan is not None and plan.portfolio else {}
+    return with_mapping(workloads, mapping), mapping
+
+
+def with_mapping(
+    workloads: Mapping[str, WorkloadForecast], mapping: Mapping[str, str]
+) -> dict[str, WorkloadForecast]:
+    """Each forecast names the model the last plan's portfolio maps its workload to (where its
+    `auto` requests route now): the state of the portfolio's mapping hysteresis."""
+    return {
+        w: f.model_copy(update={"mapped_model": mapping[w]}) if w in mapping else f
+        for w, f in workloads.items()
+    }
