@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable
 
 from grid.planner.cpsat.ledger import HostLoad, Ledger
 from grid.planner.cpsat.scoring import Scorer
@@ -28,16 +29,19 @@ MAX_TRIALS = 96
 MAX_HOSTS_PER_MODEL = 16
 
 
-def vacate_improve(problem: PlacementProblem, placed: set[Key]) -> set[Key]:
+def vacate_improve(
+    problem: PlacementProblem, placed: set[Key], *, out_of_time: Callable[[], bool] | None = None
+) -> set[Key]:
     """`placed` improved by kept vacate moves (a feasible placement stays feasible): first
     for models short of their baseline, then for models short of their desired count, each
-    pass with its own MAX_TRIALS."""
+    pass with its own MAX_TRIALS. `out_of_time` (checked before each model; None: never)
+    stops early with the best placement so far, so a large fleet's pass fits its budget."""
     scorer = Scorer(problem)
     best = _Best(problem, Ledger(problem, placed), scorer.replica_score(placed))
     for goal in ("baseline", "desired"):
         trials = 0
         for model in problem.models:  # by priority, then ID
-            if trials >= MAX_TRIALS:
+            if trials >= MAX_TRIALS or (out_of_time is not None and out_of_time()):
                 break
             model_id = model.model_id
             target = problem.targets[model_id]

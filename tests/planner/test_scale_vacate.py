@@ -55,6 +55,31 @@ def test_an_exclusive_model_gets_a_host_once_its_occupant_moves() -> None:
     assert [v.code for v in violations(snap, reference_plan(problem, frozenset(improved)))] == []
 
 
+def test_a_pass_out_of_time_keeps_what_it_had_and_one_with_time_left_moves() -> None:
+    # The same stuck fleet: a budget spent before the first model keeps the input placement
+    # (the plan stays inside its time limit); a budget that never runs out moves as before.
+    snap = snapshot(
+        [host("a-big", 32768, max_models=4), host("b-small", 8192, max_models=4)],
+        [
+            model("small", 4096, priority=100, min_replicas=1),
+            model("solo", 24576, priority=10, min_replicas=1, max_colocated_models=1),
+        ],
+        {"small": want(1), "solo": want(1)},
+    )
+    problem = build_problem(snap)
+    stuck = {("small", "a-big")}
+    asked: list[int] = []
+
+    def spent() -> bool:
+        asked.append(1)
+        return True
+
+    assert vacate_improve(problem, stuck, out_of_time=spent) == stuck
+    assert asked  # the budget was consulted
+    improved = vacate_improve(problem, stuck, out_of_time=lambda: False)
+    assert improved == {("small", "b-small"), ("solo", "a-big")}
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fleets())
 def test_vacate_never_worsens_the_replica_levels_and_stays_valid(snap) -> None:  # type: ignore[no-untyped-def]
