@@ -66,7 +66,7 @@ def _incumbents_in_seed_order(problem: PlacementProblem, scores: dict[Key, int])
             cand.host_id,
         )
 
-    return sorted((c for c in problem.candidates.values() if c.incumbent is not None), key=key)
+    return sorted(problem.incumbent_candidates, key=key)
 
 
 def _keep(state: PlacementState, candidates: list[Candidate]) -> None:

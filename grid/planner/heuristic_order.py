@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
+from collections.abc import Iterator, Mapping
+from itertools import repeat
 
 from grid.fleet.models import Evidence
 from grid.planner.heuristic_ledger import PlacementState
@@ -84,11 +86,13 @@ class CandidateOrder:
 
     def __init__(self, problem: PlacementProblem, scores: dict[tuple[str, str], int]) -> None:
         self.scores = scores
-        self.sorted: dict[str, list[Candidate]] = {}
-        self.sorted_scores: dict[str, list[int]] = {}  # the static scores, in `sorted` order
-        for m in problem.models:
-            ordered, ordered_scores = _by_quality(problem, m.model_id, scores)
-            self.sorted[m.model_id], self.sorted_scores[m.model_id] = ordered, ordered_scores
+        # Per model: its candidates (the problem's shared list, by host ID), the positions in
+        # that list by static score (highest first, then host ID) and the static scores in that
+        # order. Positions rather than a sorted copy of the candidates: a copy takes a
+        # reference to every candidate object, one cache miss each at millions of candidates.
+        self._cands: dict[str, list[Candidate]] = {}
+        self.order: dict[str, list[int]] = {}
+        self.sorted_scores: dict[str, list[int]] = {}
         self._start = {m.model_id: 0 for m in problem.models}
         self._host_domain = {h.host_id: h.domain for h in problem.hosts}
         # The failure domains a model can reach: once its placements cover them all, no
@@ -96,17 +100,30 @@ class CandidateOrder:
         # of the best static score instead of checking every equal-score host for a bonus.
         domain_of = self._host_domain.__getitem__
         self.domains: dict[str, frozenset[str]] = {}
-        # Each candidate's domain, in `sorted` order: read once more to index the domains
+        # Each candidate's domain, in score order: read once more to index the domains
         # (`_indices_by_domain`), then dropped.
         self._domain_seq: dict[str, list[str]] = {}
-        for model_id, ordered in self.sorted.items():
-            seq = self._domain_seq[model_id] = list(map(domain_of, map(_HOST, ordered)))
+        for m in problem.models:
+            model_id = m.model_id
+            cands, hosts, order, ordered_scores = _by_quality(problem, model_id, scores)
+            self._cands[model_id], self.order[model_id] = cands, order
+            self.sorted_scores[model_id] = ordered_scores
+            seq = self._domain_seq[model_id] = list(map(domain_of, map(hosts.__getitem__, order)))
             self.domains[model_id] = frozenset(seq)
         self._by_domain: dict[str, dict[str, list[int]]] = {}
         self._domain_start: dict[str, dict[str, int]] = {}
         # Per model and domain: the head position last found feasible and its host ledger's
         # version then (a host's feasibility changes only when its ledger does).
         self._feasible: dict[str, dict[str, tuple[int, int]]] = {}
+
+    def in_order(self, model_id: str) -> Iterator[Candidate]:
+        """The model's candidates by static score, highest first, then host ID."""
+        return map(self._cands[model_id].__getitem__, self.order[model_id])
+
+    @property
+    def sorted(self) -> Mapping[str, list[Candidate]]:
+        """Per model: `in_order` as a list (built on each lookup)."""
+        return _SortedView(self)
 
     def best(
         self,
@@ -128,14 +145,14 @@ class CandidateOrder:
         few_domains = len(self.domains[model_id]) <= DOMAIN_INDEX_MAX
         if greedy and max_bonus and skip_host is None and few_domains:
             return self._best_by_domain(state, model_id, max_bonus)
-        ordered = self.sorted[model_id]
+        cands, order = self._cands[model_id], self.order[model_id]
         static_of = self.sorted_scores[model_id]
         start = self._start[model_id] if greedy else 0
         refused_prefix = greedy
         best: Candidate | None = None
         best_total = 0
-        for index in range(start, len(ordered)):
-            cand = ordered[index]
+        for index in range(start, len(order)):
+            cand = cands[order[index]]
             static = static_of[index]
             if best is not None and static + max_bonus <= best_total:
                 break  # sorted by static score: nothing further can win (ties: earlier wins)
@@ -152,7 +169,7 @@ class CandidateOrder:
     def _best_by_domain(
         self, state: PlacementState, model_id: str, max_bonus: int
     ) -> Candidate | None:
-        ordered = self.sorted[model_id]
+        cands, order = self._cands[model_id], self.order[model_id]
         static_of = self.sorted_scores[model_id]
         lists = self._by_domain.get(model_id)
         if lists is None:
@@ -165,6 +182,10 @@ class CandidateOrder:
         ledgers = state.ledgers
         covered = state.domains[model_id]
         best_index, best_total = -1, 0
+        # `state.allowed` for this model during one call (`best` checked the model's room):
+        # a pinned candidate is allowed, any other one while the pin reservation leaves room.
+        unpinned_allowed = state.nonpinned[model_id] < state.nonpinned_allowance[model_id]
+        fits = state.fits
         for domain, indices in lists.items():
             bonus = 0 if domain in covered else max_bonus
             pos = starts[domain]
@@ -175,35 +196,50 @@ class CandidateOrder:
                     total < best_total or (total == best_total and index > best_index)
                 ):
                     break  # the rest of this domain cannot win (sorted, ties: earlier wins)
-                cand = ordered[index]
-                if state.allowed(cand):
+                cand = cands[order[index]]
+                if unpinned_allowed or cand.pinned:
                     version = ledgers[cand.host_id].version
-                    if feasible.get(domain) == (pos, version) or state.fits(cand):
+                    if feasible.get(domain) == (pos, version) or fits(cand):
                         feasible[domain] = (pos, version)
                         best_index, best_total = index, total
                         break
                 pos += 1  # refused once, refused for the rest of the greedy pass
             starts[domain] = pos
-        return ordered[best_index] if best_index >= 0 else None
+        return cands[order[best_index]] if best_index >= 0 else None
+
+
+class _SortedView(Mapping[str, list[Candidate]]):
+    def __init__(self, order: CandidateOrder) -> None:
+        self._order = order
+
+    def __getitem__(self, model_id: str) -> list[Candidate]:
+        return list(self._order.in_order(model_id))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._order.order)
+
+    def __len__(self) -> int:
+        return len(self._order.order)
 
 
 _HOST = operator.itemgetter(1)
-_KEY = operator.itemgetter(0, 1)
 
 
 def _by_quality(
     problem: PlacementProblem, model_id: str, scores: dict[tuple[str, str], int]
-) -> tuple[list[Candidate], list[int]]:
-    """The model's candidates by static score, highest first, then host ID, and their scores.
-    C-level maps and one stable sort by score of the list in host-ID order (`reverse` keeps
-    stability) instead of a Python key per candidate."""
+) -> tuple[list[Candidate], list[str], list[int], list[int]]:
+    """The model's candidates (by host ID), their host IDs, their positions by static score
+    (highest first, then host ID) and the scores in that order. C-level maps and one stable
+    sort by score of the positions in host-ID order (`reverse` keeps stability) instead of a
+    Python key per candidate; the candidate objects are read once (for their host IDs)."""
     cands = problem.candidates_of_model(model_id)  # by host ID
+    hosts = list(map(_HOST, cands))
     if scores is quality_scores(problem):
-        values = model_scores(problem, cands)
+        values = model_scores(problem, cands, hosts)
     else:
-        values = list(map(scores.__getitem__, map(_KEY, cands)))
+        values = list(map(scores.__getitem__, zip(repeat(model_id), hosts)))
     order = sorted(range(len(cands)), key=values.__getitem__, reverse=True)
-    return list(map(cands.__getitem__, order)), list(map(values.__getitem__, order))
+    return cands, hosts, order, list(map(values.__getitem__, order))
 
 
 def _indices_by_domain(domains: list[str]) -> dict[str, list[int]]:

@@ -85,7 +85,7 @@ def _most_important_missing(state: PlacementState, given_up: set[str]) -> str | 
 def _blocked_hosts(state: PlacementState, order: CandidateOrder, model_id: str) -> list[Candidate]:
     """The model's best candidates that are allowed but do not fit now (bounded)."""
     out: list[Candidate] = []
-    for cand in order.sorted[model_id]:
+    for cand in order.in_order(model_id):
         if not state.ledgers[cand.host_id].placed:
             continue  # nothing to take off: an empty host that does not fit stays so
         if state.allowed(cand) and not state.fits(cand):

@@ -309,11 +309,15 @@ _MODEL = operator.itemgetter(0)
 _HOST = operator.itemgetter(1)
 
 
-def model_scores(problem: PlacementProblem, cands: list[Candidate]) -> list[int]:
+def model_scores(
+    problem: PlacementProblem, cands: list[Candidate], host_ids: list[str] | None = None
+) -> list[int]:
     """`quality_scores` of one model's candidates, in their order (memoized for the problem's
     own `candidates_of_model` list: the result is shared, never mutate it). Where every host is in a
     quality group (a build shape and quality class: one score per model), C-level maps over
-    a table per group instead of one lookup per candidate in the fleet-wide table."""
+    a table per group instead of one lookup per candidate in the fleet-wide table. `host_ids`:
+    the candidates' host IDs when the caller has them (reading them touches every candidate
+    object, one cache miss each at millions of candidates)."""
     scores = quality_scores(problem)
     if not cands:
         return []
@@ -325,7 +329,7 @@ def model_scores(problem: PlacementProblem, cands: list[Candidate]) -> list[int]
     groups_memo: tuple[dict[str, int], list[dict[str, int]]]
     groups_memo = problem.memo["quality_groups"]  # type: ignore[assignment]
     host_group, tables = groups_memo
-    groups = list(map(host_group.get, map(_HOST, cands)))
+    groups = list(map(host_group.get, host_ids if host_ids is not None else map(_HOST, cands)))
     if None in groups:
         out = list(map(scores.__getitem__, map(_KEY, cands)))
     else:

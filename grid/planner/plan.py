@@ -39,7 +39,7 @@ VACATE_SHARE = 0.5  # of the solve budget, at most, for the vacate moves before 
 
 def incumbent_placement(problem: PlacementProblem) -> set[tuple[str, str]]:
     """Keys of every incumbent candidate (a hint, not necessarily feasible)."""
-    return {key for key, cand in problem.candidates.items() if cand.incumbent is not None}
+    return {(cand.model_id, cand.host_id) for cand in problem.incumbent_candidates}
 
 
 def make_plan(

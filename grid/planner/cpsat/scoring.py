@@ -29,9 +29,8 @@ class Scorer:
             1 for f in problem.fixed if f.host_id in problem.model_by_id[f.model_id].pinned_hosts
         )
         self.incumbent_costs = {
-            key: disruption_cost(problem, cand)
-            for key, cand in problem.candidates.items()
-            if cand.incumbent is not None
+            (cand.model_id, cand.host_id): disruption_cost(problem, cand)
+            for cand in problem.incumbent_candidates
         }
         self.total_disruption = sum(self.incumbent_costs.values())
         self.fixed_hosts = {f.host_id for f in problem.fixed}
