@@ -11,6 +11,7 @@ feasible host for a model's next replica from candidates pre-sorted by static qu
 from __future__ import annotations
 
 import operator
+from array import array
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from itertools import repeat
@@ -91,7 +92,7 @@ class CandidateOrder:
         # order. Positions rather than a sorted copy of the candidates: a copy takes a
         # reference to every candidate object, one cache miss each at millions of candidates.
         self._cands: dict[str, list[Candidate]] = {}
-        self.order: dict[str, list[int]] = {}
+        self.order: dict[str, array[int]] = {}
         self.sorted_scores: dict[str, list[int]] = {}
         self._start = {m.model_id: 0 for m in problem.models}
         self._host_domain = {h.host_id: h.domain for h in problem.hosts}
@@ -106,7 +107,8 @@ class CandidateOrder:
         for m in problem.models:
             model_id = m.model_id
             cands, hosts, order, ordered_scores = _by_quality(problem, model_id, scores)
-            self._cands[model_id], self.order[model_id] = cands, order
+            # 4 bytes a position instead of an int object each (3.65 M at 10,000 hosts)
+            self._cands[model_id], self.order[model_id] = cands, array("i", order)
             self.sorted_scores[model_id] = ordered_scores
             seq = self._domain_seq[model_id] = list(map(domain_of, map(hosts.__getitem__, order)))
             self.domains[model_id] = frozenset(seq)
