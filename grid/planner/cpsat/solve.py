@@ -40,6 +40,7 @@ from ortools.sat.python import cp_model
 from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.cpsat.build import add_hard_constraints
 from grid.planner.cpsat.ledger import Ledger, placement_problems, repair_order
+from grid.planner.cpsat.neighbourhood import improve_stage
 from grid.planner.cpsat.objective import level_expressions
 from grid.planner.cpsat.scoring import Scorer
 from grid.planner.cpsat.stages import ALL, Stage, fold_stages, scope_keys, stages_of
@@ -254,13 +255,45 @@ class _Run:
             started = time.perf_counter()
             built = self.model_for(stage)
             if built is None:
-                self.unproven(stage, "SKIPPED")
+                self.search_neighbourhoods(index, started)
                 continue
             failure = self.solve_stage(built, stage, self.stages[index:], started)
             if failure is not None:
                 return failure
             self.fix(stage)
         return None
+
+    def search_neighbourhoods(self, index: int, started: float) -> None:
+        """A replica stage whose model is too large to build: neighbourhood solves
+        (neighbourhood.py) may raise it; it stays unproven unless it reaches its bound."""
+        stage = self.stages[index]
+        if not all(lv.replica_level for lv in stage.levels):
+            self.unproven(stage, "SKIPPED")
+            return
+        # Half of what is left per stage at most: earlier stages weigh more.
+        to_solve = sum(1 for s in self.stages[index:] if not self.meets_bound(s))
+        limit = self.remaining() / max(1, min(2, to_solve))
+        self.incumbent, self.values, solves = improve_stage(
+            self.problem,
+            self.stages,
+            index,
+            self.incumbent,
+            self.values,
+            score=self.scorer.score,
+            quality=self.scorer.quality,
+            bound=stage.signed(self.static),
+            limit_s=limit,
+            solver=lambda s: _solver(s, self.deterministic, False),
+        )
+        status = "NEIGHBOURHOOD" if solves else "SKIPPED"
+        if self.meets_bound(stage):
+            self.bounds.update({n: self.values[n] for n in stage.names})
+            self.reports.append(StageReport(stage.names, "BOUND", time.perf_counter() - started))
+        else:
+            self.proven = False
+            self.bounds.update({n: self.static[n] for n in stage.names})
+            self.reports.append(StageReport(stage.names, status, time.perf_counter() - started))
+        self.fix(stage)
 
     def solve_stage(
         self, built: _Model, stage: Stage, rest: Sequence[Stage], started: float
