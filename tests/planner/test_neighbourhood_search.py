@@ -1,6 +1,6 @@
 """Neighbourhood solves (grid/planner/cpsat/neighbourhood.py) for stages too large to build.
 
-A build cost per candidate far above the budget makes solve.py skip every full model, so each
+With no budget share for a full model solve.py builds none (the 1,000 × 200 case), so each
 replica stage below its bound goes through the neighbourhood search. Oracles: the independent
 HiGHS lexicographic MILP of tests/planner/reference.py, its own level scorer
 (reference_staged.level_values) and validate.py; the hand-worked case is worked out below.
@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grid.planner.cpsat import solve
 from grid.planner.cpsat.ledger import repair
 from grid.planner.cpsat.solve import solve_lexicographic
 from grid.planner.problem import build_problem
@@ -25,7 +26,11 @@ from tests.planner.test_types import shaped_fleet
 
 pytestmark = pytest.mark.property
 
-NEVER_BUILT = 1e6  # seconds per candidate: no full model fits any budget
+
+@pytest.fixture(autouse=True)
+def _no_full_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No full model fits any budget (solve.py builds one within BUILD_SHARE of it)."""
+    monkeypatch.setattr(solve, "BUILD_SHARE", 0.0)
 
 
 def test_a_vacated_host_takes_the_model_that_needs_it_alone() -> None:
@@ -41,9 +46,7 @@ def test_a_vacated_host_takes_the_model_that_needs_it_alone() -> None:
     problem = build_problem(snap)
     hint = {("chat", "big")}
     assert level_values(problem, hint)["p10:direct:1"] == 1
-    result = solve_lexicographic(
-        problem, hints=[hint], time_limit_s=10, deterministic=True, build_s_per_key=NEVER_BUILT
-    )
+    result = solve_lexicographic(problem, hints=[hint], time_limit_s=10, deterministic=True)
     assert result.placed == {("video", "big"), ("chat", "small")}
     assert level_values(problem, result.placed)["p10:direct:1"] == 2
     assert [
@@ -53,7 +56,11 @@ def test_a_vacated_host_takes_the_model_that_needs_it_alone() -> None:
     assert all(r.status == "BOUND" for r in result.stages if r.levels[0] != "quality")
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(st.integers(min_value=0, max_value=10**6), st.integers(min_value=0, max_value=10**6))
 def test_neighbourhoods_never_lose_levels_and_stay_below_the_optimum(seed: int, pick: int) -> None:
     """From a random feasible hint (a random half of the candidates, repaired): the search
@@ -64,9 +71,7 @@ def test_neighbourhoods_never_lose_levels_and_stay_below_the_optimum(seed: int, 
     order = list(ref.values)
     rng = random.Random(pick)
     hint = repair(problem, {k for k in sorted(problem.candidates) if rng.random() < 0.5})
-    result = solve_lexicographic(
-        problem, hints=[hint], time_limit_s=10, deterministic=True, build_s_per_key=NEVER_BUILT
-    )
+    result = solve_lexicographic(problem, hints=[hint], time_limit_s=10, deterministic=True)
     assert result.placed is not None
     plan = reference_plan(problem, frozenset(result.placed))
     assert [v.code for v in violations(snap, plan)] == []

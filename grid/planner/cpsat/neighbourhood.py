@@ -47,6 +47,7 @@ NEIGHBOURHOOD_HOSTS = 10  # hosts vacated per neighbourhood (1,000 mixed: ~5,000
 MAX_NEIGHBOURHOOD_S = 0.5  # one neighbourhood's solve at most, so that several get a turn
 MIN_NEIGHBOURHOOD_S = 0.02
 EXACT_LIMIT = 2**50
+BUILD_SHARE = 0.5  # of a stage's time left, at most, for one neighbourhood's build
 
 Solver = Callable[[float], cp_model.CpSolver]
 
@@ -141,15 +142,22 @@ class _Search:
         self.names = [n for s in stages[: index + 1] for n in s.names]
 
     def model(
-        self, short: str, vacated: Sequence[str], placed: set[Key], values: dict[str, int]
-    ) -> tuple[cp_model.CpModel, PlacementVars]:
+        self,
+        short: str,
+        vacated: Sequence[str],
+        placed: set[Key],
+        values: dict[str, int],
+        max_keys: float,
+    ) -> tuple[cp_model.CpModel, PlacementVars] | None:
+        """The neighbourhood's model, or None when it has more than max_keys variables."""
         problem = self.problem
         hosts = set(vacated)
         movers = {short} | {m for m, h in placed if h in hosts}
+        keys = neighbourhood_keys(problem, movers, vacated, placed)
+        if len(keys) > max_keys:
+            return None
         model = cp_model.CpModel()
-        xs = PlacementVars(
-            model, problem, keys=neighbourhood_keys(problem, movers, vacated, placed)
-        )
+        xs = PlacementVars(model, problem, keys=keys)
         add_hard_constraints(model, xs, problem)
         exprs = level_expressions(model, xs, problem, names=self.names, quality=self.quality)
         for earlier in self.stages[: self.index]:
@@ -177,10 +185,13 @@ def improve_stage(
     bound: int,
     limit_s: float,
     solver: Solver,
+    build_s_per_key: float,
 ) -> tuple[set[Key], dict[str, int], int]:
     """Raise stages[index] by neighbourhood solves within limit_s: (placement, values, solves).
 
     `bound`: the stage's static bound (signed); the search stops once the stage reaches it.
+    `build_s_per_key`: the expected build cost per variable; a neighbourhood that would take
+    more than BUILD_SHARE of the stage's time left to build is passed over.
     """
     stage = stages[index]
     search = _Search(problem, stages, index, quality, bound)
@@ -199,7 +210,11 @@ def improve_stage(
             if ends - time.perf_counter() < MIN_NEIGHBOURHOOD_S:
                 return placed, values, solves
             tried.add((short_model, vacated[0]))
-            model, xs = search.model(short_model, vacated, placed, values)
+            max_keys = BUILD_SHARE * (ends - time.perf_counter()) / build_s_per_key
+            built = search.model(short_model, vacated, placed, values, max_keys)
+            if built is None:
+                continue
+            model, xs = built
             left = ends - time.perf_counter()
             if left < MIN_NEIGHBOURHOOD_S:
                 return placed, values, solves

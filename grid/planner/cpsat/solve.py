@@ -284,6 +284,7 @@ class _Run:
             bound=stage.signed(self.static),
             limit_s=limit,
             solver=lambda s: _solver(s, self.deterministic, False),
+            build_s_per_key=self.build_s_per_key,
         )
         status = "NEIGHBOURHOOD" if solves else "SKIPPED"
         if self.meets_bound(stage):
