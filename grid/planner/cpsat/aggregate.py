@@ -61,7 +61,10 @@ from grid.planner.types import HostType, disaggregate, host_types, type_counts
 from grid.planner.vacate import vacate_improve
 
 SEED = 20240611
-DISAGGREGATE_S_PER_REPLICA = 60e-6
+# The three disaggregations together, per open replica: 0.27 s for 1,900 at 1,000 production
+# hosts (142 us), 1.87 s for 10,800 at 10,000 (173 us; 60 us each was counted before, and a
+# stage solved late then overran the budget by ~1.2 s).
+DISAGGREGATE_S_PER_REPLICA = 180e-6
 FIRST_STAGE_S = 1.0  # any stage may take this long: the first one pays the LP's warm-up
 WINDOW_SHARE = 0.5  # of what is left, at most, for one window of stages (`_reach_bounds`)
 RELAXED = 2**62  # a window's relaxed constraint: expr >= -RELAXED always holds
@@ -294,8 +297,8 @@ def solve_aggregated(
     First with windows (`_Attempt`: a run of stages proven at once where one solution meets
     all their static bounds); when its counts do not disaggregate to a proof and time is left,
     once more stage by stage on a fresh model (the solve before windows existed)."""
-    # The three disaggregations after the last stage cost ~50 µs per placed replica (1,000
-    # production hosts: 0.27 s for 1,900): the stages leave that much of the budget.
+    # The three disaggregations after the last stage (DISAGGREGATE_S_PER_REPLICA per open
+    # replica): the stages leave that much of the budget.
     replicas = sum(problem.open_replicas(m.model_id) for m in problem.models)
     after_s = DISAGGREGATE_S_PER_REPLICA * replicas
     deadline = time.perf_counter() + max(0.0, time_limit_s - after_s)
