@@ -7,19 +7,23 @@ leave such a stage at the incumbent. Here small CP-SAT models improve it instead
 
     short       the models of the stage's levels below their round (count < k for
                 baseline:k and direct:k, < desired for inferred)
-    vacated     a few candidate hosts of the short models (fewest incumbent placements first,
-                NEIGHBOURHOOD_HOSTS at a time), where a short model could take the host
-    movers      the short models plus every model the incumbent places on the vacated hosts
+    vacated     NEIGHBOURHOOD_HOSTS candidate hosts of one short model, among those holding a
+                placement (an empty candidate host that does not hold the model keeps it out
+                by itself), fewest placements first; the short models take turns
+    movers      that short model plus every model the incumbent places on the vacated hosts
     variables   x over the incumbent's placements, every candidate on the vacated hosts and
                 every candidate of the movers (any host); every other candidate is 0
+    protected   every model but the movers keeps at least its replica count (it may move);
+                the tie-break keeps the most movers' replicas and incumbent placements
 
 Every hard constraint is downward closed and the incumbent is one assignment of the variables,
 so the neighbourhood model is exact for what it covers: each constraint family of build.py on
 the real ledgers, the level expressions equal to levels.score_placement. Every earlier stage is
 constrained to at least the incumbent's value, so a solution never loses an earlier level; the
 stage itself is maximized from the incumbent's hint. A solution is kept when it raises the
-stage. Neighbourhoods are tried in order until the stage meets its static bound or the stage's
-time is spent. A neighbourhood's OPTIMAL proves nothing about the whole fleet: the stage stays
+stage (after re-adding the incumbent placements that still fit). Neighbourhoods are tried in
+order until the stage meets its static bound or the stage's time is spent (solve.py gives a
+stage half of what is left). A neighbourhood's OPTIMAL proves nothing about the whole fleet: the stage stays
 unproven (its bound is the static one) unless it reaches the static bound.
 """
 
@@ -83,15 +87,16 @@ def neighbourhoods(
 ) -> list[tuple[str, list[str]]]:
     """(short model, hosts to vacate): each short model's candidate hosts, emptiest first, in
     groups of NEIGHBOURHOOD_HOSTS; the models take turns group by group."""
-    on_host: dict[str, tuple[int, int]] = {}
-    for key in placed:
-        count, memory = on_host.get(key[1], (0, 0))
-        on_host[key[1]] = (count + 1, memory + problem.candidates[key].memory_mb)
+    on_host: dict[str, int] = {}
+    for _model, host in placed:
+        on_host[host] = on_host.get(host, 0) + 1
     per_model = []
     for model_id in short:
+        # A short model not placed on an empty candidate host is kept out by that host alone:
+        # vacating it cannot help.
         hosts = sorted(
-            {c.host_id for c in problem.candidates_of_model(model_id)},
-            key=lambda h: (on_host.get(h, (0, 0))[0], h),
+            {c.host_id for c in problem.candidates_of_model(model_id) if c.host_id in on_host},
+            key=lambda h: (on_host[h], h),
         )
         per_model.append(
             [
