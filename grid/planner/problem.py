@@ -94,8 +94,7 @@ class HostBudget:
     disk_free_mb: int | None
     refusals: tuple[str, ...]
 
-    # Cached (frozen dataclass: cached_property writes the instance dict directly): the
-    # heuristic's feasibility test reads these about a million times at 10,000 hosts.
+    # Cached: the heuristic's feasibility test reads them ~1 M times at 10,000 hosts.
     @cached_property
     def footprint_budget_mb(self) -> int:
         return max(0, self.allocatable_mb - self.fixed_mb)
@@ -188,9 +187,8 @@ class PlacementProblem:
 
     @cached_property
     def incumbent_candidates(self) -> list[Candidate]:
-        """The candidates that keep a live residency, by host ID. Only a host with a live
-        residency has one (`_pair`), so the hosts without are skipped unread: a scan of every
-        candidate touches millions of objects at 10,000 hosts."""
+        """The candidates that keep a live residency, by host ID: only hosts with a live
+        residency have one (`_pair`), the others (millions of candidates) are not read."""
         return [
             cand
             for budget in self.hosts
