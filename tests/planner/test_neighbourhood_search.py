@@ -91,3 +91,38 @@ def test_neighbourhoods_never_lose_levels_and_stay_below_the_optimum(seed: int, 
         proven_prefix = proven_prefix and bound == reached[name] == ref.values[name]
     if result.status == "OPTIMAL":
         assert {n: reached[n] for n in order} == ref.values
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    seed=st.integers(min_value=0, max_value=10**6), pick=st.integers(min_value=0, max_value=10**6)
+)
+def test_neighbourhoods_after_an_unproven_full_model_stay_valid(
+    seed: int, pick: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full model built and cut short (a tiny deterministic budget per stage), then
+    neighbourhood solves on the stage: still a valid plan, never below the hint, never above
+    the optimum."""
+    monkeypatch.setattr(solve, "BUILD_SHARE", 1.0)
+    monkeypatch.setattr(solve, "NEIGHBOURHOOD_MIN_KEYS", 0)
+    monkeypatch.setattr(solve, "MIN_STAGE_S", 0.001)
+    snap = shaped_fleet(seed)
+    problem = build_problem(snap)
+    ref = reference_optimum(problem)
+    order = list(ref.values)
+    rng = random.Random(pick)
+    hint = repair(problem, {k for k in sorted(problem.candidates) if rng.random() < 0.5})
+    result = solve_lexicographic(
+        problem, hints=[hint], time_limit_s=0.003, reserve_s=0.0, deterministic=True
+    )
+    assert result.placed is not None
+    assert [
+        v.code for v in violations(snap, reference_plan(problem, frozenset(result.placed)))
+    ] == []
+    reached = {n: level_values(problem, result.placed)[n] for n in order}
+    assert lexicographic(order, reached, level_values(problem, hint)) >= 0
+    assert lexicographic(order, reached, ref.values) <= 0
