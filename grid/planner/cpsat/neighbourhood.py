@@ -23,8 +23,8 @@ constrained to at least the incumbent's value, so a solution never loses an earl
 stage itself is maximized from the incumbent's hint. A solution is kept when it raises the
 stage (after re-adding the incumbent placements that still fit). Neighbourhoods are tried in
 order until the stage meets its static bound or the stage's time is spent (solve.py gives a
-stage half of what is left). A neighbourhood's OPTIMAL proves nothing about the whole fleet: the stage stays
-unproven (its bound is the static one) unless it reaches the static bound.
+stage half of what is left). A neighbourhood's OPTIMAL proves nothing about the whole fleet:
+the stage stays unproven (its bound is the static one) unless it reaches the static bound.
 """
 
 from __future__ import annotations
