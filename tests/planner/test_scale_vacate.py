@@ -34,10 +34,10 @@ def _lex(order: list[str], a: dict[str, int], b: dict[str, int]) -> int:
     return 0
 
 
-def test_an_exclusive_model_gets_a_host_once_its_occupant_moves() -> None:
-    # "small" (high priority) fits both hosts; "solo" needs a host to itself and only fits
-    # "big". A greedy that puts small on big first leaves solo out; vacating big moves small.
-    snap = snapshot(
+def _stuck_fleet():  # type: ignore[no-untyped-def]
+    """ "small" (high priority) fits both hosts; "solo" needs a host to itself and only fits
+    "big"."""
+    return snapshot(
         [host("a-big", 32768, max_models=4), host("b-small", 8192, max_models=4)],
         [
             model("small", 4096, priority=100, min_replicas=1),
@@ -45,6 +45,12 @@ def test_an_exclusive_model_gets_a_host_once_its_occupant_moves() -> None:
         ],
         {"small": want(1), "solo": want(1)},
     )
+
+
+def test_an_exclusive_model_gets_a_host_once_its_occupant_moves() -> None:
+    # "small" (high priority) fits both hosts; "solo" needs a host to itself and only fits
+    # "big". A greedy that puts small on big first leaves solo out; vacating big moves small.
+    snap = _stuck_fleet()
     problem = build_problem(snap)
     stuck = {("small", "a-big")}
     improved = vacate_improve(problem, stuck)
@@ -58,14 +64,7 @@ def test_an_exclusive_model_gets_a_host_once_its_occupant_moves() -> None:
 def test_a_pass_out_of_time_keeps_what_it_had_and_one_with_time_left_moves() -> None:
     # The same stuck fleet: a budget spent before the first model keeps the input placement
     # (the plan stays inside its time limit); a budget that never runs out moves as before.
-    snap = snapshot(
-        [host("a-big", 32768, max_models=4), host("b-small", 8192, max_models=4)],
-        [
-            model("small", 4096, priority=100, min_replicas=1),
-            model("solo", 24576, priority=10, min_replicas=1, max_colocated_models=1),
-        ],
-        {"small": want(1), "solo": want(1)},
-    )
+    snap = _stuck_fleet()
     problem = build_problem(snap)
     stuck = {("small", "a-big")}
     asked: list[int] = []
