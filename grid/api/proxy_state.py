@@ -13,6 +13,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
+from grid.fleet.workloads import PortfolioReport
 from grid.router import (
     AffinityKey,
     BreakerOutcome,
@@ -49,12 +50,17 @@ class Preparing:
         }
 
 
+def current_portfolio(ctl: Controller) -> PortfolioReport | None:
+    """The current plan's portfolio (None before any plan has one), read under the lock."""
+    with ctl.lock:
+        plan = ctl.last_plan
+        return plan.portfolio if plan is not None else None
+
+
 def portfolio_choice(ctl: Controller, workload: str) -> tuple[str | None, Preparing]:
     """The model the current plan's portfolio maps `workload` to (None when unmapped) and the
     admission row that explains it, read under the controller lock."""
-    with ctl.lock:
-        plan = ctl.last_plan
-        report = plan.portfolio if plan is not None else None
+    report = current_portfolio(ctl)
     if report is None:
         reason = (
             "awaiting_plan: the current plan has no portfolio yet (it forms once "
@@ -143,9 +149,7 @@ class ProxyState:
     def auto_servable(self, ctl: Controller, ready: list[str]) -> list[str]:
         """The workloads an automatic request would be routed for now: those the current plan's
         portfolio maps to a model in `ready` (the READY models of GET /v1/models)."""
-        with ctl.lock:
-            plan = ctl.last_plan
-            report = plan.portfolio if plan is not None else None
+        report = current_portfolio(ctl)
         if report is None:
             return []
         listed = set(ready)

@@ -16,6 +16,19 @@ from tests.conftest import NEVER_SMOKE, SMOKE_FILES
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
+COLLECT = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m"]
+
+
+def _collected(marker: str) -> list[str]:
+    """The test ids `pytest --collect-only -m MARKER` lists for the repository."""
+    done = subprocess.run(
+        [*COLLECT, marker],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    return [line for line in done.stdout.splitlines() if "::" in line]
 
 
 def test_smoke_is_a_registered_marker_and_its_files_exist() -> None:
@@ -29,44 +42,10 @@ def test_smoke_is_a_registered_marker_and_its_files_exist() -> None:
 
 @pytest.mark.service
 def test_the_selection_spans_the_layers_and_skips_slow_kinds() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-m",
-            "smoke",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
-    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    ids = _collected("smoke")
     assert len(ids) > 300
     layers = {re.match(r"tests/([a-z_]+)/", i).group(1) for i in ids if i.startswith("tests/")}
     assert {"fleet", "cli", "planner", "runtime", "router", "node", "demand"} <= layers
-    slow = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-m",
-            "smoke and (" + " or ".join(NEVER_SMOKE) + ")",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
-    listed = [line for line in slow.stdout.splitlines() if "::" in line]
+    listed = _collected("smoke and (" + " or ".join(NEVER_SMOKE) + ")")
     # Only tests that mark themselves smoke may be of a slow kind; none from the listed files.
     assert not [line for line in listed if line.split("::")[0] in SMOKE_FILES]

@@ -14,17 +14,30 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grid.fleet.models import FleetSnapshot
 from grid.planner.cpsat import solve
 from grid.planner.cpsat.ledger import repair
 from grid.planner.cpsat.solve import solve_lexicographic
-from grid.planner.problem import build_problem
+from grid.planner.problem import PlacementProblem, build_problem
 from grid.planner.validate import violations
 from tests.planner.fleets import host, model, snapshot, want
-from tests.planner.reference import reference_optimum, reference_plan
+from tests.planner.reference import ReferenceResult, reference_optimum, reference_plan
 from tests.planner.reference_staged import level_values, lexicographic
 from tests.planner.test_types import shaped_fleet
 
 pytestmark = pytest.mark.property
+
+
+def _fleet_and_hint(
+    seed: int, pick: int
+) -> tuple[FleetSnapshot, PlacementProblem, ReferenceResult, set[tuple[str, str]]]:
+    """A shaped fleet, its problem, the HiGHS reference and a random feasible hint (a random
+    half of the candidates, repaired): the search has something to raise."""
+    snap = shaped_fleet(seed)
+    problem = build_problem(snap)
+    rng = random.Random(pick)
+    hint = repair(problem, {k for k in sorted(problem.candidates) if rng.random() < 0.5})
+    return snap, problem, reference_optimum(problem), hint
 
 
 @pytest.fixture(autouse=True)
@@ -65,12 +78,8 @@ def test_a_vacated_host_takes_the_model_that_needs_it_alone() -> None:
 def test_neighbourhoods_never_lose_levels_and_stay_below_the_optimum(seed: int, pick: int) -> None:
     """From a random feasible hint (a random half of the candidates, repaired): the search
     has something to raise."""
-    snap = shaped_fleet(seed)
-    problem = build_problem(snap)
-    ref = reference_optimum(problem)
+    snap, problem, ref, hint = _fleet_and_hint(seed, pick)
     order = list(ref.values)
-    rng = random.Random(pick)
-    hint = repair(problem, {k for k in sorted(problem.candidates) if rng.random() < 0.5})
     result = solve_lexicographic(problem, hints=[hint], time_limit_s=10, deterministic=True)
     assert result.placed is not None
     plan = reference_plan(problem, frozenset(result.placed))
@@ -110,12 +119,8 @@ def test_neighbourhoods_after_an_unproven_full_model_stay_valid(
     monkeypatch.setattr(solve, "BUILD_SHARE", 1.0)
     monkeypatch.setattr(solve, "NEIGHBOURHOOD_MIN_KEYS", 0)
     monkeypatch.setattr(solve, "MIN_STAGE_S", 0.001)
-    snap = shaped_fleet(seed)
-    problem = build_problem(snap)
-    ref = reference_optimum(problem)
+    snap, problem, ref, hint = _fleet_and_hint(seed, pick)
     order = list(ref.values)
-    rng = random.Random(pick)
-    hint = repair(problem, {k for k in sorted(problem.candidates) if rng.random() < 0.5})
     result = solve_lexicographic(
         problem, hints=[hint], time_limit_s=0.003, reserve_s=0.0, deterministic=True
     )
