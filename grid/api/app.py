@@ -20,11 +20,16 @@ from grid.api.errors import install_error_handlers
 from grid.api.limits import BodyLimit
 from grid.api.proxy_state import ProxyState
 from grid.api.settling import RouteWindow
+from grid.router.breaker import BreakerPolicy
 from grid.runtime.controller.service import ControllerService
 
 
 def create_app(
-    service: ControllerService, credentials: Credentials, *, instance: str = ""
+    service: ControllerService,
+    credentials: Credentials,
+    *,
+    instance: str = "",
+    breaker: BreakerPolicy | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="Grid allocator controller",
@@ -36,7 +41,9 @@ def create_app(
     )
     app.state.service = service
     app.state.credentials = credentials
-    app.state.proxy = ProxyState()  # in memory only: circuits and measurements die with the app
+    app.state.proxy = ProxyState(
+        breaker
+    )  # in memory only: circuits and measurements die with the app
     app.state.route_window = RouteWindow()  # the first heartbeats after a start (settling.py)
     install_error_handlers(app)
     app.add_middleware(BodyLimit)  # before authentication and parsing: see limits.py

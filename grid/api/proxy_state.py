@@ -17,6 +17,7 @@ from grid.fleet.workloads import PortfolioReport
 from grid.router import (
     AffinityKey,
     BreakerOutcome,
+    BreakerPolicy,
     CircuitBreakers,
     Measurements,
     Route,
@@ -127,10 +128,10 @@ def _routes(
 
 
 class ProxyState:
-    def __init__(self) -> None:
+    def __init__(self, breaker: BreakerPolicy | None = None) -> None:
         self._lock = threading.Lock()
         self._active: Counter[tuple[str, str]] = Counter()
-        self.breakers = CircuitBreakers()
+        self.breakers = CircuitBreakers(breaker)
         self.measurements = Measurements()
 
     def ready_models(self, ctl: Controller, now: float) -> list[str]:

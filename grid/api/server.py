@@ -25,6 +25,7 @@ from grid.api.settings import STATE_NAME, Settings, load_settings
 from grid.api.tls import check_bind, check_server_files
 from grid.demand.config import DemandConfig
 from grid.fleet.errors import GridError
+from grid.router.breaker import BreakerPolicy
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.core import Controller
 from grid.runtime.controller.lease import LeaseFile
@@ -61,7 +62,8 @@ def build(state_dir: Path, settings: Settings) -> tuple[FastAPI, ControllerServi
     )
     controller = Controller(StateStore(state_path), now=time.time(), config=config, lease=lease)
     service = ControllerService(controller)
-    app = create_app(service, settings.credentials, instance=settings.instance)
+    breaker = BreakerPolicy.from_overrides(settings.breaker)
+    app = create_app(service, settings.credentials, instance=settings.instance, breaker=breaker)
     return app, service
 
 
@@ -81,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         app, service = build(args.state_dir, settings)
     except GridError as err:
         print(f"Error [{err.code}]: {err.message}", file=sys.stderr)
+        if err.fix:
+            print(f"To fix: {err.fix}", file=sys.stderr)
         return 2
     port = args.port or settings.port
     service.start()

@@ -40,6 +40,7 @@ class Settings:
     port: int = DEFAULT_PORT
     instance: str = ""
     controller: dict[str, Any] = field(default_factory=dict)  # ControllerConfig overrides
+    breaker: dict[str, Any] = field(default_factory=dict)  # BreakerPolicy overrides (router)
     # TLS (docs/addressing.md): the server's certificate chain and key; `ca_file` is what this
     # machine's CLI verifies it with ("" = the system store). `insecure_http` records that a
     # non-loopback plain-HTTP bind was asked for explicitly.
@@ -106,6 +107,13 @@ def load_settings(state_dir: Path) -> Settings:
     _owner_only(path)
     instance = data.get("instance", "")
     controller = data.get("controller", {})
+    breaker = data.get("breaker", {})
+    if not isinstance(breaker, dict):
+        raise GridError(
+            "invalid_breaker_config",
+            f"{path}: `breaker` must be an object of circuit-breaker settings",
+            fix='write it as {"failures_to_open": 2, ...} or remove it',
+        )
     tls = {name: data.get(name, "") for name in ("tls_cert", "tls_key", "ca_file")}
     if not all(isinstance(v, str) for v in tls.values()) or bool(tls["tls_cert"]) != bool(
         tls["tls_key"]
@@ -123,6 +131,7 @@ def load_settings(state_dir: Path) -> Settings:
         port,
         instance if isinstance(instance, str) else "",
         controller if isinstance(controller, dict) else {},
+        breaker,
         insecure_http=data.get("insecure_http") is True,
         **tls,
     )

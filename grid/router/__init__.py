@@ -6,7 +6,7 @@ back. The router never tells the allocator what to provision.
 """
 
 from grid.router.affinity import AffinityKey, hash_affinity_key, rendezvous_order
-from grid.router.breaker import BreakerOutcome, CircuitBreakers, classify_status
+from grid.router.breaker import BreakerOutcome, BreakerPolicy, CircuitBreakers, classify_status
 from grid.router.choose import RouteChoice, RouteRefusal, choose_route
 from grid.router.measure import Measurements
 from grid.router.routes import Route, route_refusal
@@ -15,6 +15,7 @@ from grid.router.usage import SseUsageReader, Usage, usage_of
 __all__ = [
     "AffinityKey",
     "BreakerOutcome",
+    "BreakerPolicy",
     "CircuitBreakers",
     "Measurements",
     "Route",

@@ -41,7 +41,12 @@ def free_port() -> int:
 
 
 class ControllerProcess:
-    def __init__(self, state_dir: Path, controller: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        controller: dict[str, Any] | None = None,
+        breaker: dict[str, Any] | None = None,
+    ) -> None:
         self.state_dir = state_dir
         base = load_or_create_settings(state_dir, port=free_port())
         self.settings = Settings(
@@ -51,6 +56,7 @@ class ControllerProcess:
             base.port,
             base.instance,
             dict(controller or FAST_CONTROLLER),
+            dict(breaker or {}),
         )
         write_settings(state_dir, self.settings)
         self.proc: subprocess.Popen[bytes] | None = None
