@@ -35,13 +35,32 @@ from grid.runtime.controller.store import StateStore
 log = logging.getLogger("grid.server")
 
 
+def _refuse_unknown(section: str, given: dict[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise GridError(
+            "invalid_controller_config",
+            f"unknown {section} setting(s): {', '.join(unknown)}",
+            fix=f"remove or correct them; the known ones are {', '.join(sorted(known))}",
+        )
+
+
 def controller_config(overrides: dict[str, Any]) -> ControllerConfig:
-    known = {f.name for f in fields(ControllerConfig)} - {"demand"}
-    chosen = {k: v for k, v in overrides.items() if k in known}
+    """ControllerConfig from config.json's `controller` section; a misspelt name is refused
+    (a silently ignored setting would leave the default in force without a word)."""
+    known = {f.name for f in fields(ControllerConfig)}
+    _refuse_unknown("controller", overrides, known)
+    chosen = {k: v for k, v in overrides.items() if k != "demand"}
     demand = overrides.get("demand")
-    if isinstance(demand, dict):
-        known_demand = {f.name for f in fields(DemandConfig)}
-        chosen["demand"] = DemandConfig(**{k: v for k, v in demand.items() if k in known_demand})
+    if demand is not None:
+        if not isinstance(demand, dict):
+            raise GridError(
+                "invalid_controller_config",
+                "controller setting demand must be an object of demand settings",
+                fix='write it as {"bucket_s": 60, ...} or remove it',
+            )
+        _refuse_unknown("controller.demand", demand, {f.name for f in fields(DemandConfig)})
+        chosen["demand"] = DemandConfig(**demand)
     try:
         return ControllerConfig(**chosen)
     except TypeError as exc:
