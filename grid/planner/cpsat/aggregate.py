@@ -5,7 +5,8 @@ Variables
                      constraint family of build.py but the replica bounds (memory, slots,
                      colocation, disk: the per-host model, exact)
     n[m,T] ∈ 0..min(|T|, open(m))   replicas of m on the hosts of an aggregated type T
-Per-type ledgers (T has |T| identical hosts, budget B, new budget B', slot cap s, disk D):
+Per-type ledgers (cpsat/type_ledgers.py; T has |T| identical hosts, budget B, new budget B',
+slot cap s, disk D):
     Σ_m mem(m)·n[m,T] ≤ |T|·B,   Σ_m new_mb(m)·n[m,T] ≤ |T|·B',   Σ_m n[m,T] ≤ |T|·s,
     Σ_m disk(m)·n[m,T] ≤ |T|·D,   n[a,T] + n[b,T] ≤ |T| for every excluded pair,
     Σ_{m: size(m)·k > L} n[m,T] ≤ (k−1)·|T| for k = 2..s and both ledgers L ∈ {B, B'}
@@ -47,6 +48,14 @@ from grid.planner.cpsat.replicas import pinned_hosts, unpinned_allowance
 from grid.planner.cpsat.scoring import Scorer
 from grid.planner.cpsat.slots import add_slots
 from grid.planner.cpsat.stages import Stage, fold_stages, stages_of
+
+# _threshold_cuts is imported from here by tests/planner/test_aggregate_cuts.py.
+from grid.planner.cpsat.type_ledgers import (
+    TypeRoom,
+    _threshold_cuts,  # noqa: F401
+    add_type_ledgers,
+    fits_alone,
+)
 from grid.planner.cpsat.variables import Key, PlacementVars
 from grid.planner.levels import (
     baseline_members,
@@ -56,7 +65,7 @@ from grid.planner.levels import (
     inferred_members,
     round_members,
 )
-from grid.planner.problem import Candidate, HostBudget, PlacementProblem
+from grid.planner.problem import PlacementProblem
 from grid.planner.types import HostType, disaggregate, host_types, type_counts
 from grid.planner.vacate import vacate_improve
 
@@ -70,15 +79,6 @@ WINDOW_SHARE = 0.5  # of what is left, at most, for one window of stages (`_reac
 RELAXED = 2**62  # a window's relaxed constraint: expr >= -RELAXED always holds
 FALLBACK_BUILDS = 3  # the stage-by-stage pass runs when this many model builds' time is left
 BALANCE_SCALE = 10**6  # `_balance`: integer weights of the relative memory load
-# Threshold cuts (`_threshold_cuts`) on types whose hosts hold at most this many models: on
-# the 1,000-host production fleet they close the relaxation's gap on the 2- and 3-slot types
-# (the disaggregation then reaches every replica level); on the 8-slot types they only slowed
-# the stages (4.3 s with them on every type; limited to at most 4 items per host, they did not
-# close the 256-host fleet's gap either).
-THRESHOLD_CUT_MAX_SLOTS = 3
-# Threshold cuts (`_threshold_cuts`) on types whose hosts hold at most this many models: they
-# make two-slot packing exact; on wide hosts they only slowed the stages (1,000 production
-# hosts: 2.2 s without, 4.3 s with them on every type).
 Expr = cp_model.LinearExpr
 
 
@@ -124,43 +124,15 @@ class _AggregateModel:
         problem, first, count = self.problem, htype.host_ids[0], htype.count
         budget = problem.host_by_id[first]
         cands = [problem.candidates[(m, first)] for m in htype.models]
+        room = TypeRoom.of(budget)
         ns = []
         for cand in cands:
-            top = (
-                min(count, problem.open_replicas(cand.model_id)) if _fits_alone(cand, budget) else 0
-            )
+            top = min(count, problem.open_replicas(cand.model_id)) if fits_alone(cand, room) else 0
             var = self.model.new_int_var(0, top, "")
             self.top[var.index] = top
             self.n[(cand.model_id, htype.type_id)] = var
             ns.append(var)
-        model = self.model
-        model.add(
-            Expr.weighted_sum(ns, [c.memory_mb for c in cands])
-            <= count * budget.footprint_budget_mb
-        )
-        model.add(Expr.weighted_sum(ns, [c.new_mb for c in cands]) <= count * budget.new_budget_mb)
-        if budget.desired_cap is not None:
-            model.add(Expr.sum(ns) <= count * budget.desired_cap)
-        if budget.disk_free_mb is not None:
-            model.add(
-                Expr.weighted_sum(ns, [c.disk_mb for c in cands]) <= count * budget.disk_free_mb
-            )
-        sizes = ([c.memory_mb for c in cands], [c.new_mb for c in cands])
-        for limit, sized in zip(
-            (budget.footprint_budget_mb, budget.new_budget_mb), sizes, strict=True
-        ):
-            cap = budget.desired_cap if budget.desired_cap is not None else len(cands)
-            for k in range(2, min(cap, len(cands)) + 1):
-                # A host holds at most k−1 items each larger than limit/k.
-                big = [v for mb, v in zip(sized, ns, strict=True) if mb * k > limit]
-                if len(big) > 1:
-                    model.add(Expr.sum(big) <= (k - 1) * count)
-            if cap <= THRESHOLD_CUT_MAX_SLOTS:
-                _threshold_cuts(model, ns, sized, limit, cap, count)
-        present = {c.model_id: var for c, var in zip(cands, ns, strict=True)}
-        for pair in sorted(tuple(sorted(p)) for p in problem.excluded_pairs if len(p) == 2):
-            if pair[0] in present and pair[1] in present:
-                model.add(present[pair[0]] + present[pair[1]] <= count)
+        add_type_ledgers(self.model, ns, cands, room, count, problem.excluded_pairs)
 
     def count_terms(self, model_id: str, *, unpinned: bool = False) -> list[cp_model.IntVar]:
         pins = pinned_hosts(self.problem, model_id) if unpinned else frozenset()
@@ -255,38 +227,6 @@ class _AggregateModel:
         # over the 34 solved stages of the 1,000-host production fleet).
         self.model.proto.solution_hint.vars.extend(indices)
         self.model.proto.solution_hint.values.extend(values)
-
-
-def _threshold_cuts(
-    model: cp_model.CpModel,
-    ns: list[cp_model.IntVar],
-    sized: list[int],
-    limit: int,
-    cap: int,
-    count: int,
-) -> None:
-    """For each item size t ≤ limit/2: a host holding an item larger than limit − t (at most
-    one: two exceed the limit) holds no other item of size ≥ t, and any host holds at most
-    q = min(cap, limit // t) items of size ≥ t, so q·#(items > limit − t) + #(items in
-    [t, limit − t]) ≤ q·|T|. Valid for every packing (each host adds at most q); they tighten
-    the relaxation where a few slots and large items make the memory sum loose."""
-    for t in sorted({mb for mb in sized if mb > 0 and 2 * mb <= limit}):
-        big = [v for mb, v in zip(sized, ns, strict=True) if mb > limit - t]
-        if not big:
-            continue
-        mid = [v for mb, v in zip(sized, ns, strict=True) if t <= mb <= limit - t]
-        q = min(cap, limit // t)
-        if q > 1 and mid:
-            model.add(q * Expr.sum(big) + Expr.sum(mid) <= q * count)
-
-
-def _fits_alone(cand: Candidate, budget: HostBudget) -> bool:
-    """One replica fits an empty host of the type (memory is not a static filter)."""
-    return (
-        cand.memory_mb <= budget.footprint_budget_mb
-        and cand.new_mb <= budget.new_budget_mb
-        and (budget.disk_free_mb is None or cand.disk_mb <= budget.disk_free_mb)
-    )
 
 
 def solve_aggregated(
