@@ -91,15 +91,17 @@ def assemble_plan(
     message: str = "",
     deadline: Deadline | None = None,
     staged: tuple[list[Preemption], set[Key]] | None = None,
+    values: dict[str, int] | None = None,
 ) -> Plan:
-    """`staged`: stage_changes(problem, placed) when the caller has it already; `deadline`:
+    """`staged`: stage_changes(problem, placed) when the caller has it already, `values`:
+    score_placement of its final placement likewise (0.2 s at 10,000 hosts); `deadline`:
     the command's budget, which shortens explanations once it has run out (and says so)."""
     clock = deadline.clock() if deadline is not None else 0.0
     preemptions, final = staged if staged is not None else stage_changes(problem, placed)
     if deadline is not None:
         clock = deadline.mark("staging", clock)
     assignments = assignments_of(problem, final)
-    values = score_placement(problem, final)
+    values = values if values is not None else score_placement(problem, final)
     bounds = bounds if bounds is not None else static_bounds(problem)  # capacity-blind
     objective = []
     for level in levels(problem):

@@ -406,10 +406,10 @@ def score_placement(problem: PlacementProblem, placed: Iterable[tuple[str, str]]
         for m in problem.models
     )
     chosen_set = set(chosen)
-    values["disruption"] = sum(
+    values["disruption"] = sum(  # the incumbents only: not a scan of every candidate
         disruption_cost(problem, cand)
-        for key, cand in problem.candidates.items()
-        if cand.incumbent is not None and key not in chosen_set
+        for cand in problem.incumbent_candidates
+        if (cand.model_id, cand.host_id) not in chosen_set
     )
     scores = quality_scores(problem)
     values["quality"] = sum(scores[key] for key in chosen)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Literal
 
 from grid.fleet.errors import GridError
-from grid.fleet.models import FleetSnapshot, Plan, Preemption
+from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.assemble import assemble_plan
 from grid.planner.deadline import Deadline, model_build_s_per_key, post_solve_reserve_s
 from grid.planner.gcpause import gc_paused
@@ -36,6 +36,14 @@ AGGREGATE_SHARE = 0.6  # of the solve budget, for the replica levels over host t
 AGGREGATE_WIDE_SHARE = 0.9  # ... when the per-host model is too large to build after it
 VACATE_SHARE = 0.5  # of the solve budget, at most, for the vacate moves before the solve
 VACATE_MIN_S = 0.5  # ... but never less than this
+# Fixed costs that do not shrink with their budget, as shares of the problem build just
+# measured (a slow build predicts slow setups). The solver's setup (its scorer and static
+# bounds, scoring every hint, the final check of the placement): 0.5-0.6 s after a 2 s build
+# at 10,000 production hosts, 0.07 s after 0.07 s at 1,000. The host-type model's build and
+# static bounds: 0.6 s after 2 s, 0.05 s after 0.07 s. A phase that would not cover its
+# setup is not started: it would spend the reserve of the phases after it.
+SOLVE_SETUP_SHARE = 0.3
+AGGREGATE_SETUP_SHARE = 0.35
 
 
 def incumbent_placement(problem: PlacementProblem) -> set[tuple[str, str]]:
@@ -98,20 +106,12 @@ def _make_plan(
             wall_ms=wall_ms(),
             deadline=deadline,
         )
-    reserve = post_solve_reserve_s(
-        problem.distinct_candidates, deadline.spent["build"], hosts=len(problem.hosts)
-    )
-    if deadline.remaining() - reserve < MIN_SOLVE_S:
-        return assemble_plan(
-            problem,
-            greedy,
-            engine="heuristic",
-            status="HEURISTIC_FALLBACK",
-            wall_ms=wall_ms(),
-            message=f"the time limit of {deadline.limit_s:g} s left no time for CP-SAT "
-            f"(loading and building took {deadline.elapsed():.1f} s)",
-            deadline=deadline,
-        )
+    build_s = deadline.spent["build"]
+    # The solver's own setup is kept out of what vacate moves and the host-type model spend.
+    reserve = post_solve_reserve_s(problem.distinct_candidates, build_s, hosts=len(problem.hosts))
+    setup = SOLVE_SETUP_SHARE * build_s
+    if deadline.remaining() - reserve - setup < MIN_SOLVE_S:
+        return _no_time_left(problem, greedy, deadline, wall_ms(), "loading and building")
 
     from grid.planner.cpsat.aggregate import aggregation_pays, solve_aggregated
     from grid.planner.cpsat.solve import BUILD_S_PER_KEY, BUILD_SHARE, solve_lexicographic
@@ -120,29 +120,27 @@ def _make_plan(
     # Vacate moves may use VACATE_SHARE of the solve budget, and at least VACATE_MIN_S
     # (1,000 mixed hosts: 0.15 s, its best replica levels; 10,000 production: 0.3-1.1 s); a
     # deterministic plan (the lab) always runs the whole pass.
-    vacate_s = max(VACATE_MIN_S, VACATE_SHARE * (deadline.remaining() - reserve))
+    vacate_s = max(VACATE_MIN_S, VACATE_SHARE * (deadline.remaining() - reserve - setup))
     vacate_by = deadline.elapsed() + vacate_s
     out_of_time = None if deterministic else (lambda: deadline.elapsed() > vacate_by)
-    hints = [
-        vacate_improve(problem, greedy, out_of_time=out_of_time),
-        greedy,
-        incumbent_placement(problem),
-    ]
+    vacated = vacate_improve(problem, greedy, out_of_time=out_of_time)
+    hints = [vacated, greedy, incumbent_placement(problem)]
     clock = deadline.mark("vacate", clock)
     proven: dict[str, int] | None = None
-    left = deadline.remaining() - reserve
-    if aggregation_pays(problem):  # host types: the replica levels on n[m,T] first
-        # When the per-host model could not be built in what is left anyway (solve.py skips
-        # it), the host-type model gets nearly all of it.
-        per_host = max(
-            BUILD_S_PER_KEY, model_build_s_per_key(len(problem.candidates), deadline.spent["build"])
-        )
-        wide = per_host * len(problem.candidates) > BUILD_SHARE * left * (1 - AGGREGATE_SHARE)
-        share = (AGGREGATE_WIDE_SHARE if wide else AGGREGATE_SHARE) * left
+    left = deadline.remaining() - reserve - setup
+    # When the per-host model could not be built in what is left anyway (solve.py skips it),
+    # the host-type model gets nearly all of it.
+    per_host = max(BUILD_S_PER_KEY, model_build_s_per_key(len(problem.candidates), build_s))
+    wide = per_host * len(problem.candidates) > BUILD_SHARE * left * (1 - AGGREGATE_SHARE)
+    share = (AGGREGATE_WIDE_SHARE if wide else AGGREGATE_SHARE) * left
+    # host types: the replica levels on n[m,T] first, where its budget covers its build
+    if aggregation_pays(problem) and share > AGGREGATE_SETUP_SHARE * build_s + MIN_SOLVE_S:
         aggregated = solve_aggregated(problem, hint=greedy, time_limit_s=share)
         hints.insert(0, aggregated.placed)
         proven = aggregated.values if aggregated.proven else None
         clock = deadline.mark("aggregate", clock)
+    if deadline.remaining() - reserve < setup:  # vacate or the host-type model ran late
+        return _no_time_left(problem, vacated, deadline, wall_ms(), "the phases before it")
     result = solve_lexicographic(
         problem,
         hints=hints,
@@ -151,7 +149,7 @@ def _make_plan(
         deterministic=deterministic,
         soft_stage_limit_s=soft_stage_limit_s,
         reserve_s=reserve,
-        build_s_per_key=model_build_s_per_key(len(problem.candidates), deadline.spent["build"]),
+        build_s_per_key=model_build_s_per_key(len(problem.candidates), build_s),
     )
     deadline.mark("solve", clock)
     if result.placed is None:
@@ -167,12 +165,15 @@ def _make_plan(
     placed, message = result.placed, result.message
     clock = deadline.clock()
     staged = stage_changes(problem, placed)
+    values = None
     if placed != greedy:
         # Staged evictions depend on where everything else sits: a solver placement that is
         # at least as good before staging can lose replicas to a larger victim set after it.
         greedy_staged = stage_changes(problem, greedy)
-        if _staged_better(problem, greedy_staged, staged):
-            placed, staged = greedy, greedy_staged
+        values = score_placement(problem, staged[1])
+        greedy_values = score_placement(problem, greedy_staged[1])
+        if compare(problem, greedy_values, values) > 0:
+            placed, staged, values = greedy, greedy_staged, greedy_values
             message = (message + " " if message else "") + (
                 "kept the heuristic's placement: it needs fewer evictions once preemption is staged"
             )
@@ -187,18 +188,22 @@ def _make_plan(
         message=message,
         deadline=deadline,
         staged=staged,
+        values=values,
     )
 
 
-def _staged_better(
-    problem: PlacementProblem,
-    candidate: tuple[list[Preemption], set[Key]],
-    incumbent: tuple[list[Preemption], set[Key]],
-) -> bool:
-    """Is `candidate` lexicographically better than `incumbent` once victims leave the plan?"""
-    return (
-        compare(
-            problem, score_placement(problem, candidate[1]), score_placement(problem, incumbent[1])
-        )
-        > 0
+def _no_time_left(
+    problem: PlacementProblem, placed: set[Key], deadline: Deadline, wall_ms: float, what: str
+) -> Plan:
+    """The heuristic's placement (improved by vacate moves when they ran): CP-SAT would not
+    have had the time to set up before the reserve of the phases after it; `what` took it."""
+    return assemble_plan(
+        problem,
+        placed,
+        engine="heuristic",
+        status="HEURISTIC_FALLBACK",
+        wall_ms=wall_ms,
+        message=f"the time limit of {deadline.limit_s:g} s left no time for CP-SAT "
+        f"({what} took {deadline.elapsed():.1f} s)",
+        deadline=deadline,
     )

@@ -43,7 +43,14 @@ from grid.planner.cpsat.ledger import Ledger, placement_problems, repair_order
 from grid.planner.cpsat.neighbourhood import improve_stage
 from grid.planner.cpsat.objective import level_expressions
 from grid.planner.cpsat.scoring import Scorer
-from grid.planner.cpsat.stages import ALL, Stage, fold_stages, scope_keys, stages_of
+from grid.planner.cpsat.stages import (
+    ALL,
+    Stage,
+    fold_stages,
+    scope_keys,
+    scope_size,
+    stages_of,
+)
 from grid.planner.cpsat.variables import Key, PlacementVars
 from grid.planner.levels import Level, compare
 from grid.planner.problem import PlacementProblem
@@ -235,10 +242,11 @@ class _Run:
         if self._model is not None and self._model.scope == stage.scope:
             return self._model
         keys = self._scope_keys.get(stage.scope)
+        size = len(keys) if keys is not None else scope_size(self.problem, stage.scope)
+        if self.build_s_per_key * size > BUILD_SHARE * self.remaining():
+            return None  # the keys are listed only for a model that will be built
         if keys is None:
             keys = self._scope_keys[stage.scope] = scope_keys(self.problem, stage.scope)
-        if self.build_s_per_key * len(keys) > BUILD_SHARE * self.remaining():
-            return None
         names = [n for s in self.stages if s.scope <= stage.scope for n in s.names]
         self._model = _Model(self.problem, stage.scope, keys, names, self.scorer)
         for done, achieved in self._fixings:
