@@ -170,8 +170,15 @@ def _root(
     """Grid: a fleet model allocator. Plans which models run where, and explains why."""
 
 
+# True once `main()` runs: this process is one `grid` command, so a command's time limit
+# counts from the process start (plan_cmd.py); `app` invoked in-process (tests) leaves it False.
+COMMAND_PROCESS = False
+
+
 def main() -> None:
     """Console-script entry point (`grid`), also used by `python -m grid`."""
+    global COMMAND_PROCESS
+    COMMAND_PROCESS = True
     app(prog_name="grid")
 
 
