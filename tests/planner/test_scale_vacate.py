@@ -98,27 +98,21 @@ Key = tuple[str, str]
 def _vacate_from_scratch(
     problem: PlacementProblem, placed: set[Key], order: list[str], trials_max: int = 96
 ) -> set[Key]:
-    """The rule of vacate.py's docstring, recomputing everything for every trial."""
+    """The rule of vacate.py's docstring, recomputing everything for every trial: two
+    one-step passes, then two passes of chain moves (MAX_CHAIN_TRIALS = 96 each)."""
     best = set(placed)
     best_values = level_values(problem, best)
-    for goal in ("baseline", "desired"):
+    for goal, chain in (
+        ("baseline", False),
+        ("desired", False),
+        ("baseline", True),
+        ("desired", True),
+    ):
         trials = 0
         for prof in problem.models:
             target = problem.targets[prof.model_id]
             wanted = max(1, target.baseline) if goal == "baseline" else target.desired
-
-            load = {h: sum(1 for k in best if k[1] == h) for h in problem.host_by_id}
-            hosts = sorted(
-                (
-                    c.host_id
-                    for c in problem.candidates_of_model(prof.model_id)
-                    if c.is_new
-                    and (prof.model_id, c.host_id) not in best
-                    and not problem.host_by_id[c.host_id].live_models
-                    and c.memory_mb <= problem.host_by_id[c.host_id].new_budget_mb
-                ),
-                key=lambda h: (load[h], h),
-            )[:16]
+            hosts = sorted(_new_hosts(problem, best, prof.model_id), key=_by_load(best))[:16]
             for host_id in hosts:
                 if trials >= trials_max or _have(problem, best, prof.model_id) >= wanted:
                     break
@@ -129,19 +123,63 @@ def _vacate_from_scratch(
                     continue
                 ledger.add((prof.model_id, host_id))
                 for m, _h in evicted:
-                    for cand in problem.candidates_of_model(m):
-                        key = (m, cand.host_id)
-                        if (
-                            cand.host_id != host_id
-                            and key not in ledger.placed
-                            and not ledger.blockers(key)
-                        ):
-                            ledger.add(key)
-                            break
+                    if not _fit_first(problem, ledger, m, {host_id}) and chain:
+                        ledger = _chain_from_scratch(problem, ledger, m, host_id) or ledger
                 values = level_values(problem, ledger.placed)
                 if lexicographic(order, values, best_values) > 0:
                     best, best_values = set(ledger.placed), values
     return best
+
+
+def _new_hosts(problem: PlacementProblem, placed: set[Key], model_id: str) -> list[str]:
+    """Hosts a move may empty for the model: a new candidate there, the model not placed
+    there yet, no live residency on the host, the footprint within its new-memory budget."""
+    out = []
+    for cand in problem.candidates_of_model(model_id):
+        budget = problem.host_by_id[cand.host_id]
+        if (model_id, cand.host_id) in placed or budget.live_models or not cand.is_new:
+            continue
+        if cand.memory_mb <= budget.new_budget_mb:
+            out.append(cand.host_id)
+    return out
+
+
+def _by_load(placed: set[Key]):  # type: ignore[no-untyped-def]
+    return lambda h: (sum(1 for k in placed if k[1] == h), h)
+
+
+def _fit_first(problem: PlacementProblem, ledger: Ledger, model_id: str, skip: set[str]) -> bool:
+    for cand in problem.candidates_of_model(model_id):
+        key = (model_id, cand.host_id)
+        if cand.host_id not in skip and key not in ledger.placed and not ledger.blockers(key):
+            ledger.add(key)
+            return True
+    return False
+
+
+def _chain_from_scratch(
+    problem: PlacementProblem, ledger: Ledger, model_id: str, freed: str
+) -> Ledger | None:
+    """The chain step: the model's own incumbent hosts first, then the hosts a one-step move
+    may empty, fewest placements first, at most 8; taken when every occupant fits elsewhere."""
+    placed = set(ledger.placed)
+    own = [
+        c.host_id
+        for c in problem.candidates_of_model(model_id)
+        if not c.is_new and (model_id, c.host_id) not in placed
+    ]
+    ranked = [(0, h) for h in own] + [(1, h) for h in _new_hosts(problem, placed, model_id)]
+    ranked = [t for t in ranked if t[1] != freed]
+    ranked.sort(key=lambda t: (t[0], *_by_load(placed)(t[1])))
+    for _kind, host_id in ranked[:8]:
+        evicted = sorted(k for k in placed if k[1] == host_id)
+        trial = Ledger(problem, placed - set(evicted))
+        if trial.blockers((model_id, host_id)):
+            continue
+        trial.add((model_id, host_id))
+        if all(_fit_first(problem, trial, m, {host_id, freed}) for m, _h in evicted):
+            return trial
+    return None
 
 
 def _have(problem: PlacementProblem, placed: set[Key], model_id: str) -> int:
