@@ -2,11 +2,17 @@
 
 Both only read a file; neither touches a fleet. Errors are raised as `GridError` and printed by
 the guarded group in `main.py`. With --json, stdout carries exactly one JSON document.
+
+`grid plan --time-limit S` promises the whole process (docs/plan-time-limit.md): in a process
+that runs one command (`main.COMMAND_PROCESS`) its Deadline starts at the process start, so the
+interpreter start and every import count; `app` invoked in-process (tests) starts it at the
+command.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from enum import StrEnum
 from pathlib import Path
@@ -21,6 +27,7 @@ from grid.cli.render import FOLD_HOSTS_ABOVE, render_plan, render_validation
 from grid.fleet.errors import GridError, SnapshotError
 from grid.fleet.models import FleetSnapshot, Plan
 from grid.fleet.snapshot import load_snapshot
+from grid.planner.deadline import Deadline
 from grid.planner.eligibility import host_refusals
 
 
@@ -37,6 +44,35 @@ def load_cli_snapshot(path: Path) -> FleetSnapshot:
         if not err.next_command and err.code not in {"file_not_found", "file_unreadable"}:
             err.next_command = f"grid validate {path}"
         raise
+
+
+def process_age_s() -> float:
+    """Seconds since this process started; 0.0 where that cannot be read.
+
+    Linux: the start time in /proc/self/stat (clock ticks since boot) against the boot clock
+    (CLOCK_BOOTTIME, the same clock, so a calendar change does not move it); elsewhere
+    psutil's create time against the calendar."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()  # the name may hold spaces
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
+    try:
+        import psutil
+
+        return max(0.0, time.time() - float(psutil.Process().create_time()))
+    except Exception:  # no psutil support here: count from now
+        return 0.0
+
+
+def command_deadline(limit_s: float) -> Deadline:
+    """The command's Deadline: from the process start when this process is the command."""
+    from grid.cli import main as cli
+
+    age = process_age_s() if cli.COMMAND_PROCESS else 0.0
+    return Deadline(limit_s, started=time.perf_counter() - age)
 
 
 def _emit_json(document: object) -> None:
@@ -77,9 +113,7 @@ def plan(
     ] = False,
 ) -> None:
     """Plan which models should run on which hosts. Reads a snapshot; changes nothing."""
-    from grid.planner.deadline import Deadline
-
-    deadline = Deadline(time_limit)  # the promise covers the whole command, load included
+    deadline = command_deadline(time_limit)  # the whole process: imports and load included
     with plan_spinner(deadline, f"Planning {snapshot.name}"):
         snap = load_cli_snapshot(snapshot)
         deadline.mark("load", deadline.start)
