@@ -10,6 +10,8 @@ Formulation, cpsat-primer style, one small module per part:
     exploration.py  the exploration budget against the exploitation-only portfolio
     objective.py    one expression per level (score.py is the solver-agnostic scorer)
     solve.py        lexicographic CP-SAT stages, hinted with the coordinate search
+    hosttypes.py    interchangeable hosts grouped into types; disaggregation onto hosts
+    typed.py        the CP-SAT model over types: n[m, T] columns, per-type ledgers
     search.py       bounded coordinate search (≤4 candidates per workload, ≤64 portfolios)
     report.py       admission rows and candidate rows
     attach.py       the hook that adds the portfolio to a finished plan

@@ -25,7 +25,7 @@ from grid.planner.portfolio.preempt import preemptions_of, stage_preemptions
 from grid.planner.portfolio.report import admission_rows, candidate_rows
 from grid.planner.portfolio.score import LEVELS, compare, evaluate
 from grid.planner.portfolio.search import coordinate_search, explorers
-from grid.planner.portfolio.solve import solve_portfolio
+from grid.planner.portfolio.solve import CpsatResult, solve_after_search
 from grid.planner.problem import PlacementProblem
 from grid.planner.targets import Target
 
@@ -51,6 +51,15 @@ def _assignments(
     return out
 
 
+def _model_note(result: CpsatResult) -> str:
+    """Which CP-SAT model decided, where it was not the plain per-host one."""
+    if result.fallback:
+        return "the per-host model decided: the host-type model's counts did not pack"
+    if result.aggregated_hosts:
+        return f"host-type model: {result.aggregated_hosts} hosts in {result.types} type(s)"
+    return ""
+
+
 def decide(
     ctx: PortfolioContext,
     *,
@@ -74,21 +83,16 @@ def decide(
         solver.message = "no time left for CP-SAT under the time limit; " + solver.message
     elif engine != "heuristic":
         remaining = limit - (time.perf_counter() - started)
-        result = solve_portfolio(
-            ctx,
-            hint_mapping=mapping,
-            hint_placement=placement,
-            time_limit_s=remaining,
-            deterministic=deterministic,
-            hint_exploit=exploit,
-        )
+        result = solve_after_search(ctx, search, remaining, deterministic=deterministic)
         if result is None:
             solver.message = "CP-SAT found no portfolio within the time limit; " + solver.message
         elif compare(evaluate(ctx, result.mapping, result.placement), search.values) < 0:
             solver.message = "kept the coordinate search: CP-SAT stopped on the time limit worse"
         else:
             mapping, placement, exploit = result.mapping, result.placement, result.exploit_mapping
-            solver = PortfolioSolver(engine="cp-sat", status=result.status, wall_ms=0.0)
+            solver = PortfolioSolver(
+                engine="cp-sat", status=result.status, wall_ms=0.0, message=_model_note(result)
+            )
     kept = hold(ctx, mapping, placement, exploit)
     if kept.held:
         mapping, placement, exploit = kept.mapping, kept.placement, kept.exploit

@@ -3,6 +3,8 @@
 covered          Σ a[w, m]
 pressure         Σ round(100·offered_w) · a[w, m]
 spare_slots      s ≤ R,  s ≤ Σ_{slot-limited admitting h} (desired_cap_h − count_h)
+                 (typed.py: an aggregated host counts its base placements; the columns of
+                 slot-limited types are subtracted)
 missing          Σ_m miss_m (link.py)
 utility_exploit  Σ u⁰(w, m) · a[w, m]     (no optimism bonus: defines E)
 utility          Σ u(w, m) · a[w, m]      (with the bonus)
@@ -25,6 +27,7 @@ from grid.planner.portfolio.score import (
     speculative_incumbents,
     startup_cost,
 )
+from grid.planner.portfolio.typed import TypedVars
 
 
 def _spare_slots(model: cp_model.CpModel, xs: PlacementVars, ctx: PortfolioContext) -> Expr:
@@ -40,6 +43,8 @@ def _spare_slots(model: cp_model.CpModel, xs: PlacementVars, ctx: PortfolioConte
             terms.append(cap - xs.host_count(h))
         else:
             constant += max(0, cap - sum(1 for k in ctx.base_keys if k[1] == h))
+    if isinstance(xs, TypedVars):  # the aggregated hosts' new replicas take their slots
+        terms.extend(-var for var in xs.slot_columns())
     # Per host free slots are ≥ 0 by the slot constraint whenever the host has variables.
     spare = model.new_int_var(0, reserve, "spare_slots")
     model.add(spare <= cp_model.LinearExpr.sum(terms) + constant)
@@ -71,7 +76,8 @@ def level_expressions(
         "utility": weighted([ctx.pairs[k].utility_tenths(with_bonus=True) for k, _v in items]),
     }
     problem = ctx.problem
-    free = [k for k in xs.x if k not in ctx.base_keys]
+    # Every decision key, by model (TypedVars: its columns too; PlacementVars: xs.x's order).
+    free = [k for m in xs.models() for k in xs.keys_of_model(m) if k not in ctx.base_keys]
     new = [k for k in free if problem.candidates[k].is_new]
     spec = [k for k in speculative_incumbents(ctx) if k in xs.x]
     costs = {k: disruption_cost(problem, problem.candidates[k]) for k in spec}

@@ -12,6 +12,13 @@ Stages    (covered, failures, pressure) as one dominating weighted sum, spare_sl
           deterministic when no stage stops on time.
 Status    OPTIMAL when every stage was proven; FEASIBLE when the budget cut a stage short;
           None when no stage produced a solution (the caller keeps the coordinate search).
+Types     Where many hosts are interchangeable (hosttypes.aggregation_pays), the same stages
+          run on the typed model (typed.py: integer n[m,T] for a type's hosts); the solutions
+          of the utility_exploit stage (E) and of the last stage are disaggregated onto hosts
+          (hosttypes.disaggregate). When both pack every count, the typed optimum is the
+          per-host one (the type ledgers are a relaxation whose lexicographic optimum is then
+          reached by a concrete placement); otherwise the per-host model solves with what is
+          left of the budget (`fallback`), or, with none left, the packed part is FEASIBLE.
 """
 
 from __future__ import annotations
@@ -26,10 +33,17 @@ from grid.planner.cpsat.variables import Expr, PlacementVars
 from grid.planner.portfolio.assign import AssignVars
 from grid.planner.portfolio.context import Key, PortfolioContext
 from grid.planner.portfolio.exploration import add_exploration_budget
+from grid.planner.portfolio.hosttypes import (
+    PortfolioType,
+    aggregation_pays,
+    disaggregate,
+    portfolio_types,
+)
 from grid.planner.portfolio.link import add_links, fix_base
 from grid.planner.portfolio.objective import level_expressions
 from grid.planner.portfolio.score import evaluate, failures_of, pressure_of
-from grid.planner.portfolio.search import place
+from grid.planner.portfolio.search import SearchResult, place
+from grid.planner.portfolio.typed import TypedVars, add_typed_constraints
 
 SEED = 20240611
 # (stage label, levels); a stage of several max levels is solved as one weighted sum whose
@@ -77,6 +91,11 @@ class CpsatResult:
     exploit_mapping: dict[str, str]
     status: str
     stage_status: list[tuple[str, str]] = field(default_factory=list)
+    variables: int = 0  # of the CP-SAT model that decided
+    aggregated_hosts: int = 0  # hosts in portfolio types (0: the per-host model)
+    types: int = 0
+    exact: bool = True  # the typed model's counts packed onto their hosts (per-host: always)
+    fallback: bool = False  # the per-host model decided after the typed one's counts did not pack
 
 
 UPPER_LEVELS = ("covered", "failures", "pressure", "spare_slots", "missing", "utility")
@@ -113,19 +132,84 @@ def solve_portfolio(
     time_limit_s: float,
     deterministic: bool = True,
     hint_exploit: dict[str, str] | None = None,
+    aggregate: bool | None = None,
 ) -> CpsatResult | None:
     """`hint_exploit`: the coordinate search's exploitation-only map. When it ties the CP-SAT
     exploitation optimum (same upper levels, same utility without the bonus) it is kept as E, so
-    ties between equally good exploitation portfolios do not move the exploration budget."""
+    ties between equally good exploitation portfolios do not move the exploration budget.
+
+    `aggregate`: solve over portfolio host types (typed.py): True where any type exists,
+    False never, None (default) where it pays (hosttypes.aggregation_pays). When a typed
+    solution's counts do not pack onto their hosts (the type ledgers relax bin packing), the
+    per-host model solves with what is left of the budget, hinted with the typed placement;
+    with no time left the typed placement (valid, its levels as evaluated) is FEASIBLE."""
     deadline = time.perf_counter() + time_limit_s
+    types = portfolio_types(ctx) if aggregate is not False else []
+    if types and (aggregate or aggregation_pays(ctx, types)):
+        args = (deadline, deterministic, hint_exploit)
+        typed = _solve(ctx, hint_mapping, hint_placement, *args, types)
+        if typed is not None and typed.exact:
+            return typed
+        if typed is not None:
+            hint_mapping, hint_placement = typed.mapping, typed.placement
+        remaining = deadline - time.perf_counter()
+        exact = None
+        if remaining > 0.001:
+            exact = _solve(ctx, hint_mapping, hint_placement, *args, [])
+        if exact is not None:
+            exact.fallback = True
+            return exact
+        if typed is not None:
+            typed.status = "FEASIBLE"
+        return typed
+    return _solve(ctx, hint_mapping, hint_placement, deadline, deterministic, hint_exploit, [])
+
+
+def solve_after_search(
+    ctx: PortfolioContext,
+    search: SearchResult,
+    time_limit_s: float,
+    *,
+    deterministic: bool = True,
+    aggregate: bool | None = None,
+) -> CpsatResult | None:
+    """solve_portfolio hinted with the coordinate search's portfolio and its exploitation map."""
+    return solve_portfolio(
+        ctx,
+        hint_mapping=search.mapping,
+        hint_placement=search.placement,
+        time_limit_s=time_limit_s,
+        deterministic=deterministic,
+        hint_exploit=search.exploit_mapping,
+        aggregate=aggregate,
+    )
+
+
+def _solve(
+    ctx: PortfolioContext,
+    hint_mapping: dict[str, str],
+    hint_placement: set[Key],
+    deadline: float,
+    deterministic: bool,
+    hint_exploit: dict[str, str] | None,
+    types: list[PortfolioType],
+) -> CpsatResult | None:
+    """The lexicographic stages on the per-host model (`types` empty) or the typed one."""
     model = cp_model.CpModel()
-    xs = PlacementVars(model, ctx.problem, keys=ctx.variable_keys(), outside=ctx.outside_keys())
-    add_hard_constraints(model, xs, ctx.problem)
+    typed: TypedVars | None = None
+    xs: PlacementVars
+    if types:
+        xs = typed = TypedVars(model, ctx, types)
+        add_typed_constraints(model, typed, ctx)
+    else:
+        xs = PlacementVars(model, ctx.problem, keys=ctx.variable_keys(), outside=ctx.outside_keys())
+        add_hard_constraints(model, xs, ctx.problem)
     fix_base(model, xs, ctx)
     av = AssignVars(model, ctx)
     missing = add_links(model, xs, ctx, av)
     exprs = level_expressions(model, xs, ctx, av, missing)
     mapping, placement = dict(hint_mapping), set(hint_placement)
+    state = typed.of_placement(placement) if typed is not None else (placement, {})
     exploit: dict[str, str] = dict(hint_mapping)
     statuses: list[tuple[str, str]] = []
     proven = True
@@ -139,7 +223,10 @@ def solve_portfolio(
             continue
         expr = _stage_expression(levels, exprs, bounds)
         model.maximize(expr)
-        xs.hint(placement)
+        if typed is not None:
+            typed.hint_solution(*state)
+        else:
+            xs.hint(placement)
         av.hint(model, mapping)
         solver = _solver(remaining, deterministic)
         status = solver.solve(model)
@@ -154,9 +241,17 @@ def solve_portfolio(
         if status != cp_model.OPTIMAL:
             proven = False
         found_map = av.mapping(solver)
-        found_place = xs.placement(solver) | set(ctx.outside_keys())
+        if typed is not None:
+            state = typed.solution(solver)
+            found_place = set(ctx.outside_keys())  # concrete only where it is read (below)
+        else:
+            found_place = xs.placement(solver) | set(ctx.outside_keys())
         achieved = round(solver.objective_value)
         if name == "utility_exploit":
+            if typed is not None:
+                found_place, short = disaggregate(ctx, types, state[1], state[0])
+                if short:  # E must be a per-host exploitation optimum: its counts must pack
+                    return _result(found_map, found_place, found_map, statuses, False, xs, typed)
             exploit = _canonical_exploit(ctx, found_map, found_place, hint_exploit)
             mapping, placement = found_map, found_place
             add_exploration_budget(model, ctx, av, exploit)
@@ -165,10 +260,31 @@ def solve_portfolio(
         mapping, placement = found_map, found_place
     if not solved_any:
         return None
+    exact = True
+    if typed is not None:
+        placement, short = disaggregate(ctx, types, state[1], state[0])
+        exact = short == 0
+    return _result(mapping, placement, exploit, statuses, proven and exact, xs, typed, exact)
+
+
+def _result(
+    mapping: dict[str, str],
+    placement: set[Key],
+    exploit: dict[str, str],
+    statuses: list[tuple[str, str]],
+    proven: bool,
+    xs: PlacementVars,
+    typed: TypedVars | None,
+    exact: bool = False,
+) -> CpsatResult:
     return CpsatResult(
         mapping=mapping,
         placement=placement,
         exploit_mapping=exploit,
         status="OPTIMAL" if proven else "FEASIBLE",
         stage_status=statuses,
+        variables=len(xs.model.proto.variables),
+        aggregated_hosts=0 if typed is None else sum(t.count for t in typed.types),
+        types=0 if typed is None else len(typed.types),
+        exact=exact or typed is None,
     )
