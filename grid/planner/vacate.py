@@ -47,7 +47,7 @@ def vacate_improve(
 ) -> set[Key]:
     """`placed` improved by kept vacate moves (a feasible placement stays feasible): first
     for models short of their baseline, then for models short of their desired count, each
-    pass with its own MAX_TRIALS. `out_of_time` (checked before each model; None: never)
+    pass with its own MAX_TRIALS. `out_of_time` (checked before each model and trial; None: never)
     stops early with the best placement so far, so a large fleet's pass fits its budget."""
     scorer = Scorer(problem)
     best = _Best(problem, Ledger(problem, placed), scorer.replica_score(placed))
@@ -65,6 +65,8 @@ def vacate_improve(
                 continue  # the hosts are listed only for a model that is short
             for host_id in _vacatable_hosts(problem, best, model_id):
                 if trials >= trials_max or best.have(model_id) >= wanted:
+                    break
+                if out_of_time is not None and out_of_time():  # a model's trials: up to 1 s
                     break
                 trials += 1
                 moved = _vacate(problem, best, model_id, host_id, chain)
