@@ -21,8 +21,8 @@ from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.assemble import assemble_plan
 from grid.planner.deadline import (
+    EXPLANATION_CORES_S,
     Deadline,
-    explanation_margin_s,
     model_build_s_per_key,
     post_solve_reserve_s,
 )
@@ -116,19 +116,20 @@ def _make_plan(
     reserve = post_solve_reserve_s(problem.distinct_candidates, build_s, hosts=len(problem.hosts))
     setup = SOLVE_SETUP_SHARE * build_s
     if deadline.remaining() - reserve - setup < MIN_SOLVE_S:
-        # No time for CP-SAT, but the vacate moves (pure, stopped between models) still run
-        # while more than the explanations' margin is left, where explanations shorten anyway
-        # (1,000 x 200 mixed at 2 s: 0.25 s, p10:direct:1 41 -> 42); not in deterministic mode.
-        margin = explanation_margin_s(problem.distinct_candidates)
-        if deterministic or deadline.remaining() <= margin:
+        # No time for CP-SAT, but the vacate moves (pure, stopped between trials) still run
+        # while the phases after them keep their reserve, less the explanations' CP-SAT cores
+        # (explanations shorten here anyway); not in deterministic mode. (1,000 x 200 mixed
+        # at 2 s, counted from the command: 0.25 s, p10:direct:1 41 -> 42.)
+        floor = reserve - EXPLANATION_CORES_S
+        if deterministic or deadline.remaining() <= floor:
             return _no_time_left(problem, greedy, deadline, wall_ms(), "loading and building")
         from grid.planner.vacate import vacate_improve
 
-        moved = vacate_improve(problem, greedy, out_of_time=lambda: deadline.remaining() < margin)
+        moved = vacate_improve(problem, greedy, out_of_time=lambda: deadline.remaining() < floor)
         deadline.mark("vacate", clock)
         return _no_time_left(problem, moved, deadline, wall_ms(), "loading, building and vacate")
 
-    from grid.planner.cpsat.aggregate import aggregation_pays, solve_aggregated
+    from grid.planner.cpsat.aggregate import aggregation_pays, disaggregation_s, solve_aggregated
     from grid.planner.cpsat.solve import BUILD_S_PER_KEY, BUILD_SHARE, solve_lexicographic
     from grid.planner.vacate import vacate_improve
 
@@ -148,8 +149,11 @@ def _make_plan(
     per_host = max(BUILD_S_PER_KEY, model_build_s_per_key(len(problem.candidates), build_s))
     wide = per_host * len(problem.candidates) > BUILD_SHARE * left * (1 - AGGREGATE_SHARE)
     share = (AGGREGATE_WIDE_SHARE if wide else AGGREGATE_SHARE) * left
-    # host types: the replica levels on n[m,T] first, where its budget covers its build
-    if aggregation_pays(problem) and share > AGGREGATE_SETUP_SHARE * build_s + MIN_SOLVE_S:
+    # host types: the replica levels on n[m,T] first, where the budget covers the model's
+    # build and its disaggregations (10,000 production hosts: 0.7 + 2 s) with time to solve
+    if aggregation_pays(problem) and share > (
+        AGGREGATE_SETUP_SHARE * build_s + disaggregation_s(problem) + MIN_SOLVE_S
+    ):
         aggregated = solve_aggregated(problem, hint=greedy, time_limit_s=share)
         hints.insert(0, aggregated.placed)
         proven = aggregated.values if aggregated.proven else None

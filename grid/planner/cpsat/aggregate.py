@@ -229,6 +229,14 @@ class _AggregateModel:
         self.model.proto.solution_hint.values.extend(values)
 
 
+def disaggregation_s(problem: PlacementProblem) -> float:
+    """The three disaggregations' time after the last stage: DISAGGREGATE_S_PER_REPLICA per
+    open replica (the stages leave that much of the budget)."""
+    return DISAGGREGATE_S_PER_REPLICA * sum(
+        problem.open_replicas(m.model_id) for m in problem.models
+    )
+
+
 def solve_aggregated(
     problem: PlacementProblem, *, hint: set[Key], time_limit_s: float
 ) -> AggregateResult:
@@ -237,11 +245,7 @@ def solve_aggregated(
     First with windows (`_Attempt`: a run of stages proven at once where one solution meets
     all their static bounds); when its counts do not disaggregate to a proof and time is left,
     once more stage by stage on a fresh model (the solve before windows existed)."""
-    # The three disaggregations after the last stage (DISAGGREGATE_S_PER_REPLICA per open
-    # replica): the stages leave that much of the budget.
-    replicas = sum(problem.open_replicas(m.model_id) for m in problem.models)
-    after_s = DISAGGREGATE_S_PER_REPLICA * replicas
-    deadline = time.perf_counter() + max(0.0, time_limit_s - after_s)
+    deadline = time.perf_counter() + max(0.0, time_limit_s - disaggregation_s(problem))
     types = host_types(problem)
     scorer = Scorer(problem)
     static = static_bounds(problem, scorer.quality)
