@@ -17,6 +17,7 @@ optimality), validate.py on the plan, and a hand-worked fleet. Never the typed c
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from typing import Any
@@ -24,12 +25,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from ortools.sat.python import cp_model
 
 from grid.fleet.models import FleetSnapshot, Plan
+from grid.planner.cpsat.type_ledgers import TypeRoom, add_conflict_cuts
 from grid.planner.portfolio import build_context, coordinate_search, evaluate, solve
 from grid.planner.portfolio.context import PortfolioContext
 from grid.planner.portfolio.hosttypes import disaggregate, portfolio_types
 from grid.planner.portfolio.solve import CpsatResult, solve_after_search
+from grid.planner.problem import Candidate
 from grid.planner.validate import violations
 from tests.planner.portfolio.builders import NOW, host, model, plan_of, resident, work, wsnapshot
 
@@ -279,3 +283,59 @@ def test_counts_that_do_not_pack_fall_back_to_the_per_host_model() -> None:
     assert violations(snap, plan) == []
     assert plan.portfolio is not None and len(plan.portfolio.mapping) == 4
     assert "per-host model decided" in plan.portfolio.solver.message
+
+
+def _packable(sizes: list[int], limit: int, cap: int, hosts: int) -> set[tuple[int, ...]]:
+    """Counts per model over every assignment of a model set to each host (brute force): a
+    host holds distinct models, at most `cap` of them, of total size at most `limit`."""
+    per_host = [
+        s
+        for r in range(cap + 1)
+        for s in itertools.combinations(range(len(sizes)), r)
+        if sum(sizes[i] for i in s) <= limit
+    ]
+    return {
+        tuple(sum(i in s for s in layout) for i in range(len(sizes)))
+        for layout in itertools.product(per_host, repeat=hosts)
+    }
+
+
+def _conflict_cuts_hold(sizes: list[int], limit: int, hosts: int, counts: tuple[int, ...]) -> bool:
+    model = cp_model.CpModel()
+    ns = [model.new_int_var(0, hosts, "") for _ in sizes]
+    cands = [
+        Candidate(f"m{i}", "h", "rt", mb, mb, 0, None, False, False) for i, mb in enumerate(sizes)
+    ]
+    add_conflict_cuts(model, ns, cands, TypeRoom(limit, limit, None, None), hosts)
+    for ct in model.proto.constraints:
+        pairs = zip(list(ct.linear.vars), list(ct.linear.coeffs), strict=True)
+        domain = list(ct.linear.domain)
+        if not domain[0] <= sum(c * counts[v] for v, c in pairs) <= domain[-1]:
+            return False
+    return True
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(1, 12), min_size=2, max_size=4),
+    st.integers(6, 16),
+    st.integers(1, 3),
+    st.integers(1, 3),
+)
+def test_every_packable_count_satisfies_the_conflict_cuts(
+    sizes: list[int], limit: int, cap: int, hosts: int
+) -> None:
+    for counts in _packable(sizes, limit, cap, hosts):
+        assert _conflict_cuts_hold(sizes, limit, hosts, counts), counts
+
+
+def test_the_conflict_cut_excludes_a_small_model_on_every_host() -> None:
+    """Three 3-slot hosts of 10, a large model (8) and a small one (3): 8 + 3 > 10, so a host
+    with the large model cannot hold the small one: (small 3, large 1) packs nowhere, though
+    the sums (3·3 + 8 = 17 ≤ 30, 4 ≤ 9 slots) allow it. The conflict cut n_s + n_l ≤ 3
+    excludes it and keeps (small 2, large 1)."""
+    sizes, limit, hosts = [3, 8], 10, 3
+    reachable = _packable(sizes, limit, 3, hosts)
+    assert (3, 1) not in reachable and (2, 1) in reachable
+    assert not _conflict_cuts_hold(sizes, limit, hosts, (3, 1))
+    assert _conflict_cuts_hold(sizes, limit, hosts, (2, 1))

@@ -95,6 +95,32 @@ def add_type_ledgers(
             model.add(present[pair[0]] + present[pair[1]] <= count)
 
 
+def add_conflict_cuts(
+    model: cp_model.CpModel,
+    ns: Sequence[cp_model.IntVar],
+    cands: Sequence[Candidate],
+    room: TypeRoom,
+    count: int,
+) -> None:
+    """Clique cuts of the one-replica-per-host packing: for a model m of size s ≤ L/2, every
+    model larger than L − s (so larger than L/2) conflicts with m and with each other, and a
+    host holds at most one replica of each model, so n[m] + Σ_{j ≠ m: size(j) > L − s} n[j]
+    ≤ |T|, for both ledgers. Valid for every packing; they close what the sums leave open
+    where a model needs a replica on most hosts of a type (the portfolio's 1,000-host
+    production fleet: 24 replicas of a small model on 24 three-slot hosts, 7 of which a
+    large model fills). Not used by aggregate.py (its model stays as measured there)."""
+    sizes = ([c.memory_mb for c in cands], [c.new_mb for c in cands])
+    seen: set[tuple[int, ...]] = set()
+    for limit, sized in zip((room.footprint_mb, room.new_mb), sizes, strict=True):
+        for i, size in enumerate(sized):
+            if size <= 0 or 2 * size > limit:
+                continue
+            clique = [i, *(j for j, other in enumerate(sized) if j != i and other > limit - size)]
+            if len(clique) > 1 and tuple(clique) not in seen:
+                seen.add(tuple(clique))
+                model.add(Expr.sum([ns[j] for j in clique]) <= count)
+
+
 def _threshold_cuts(
     model: cp_model.CpModel,
     ns: Sequence[cp_model.IntVar],

@@ -7,7 +7,8 @@ Variables
     The base plan's placements on aggregated hosts are constants (`outside` of PlacementVars).
 Hard constraints
     individual hosts: the per-host families of build.py (memory, slots, colocation, disk);
-    types: the per-type ledgers and packing cuts of cpsat/type_ledgers.py on each host's room;
+    types: the per-type ledgers, packing and conflict cuts of cpsat/type_ledgers.py on each
+        host's room;
     replica bounds over both kinds (replicas.py's rule, the columns' reach counted):
         Σ x[m,·] + Σ n[m,·] ≤ open(m) − outside(m),
         Σ_{off pins} (x + n) ≤ unpinned_allowance(m) − outside off the pins(m).
@@ -33,7 +34,7 @@ from grid.planner.cpsat.disk import add_disk
 from grid.planner.cpsat.memory import add_memory
 from grid.planner.cpsat.replicas import pinned_hosts, unpinned_allowance
 from grid.planner.cpsat.slots import add_slots
-from grid.planner.cpsat.type_ledgers import add_type_ledgers, fits_alone
+from grid.planner.cpsat.type_ledgers import add_conflict_cuts, add_type_ledgers, fits_alone
 from grid.planner.cpsat.variables import Expr, PlacementVars
 from grid.planner.portfolio.context import Key, PortfolioContext
 from grid.planner.portfolio.hosttypes import PortfolioType, counts_of
@@ -134,3 +135,4 @@ def add_typed_constraints(model: cp_model.CpModel, xs: TypedVars, ctx: Portfolio
         cands = [problem.candidates[(m, ptype.type_id)] for m in ptype.models]
         ns = [xs.n[(m, ptype.type_id)] for m in ptype.models]
         add_type_ledgers(model, ns, cands, ptype.room, ptype.count, problem.excluded_pairs)
+        add_conflict_cuts(model, ns, cands, ptype.room, ptype.count)
