@@ -114,13 +114,15 @@ def _canonical_exploit(
     return hint if all(mine[n] == theirs[n] for n in UPPER_LEVELS) else found
 
 
-def _solver(limit_s: float, deterministic: bool) -> cp_model.CpSolver:
+def _solver(limit_s: float, deterministic: bool, *, presolve: bool = True) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.001, limit_s)
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = SEED
     if deterministic:
         solver.parameters.max_deterministic_time = max(0.001, limit_s)
+    if not presolve:
+        solver.parameters.cp_model_presolve = False
     return solver
 
 
@@ -228,7 +230,10 @@ def _solve(
         else:
             xs.hint(placement)
         av.hint(model, mapping)
-        solver = _solver(remaining, deterministic)
+        # The typed model solves without presolve (it repeats for every stage of a growing
+        # model; cpsat/aggregate.py measured the same): 1,000 production hosts, 10 s budget,
+        # every stage OPTIMAL in 5.9 s of solves instead of quality UNKNOWN after 7.9 s.
+        solver = _solver(remaining, deterministic, presolve=typed is None)
         status = solver.solve(model)
         label = solver.status_name(status)
         statuses.append((name, label))
