@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from enum import StrEnum
 from pathlib import Path
@@ -139,6 +140,12 @@ def plan(
     if found:
         summary = "; ".join(f"{v.code}: {v.message}" for v in found[:5])
         raise RuntimeError(f"the plan breaks {len(found)} hard constraint(s): {summary}")
+    from grid.cli import main as cli
+
+    if cli.COMMAND_PROCESS:  # the plan is out: exit without freeing the problem (deadline.keep)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def snapshot_counts(snap: FleetSnapshot) -> dict[str, int]:

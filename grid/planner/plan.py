@@ -96,6 +96,7 @@ def _make_plan(
 ) -> Plan:
     started = deadline.clock()
     problem = build_problem(snap, targets)
+    deadline.keep.append(problem)  # freed by the deadline's holder, after its output
     clock = deadline.mark("build", started)
     greedy = heuristic_placement(problem)
     clock = deadline.mark("heuristic", clock)
