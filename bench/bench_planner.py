@@ -2,12 +2,15 @@
 
     .venv/bin/python bench/bench_planner.py [--sizes 8,64,256,1000] [--time-limit 5] [--json]
     .venv/bin/python bench/bench_planner.py --process [--runs 3] [--time-limit 5] [--baseline DIR]
+        [--shape mixed|production] [--hosts 1000] [--models 200]
 
-`--process` times the whole `grid plan SNAPSHOT --time-limit S --json` process on a generated
-1,000-host x 200-model fleet (snapshot load, problem build, solve, staging, explanations,
-validation, output), next to the heuristic engine's process and a bare `python -c pass`.
-Each plan process reports its own CLI import time and the command's time after it, so the
-promise "the process finishes within the limit plus interpreter start" reads off one table.
+`--process` times whole `grid plan SNAPSHOT --time-limit S --json` processes, fork to exit
+(interpreter start, imports, snapshot load, problem build, solve, staging, explanations,
+validation, output: what the limit promises, docs/plan-time-limit.md), on a generated fleet
+(default mixed 1,000 hosts x 200 models; `--shape production --hosts 10000 --models 500` for
+issue 12's goal), next to the heuristic engine's process, the imports alone and a bare
+`python -c pass`, in the same run. Each run prints the load average before it, the wall,
+the process's own peak RSS, the plan's status and its open replica levels.
 
 Per size it prints the heuristic's and CP-SAT's wall time, CP-SAT's status, whether CP-SAT
 proved every replica level (value equals bound), the lexicographic comparison of the two plans'
@@ -19,7 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -171,152 +175,153 @@ def print_table(results: list[SizeResult], *, all_levels: bool = False) -> None:
 
 
 PROCESS_HOSTS, PROCESS_MODELS = 1000, 200
-# Runs the CLI in a fresh interpreter and reports, on its last stderr line, how long importing
-# the CLI took and how long the command ran after that (the part --time-limit promises).
-CLI_RUNNER = """
-import sys, time
-started = time.perf_counter()
-from grid.cli.main import main
-imported = time.perf_counter()
-sys.argv = ["grid", *sys.argv[1:]]
-code = 0
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code if isinstance(exc.code, int) else 1
-done = time.perf_counter()
-sys.stderr.write(f"\\nBENCH {imported - started:.3f} {done - imported:.3f}\\n")
-sys.exit(code)
-"""
+# What every `grid plan` process imports before it plans (the CLI, the models, the planner).
+IMPORTS = "import grid.cli.main, grid.cli.plan_cmd, grid.planner.plan"
 
 
 @dataclass
 class ProcessRun:
     wall_s: float
-    import_s: float
-    command_s: float
+    rss_mb: int
+    load: float  # 1-minute load average just before the run
     exit_code: int
+    status: str = ""
+    open_replica_levels: int = 0
+    first_gap: str = ""
 
 
-def _run(argv: list[str], cwd: str | None = None) -> ProcessRun:
-    started = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, check=False, text=True, cwd=cwd)
-    wall = time.perf_counter() - started
-    last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
-    import_s, command_s = (
-        (float(x) for x in last.split()[1:3])
-        if last.startswith("BENCH")
-        else (
-            wall,
-            0.0,
+def _replica_level(name: str) -> bool:
+    """levels.py's replica levels: pinned and the per-priority-class ones (pP:...)."""
+    return name == "pinned" or re.match(r"p\d+:", name) is not None
+
+
+def _run(argv: list[str], cwd: str, plan: bool = False) -> ProcessRun:
+    """One whole process: wall (fork to exit), its peak RSS (GNU time's %M where installed,
+    else wait4, which counts this bench's own ~100 MB too), and for a plan its status and the
+    replica levels whose value is below the bound (the first one in plan order)."""
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile("r") as rss:
+        env = {**os.environ, "PYTHONPATH": cwd}
+        timed = (
+            ["/usr/bin/time", "-f", "%M", "-o", rss.name] if Path("/usr/bin/time").exists() else []
         )
-    )
-    return ProcessRun(wall, import_s, command_s, done.returncode)
+        started = time.perf_counter()
+        child = subprocess.Popen(
+            [*timed, *argv], stdout=out, stderr=subprocess.DEVNULL, cwd=cwd, env=env
+        )
+        _pid, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        peak_kb = int(rss.read().strip().splitlines()[-1]) if timed else usage.ru_maxrss
+        run = ProcessRun(wall, round(peak_kb / 1024), load, os.waitstatus_to_exitcode(status))
+        if plan and run.exit_code == 0:
+            out.seek(0)
+            solver = json.loads(out.read())["solver"]
+            gaps = [
+                f"{lv['level']} {lv['value']:g}/{lv['bound']:g}"
+                for lv in solver["objective"]
+                if _replica_level(lv["level"]) and lv["bound"] != lv["value"]
+            ]
+            run.status, run.open_replica_levels = solver["status"], len(gaps)
+            run.first_gap = gaps[0] if gaps else ""
+    return run
 
 
-def _row(name: str, runs: list[ProcessRun]) -> dict[str, object]:
-    walls = [r.wall_s for r in runs]
-    return {
-        "process": name,
-        "runs": len(runs),
-        "wall_min_s": round(min(walls), 2),
-        "wall_median_s": round(statistics.median(walls), 2),
-        "wall_max_s": round(max(walls), 2),
-        "import_max_s": round(max(r.import_s for r in runs), 2),
-        "after_import_max_s": round(max(r.command_s for r in runs), 2),
-        "exit_codes": sorted({r.exit_code for r in runs}),
-    }
+def _fleet(folder: Path, shape: str, hosts: int, models: int, seed: int) -> Path:
+    """`grid lab generate-fleet` in its own process (this one stays small: see `_run`)."""
+    path = folder / f"{shape}-{hosts}.json"
+    generate = [sys.executable, "-m", "grid", "lab", "generate-fleet", "--shape", shape]
+    generate += ["--hosts", str(hosts), "--models", str(models), "--seed", str(seed)]
+    subprocess.run([*generate, "-o", str(path)], check=True, capture_output=True)
+    return path
 
 
 def bench_process(
-    seed: int, time_limit_s: float, runs: int, baseline: str | None = None
+    seed: int,
+    time_limit_s: float,
+    runs: int,
+    baseline: str | None = None,
+    *,
+    shape: str = "mixed",
+    hosts: int = PROCESS_HOSTS,
+    models: int = PROCESS_MODELS,
 ) -> dict[str, object]:
-    """Whole `grid plan` processes at 1000 x 200: wall, CLI import, and the command after it.
+    """Whole `grid plan FLEET --time-limit S --json` processes, the wall a user sees (fork to
+    exit, the interpreter start included, which the limit promises), next to the heuristic
+    engine's process, the imports alone and a bare interpreter, in the same run.
 
-    `baseline`: another checkout (e.g. `git worktree` of an older commit); its processes run
-    from there (`python -c` imports the `grid` of the working directory), alternating run by run
-    with this checkout's, so both see the same machine load.
-    """
+    `baseline`: another checkout (e.g. `git archive` of an older commit unpacked there); its
+    processes run from there (PYTHONPATH and the working directory), alternating run by run
+    with this checkout's, so both see the same machine load. Both plan the same file."""
     python = sys.executable
     here = str(Path(__file__).resolve().parent.parent)
-    trees = [("", here)] + ([("baseline: ", baseline)] if baseline else [])
+    trees = [("now", here)] + ([("baseline", baseline)] if baseline else [])
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "fleet.json"
-        snap = generate_fleet(PROCESS_HOSTS, PROCESS_MODELS, seed)
-        path.write_text(json.dumps(snap.model_dump(mode="json")), encoding="utf-8")
-        fleets = {"": path}
-        if baseline:  # its own generator: an older schema may not read today's fields
-            fleets["baseline: "] = Path(folder) / "baseline-fleet.json"
-            generate = [python, "-m", "grid", "lab", "generate-fleet", "--hosts"]
-            generate += [str(PROCESS_HOSTS), "--models", str(PROCESS_MODELS), "--seed", str(seed)]
-            subprocess.run(
-                [*generate, "-o", str(fleets["baseline: "])],
-                cwd=baseline,
-                check=True,
-                capture_output=True,
-            )
-
-        def commands(fleet: Path) -> list[tuple[str, list[str]]]:
-            plan = [python, "-c", CLI_RUNNER, "plan", str(fleet), "--time-limit", str(time_limit_s)]
-            return [
-                ("python -c pass", [python, "-c", "pass"]),
-                (f"grid plan --time-limit {time_limit_s:g} --json", [*plan, "--json"]),
-                ("grid plan --engine heuristic --json", [*plan, "--engine", "heuristic", "--json"]),
-            ]
-
-        for index, (name, _argv) in enumerate(commands(path)):
+        fleet = _fleet(Path(folder), shape, hosts, models, seed)
+        plan = [python, "-m", "grid", "plan", str(fleet), "--time-limit", f"{time_limit_s:g}"]
+        commands = [
+            ("python -c pass", [python, "-c", "pass"], False),
+            ("imports (CLI, models, planner)", [python, "-c", IMPORTS], False),
+            (
+                "grid plan --engine heuristic --json",
+                [*plan, "--engine", "heuristic", "--json"],
+                True,
+            ),
+            (f"grid plan --time-limit {time_limit_s:g} --json", [*plan, "--json"], True),
+        ]
+        for name, argv, is_plan in commands:
             results: dict[str, list[ProcessRun]] = {label: [] for label, _ in trees}
             for _ in range(runs):
                 for label, cwd in trees:
-                    argv = commands(fleets[label])[index][1]
-                    results[label].append(_run(argv, cwd=cwd))
+                    results[label].append(_run(argv, cwd, is_plan))
             for label, _cwd in trees:
-                if label and name.startswith("python"):
-                    continue
-                rows.append(_row(label + name, results[label]))
-    cpsat = rows[1]
-    out: dict[str, object] = {
-        "hosts": PROCESS_HOSTS,
-        "models": PROCESS_MODELS,
+                if label != "now" and not is_plan:
+                    continue  # the interpreter and the imports: this tree's only
+                rows.append(
+                    {"tree": label, "process": name, "runs": [asdict(r) for r in results[label]]}
+                )
+    cpsat = [r for r in rows if str(r["process"]).startswith("grid plan --time")]
+    slowest = {str(r["tree"]): max(run["wall_s"] for run in r["runs"]) for r in cpsat}
+    return {
+        "shape": shape,
+        "hosts": hosts,
+        "models": models,
         "seed": seed,
         "time_limit_s": time_limit_s,
         "rows": rows,
-        "cpsat_after_import_max_s": cpsat["after_import_max_s"],
-        "promise_kept": float(str(cpsat["after_import_max_s"])) <= time_limit_s,
+        "slowest_wall_s": slowest,
+        "promise_kept": {tree: wall <= time_limit_s for tree, wall in slowest.items()},
     }
-    if baseline:
-        out["baseline"] = baseline
-        out["baseline_cpsat_after_import_max_s"] = rows[2]["after_import_max_s"]
-    return out
 
 
 def print_process(result: dict[str, object]) -> None:
     print(
-        f"whole processes at {result['hosts']} hosts x {result['models']} models "
-        f"(seed {result['seed']}, --time-limit {result['time_limit_s']}):"
+        f"whole processes, {result['shape']} fleet of {result['hosts']} hosts x "
+        f"{result['models']} models (seed {result['seed']}), --time-limit "
+        f"{result['time_limit_s']:g}; wall = fork to exit, interpreter start included"
     )
     print(
-        f"{'process':<46} {'runs':>4} {'wall min':>8} {'median':>7} {'max':>6} "
-        f"{'import max':>10} {'after import max':>16}  exit"
+        f"{'tree':<9} {'process':<38} {'run':>3} {'load':>5} {'wall s':>7} {'RSS MB':>7} "
+        f"{'exit':>4}  {'status':<18} {'open':>4}  first gap (value/bound)"
     )
     rows = result["rows"]
     assert isinstance(rows, list)
     for row in rows:
+        for index, run in enumerate(row["runs"], 1):
+            print(
+                f"{row['tree']:<9} {row['process']:<38} {index:>3} {run['load']:>5.2f} "
+                f"{run['wall_s']:>7.2f} {run['rss_mb']:>7} {run['exit_code']:>4}  "
+                f"{run['status']:<18} {run['open_replica_levels'] if run['status'] else '':>4}  "
+                f"{run['first_gap']}"
+            )
+    slowest = result["slowest_wall_s"]
+    kept = result["promise_kept"]
+    assert isinstance(slowest, dict) and isinstance(kept, dict)
+    for tree, wall in slowest.items():
+        verdict = "kept" if kept[tree] else "BROKEN"
         print(
-            f"{row['process']:<46} {row['runs']:>4} {row['wall_min_s']:>8.2f} "
-            f"{row['wall_median_s']:>7.2f} {row['wall_max_s']:>6.2f} {row['import_max_s']:>10.2f} "
-            f"{row['after_import_max_s']:>16.2f}  {row['exit_codes']}"
-        )
-    print(
-        f"cpsat command after the CLI import, slowest run: {result['cpsat_after_import_max_s']} s "
-        f"against the {result['time_limit_s']} s limit: "
-        f"{'kept' if result['promise_kept'] else 'BROKEN'}"
-    )
-    if "baseline" in result:
-        print(
-            f"baseline ({result['baseline']}), slowest: "
-            f"{result['baseline_cpsat_after_import_max_s']} s"
+            f"{tree}: slowest cpsat process {wall:.2f} s, limit {result['time_limit_s']:g} s: "
+            f"{verdict}"
         )
 
 
@@ -333,16 +338,29 @@ def main(argv: list[str] | None = None) -> int:
         "--all-levels", action="store_true", help="list every level, not only open ones"
     )
     parser.add_argument(
-        "--process", action="store_true", help="time whole `grid plan` processes at 1000x200"
+        "--process", action="store_true", help="time whole `grid plan` processes (fork to exit)"
     )
     parser.add_argument("--runs", type=int, default=3, help="runs per process (--process)")
     parser.add_argument(
         "--baseline",
         help="another checkout to time alternately with this one (--process), e.g. a worktree",
     )
+    parser.add_argument(
+        "--shape", choices=("mixed", "production"), default="mixed", help="fleet (--process)"
+    )
+    parser.add_argument("--hosts", type=int, default=PROCESS_HOSTS, help="hosts (--process)")
+    parser.add_argument("--models", type=int, default=PROCESS_MODELS, help="models (--process)")
     args = parser.parse_args(argv)
     if args.process:
-        result = bench_process(args.seed, args.time_limit, max(1, args.runs), args.baseline)
+        result = bench_process(
+            args.seed,
+            args.time_limit,
+            max(1, args.runs),
+            args.baseline,
+            shape=args.shape,
+            hosts=args.hosts,
+            models=args.models,
+        )
         if args.json:
             print(json.dumps(result, indent=2))
         else:
