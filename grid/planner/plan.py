@@ -120,9 +120,12 @@ def _make_plan(
     if deadline.remaining() - reserve - setup < MIN_SOLVE_S:
         # No time for CP-SAT, but the vacate moves (pure, stopped between trials) still run
         # while the phases after them keep their reserve, less the explanations' CP-SAT cores
-        # (explanations shorten here anyway); not in deterministic mode. (1,000 x 200 mixed
-        # at 2 s, counted from the command: 0.25 s, p10:direct:1 41 -> 42.)
-        floor = reserve - EXPLANATION_CORES_S
+        # (explanations shorten here anyway) and the per-candidate term (a fallback stages
+        # once: 1,000 x 200 mixed, 79,106 distinct candidates, takes 0.13-0.35 s after vacate
+        # where that term alone is 0.47 s; at 10,000 production hosts, few distinct ones, the
+        # floor is the same); not in deterministic mode. (1,000 x 200 mixed at 2 s, counted
+        # from the process start: 0.25 s, p10:direct:1 41 -> 42.)
+        floor = post_solve_reserve_s(0, build_s, hosts=len(problem.hosts)) - EXPLANATION_CORES_S
         if deterministic or deadline.remaining() <= floor:
             return _no_time_left(problem, greedy, deadline, wall_ms(), "loading and building")
         from grid.planner.vacate import vacate_improve
