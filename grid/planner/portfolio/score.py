@@ -66,12 +66,16 @@ def startup_cost(ctx: PortfolioContext, key: Key) -> int:
 
 
 def speculative_incumbents(ctx: PortfolioContext) -> list[Key]:
-    """Incumbent keys of candidate models that the base plan does not keep (the portfolio may)."""
-    return [
-        k
-        for k in ctx.variable_keys()
-        if k not in ctx.base_keys and ctx.problem.candidates[k].incumbent is not None
-    ]
+    """Incumbent keys of candidate models that the base plan does not keep (the portfolio may).
+    Computed once per context (every evaluated portfolio asks: 60 ms each at 1,000 hosts)."""
+    cached = ctx.memo.get("speculative_incumbents")
+    if cached is None:
+        cached = ctx.memo["speculative_incumbents"] = [
+            k
+            for k in ctx.variable_keys()
+            if k not in ctx.base_keys and ctx.problem.candidates[k].incumbent is not None
+        ]
+    return list(cached)
 
 
 def slot_hosts(ctx: PortfolioContext) -> tuple[list[str], bool]:
