@@ -76,6 +76,9 @@ class Deadline:
     # What the caller frees after its output: make_plan leaves its problem here (freeing a
     # 10,000-host problem takes ~0.35 s, which a CLI process that exits skips).
     keep: list[object] = field(default_factory=list)
+    # The caller's work after make_plan when it knows it better than `output_reserve_s` (the
+    # JSON document's): the CLI's Rich view costs more (plan_cmd.py).
+    output_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.started is None:
@@ -102,10 +105,12 @@ class Deadline:
         return now
 
 
-def post_solve_reserve_s(candidates: int, build_s: float = 0.0, hosts: int = 0) -> float:
+def post_solve_reserve_s(
+    candidates: int, build_s: float = 0.0, hosts: int = 0, output_s: float | None = None
+) -> float:
     """What the phases after the solve need, for a problem of this size (`hosts` hosts) that
     took `build_s` to build, plus the CP-SAT cores of full explanations and the caller's
-    validation and output (`output_reserve_s`)."""
+    validation and output (`output_s`, else `output_reserve_s`)."""
     counted = min(candidates, RESERVE_CANDIDATES_MAX)
     phases = max(
         RESERVE_BASE_S
@@ -113,7 +118,8 @@ def post_solve_reserve_s(candidates: int, build_s: float = 0.0, hosts: int = 0) 
         + RESERVE_PER_HOST_S * min(hosts, RESERVE_HOSTS_MAX),
         RESERVE_BUILD_SHARE * build_s,
     )
-    return phases + EXPLANATION_CORES_S + output_reserve_s(hosts)
+    after = output_s if output_s is not None else output_reserve_s(hosts)
+    return phases + EXPLANATION_CORES_S + after
 
 
 def output_reserve_s(hosts: int) -> float:

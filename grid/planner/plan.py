@@ -115,7 +115,9 @@ def _make_plan(
         )
     build_s = deadline.spent["build"]
     # The solver's own setup is kept out of what vacate moves and the host-type model spend.
-    reserve = post_solve_reserve_s(problem.distinct_candidates, build_s, hosts=len(problem.hosts))
+    reserve = post_solve_reserve_s(
+        problem.distinct_candidates, build_s, hosts=len(problem.hosts), output_s=deadline.output_s
+    )
     setup = SOLVE_SETUP_SHARE * build_s
     if deadline.remaining() - reserve - setup < MIN_SOLVE_S:
         # No time for CP-SAT, but the vacate moves (pure, stopped between trials) still run
