@@ -29,7 +29,7 @@ from ortools.sat.python import cp_model
 
 from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.cpsat.type_ledgers import TypeRoom, add_conflict_cuts
-from grid.planner.portfolio import build_context, coordinate_search, evaluate, solve
+from grid.planner.portfolio import build_context, coordinate_search, evaluate, hosttypes, solve
 from grid.planner.portfolio.context import PortfolioContext
 from grid.planner.portfolio.hosttypes import disaggregate, portfolio_types
 from grid.planner.portfolio.solve import CpsatResult, solve_after_search
@@ -339,3 +339,22 @@ def test_the_conflict_cut_excludes_a_small_model_on_every_host() -> None:
     assert (3, 1) not in reachable and (2, 1) in reachable
     assert not _conflict_cuts_hold(sizes, limit, hosts, (3, 1))
     assert _conflict_cuts_hold(sizes, limit, hosts, (2, 1))
+
+
+def _identical(hosts: int) -> FleetSnapshot:
+    fleet = [host(f"h{i:02d}", 16384, max_models=2) for i in range(hosts)]
+    models = [model("a", 4096, max_replicas=4, workload_scores={"coding": 0.9})]
+    return wsnapshot(fleet, models, {"coding": work(10, 1.0)})
+
+
+def test_the_host_type_model_is_used_only_where_it_pays() -> None:
+    """Six identical hosts: below MIN_AGGREGATED_HOSTS (16), the default keeps the per-host
+    model (small fleets plan exactly as before); twenty: the host-type model decides."""
+    assert hosttypes.MIN_AGGREGATED_HOSTS == 16
+    small, large = _context(_identical(6)), _context(_identical(20))
+    assert [t.count for t in portfolio_types(small)] == [6]
+    kept = solve_after_search(small, coordinate_search(small), 10.0)
+    assert kept is not None and kept.aggregated_hosts == 0
+    decided = solve_after_search(large, coordinate_search(large), 10.0)
+    assert decided is not None and decided.aggregated_hosts == 20
+    assert decided.status == "OPTIMAL"
