@@ -23,7 +23,7 @@ import os
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
@@ -49,14 +49,21 @@ COMPARED = ("covered", "failures", "pressure", "spare_slots", "missing", "utilit
 
 @st.composite
 def typed_fleets(draw: st.DrawFn) -> FleetSnapshot:
-    """One or two machine shapes of 3–8 identical hosts each, up to two individual hosts
-    (one may hold an incumbent), 2–4 models scored for 1–3 workloads, some base demand."""
+    """One or two machine shapes of 3–8 identical hosts each (known free disk or not; some
+    hosts of a shape faster, so replicas there are worth more once a model serves), up to two
+    individual hosts (one may hold a READY incumbent), 2–4 models scored for 1–3 workloads
+    (artifact sizes, an exclusion, a colocation ceiling, a pin), some base demand."""
     hosts: list[dict[str, Any]] = []
     for shape in range(draw(st.integers(1, 2))):
         capacity = draw(st.sampled_from([8192, 16384, 24576]))
         slots = draw(st.sampled_from([1, 1, 2, 3, 4]))
+        disk = draw(st.sampled_from([None, None, 10000, 30000]))
+        fast = draw(st.integers(0, 3))  # the first `fast` hosts have twice the bandwidth
         for i in range(draw(st.integers(3, 8))):
-            hosts.append(host(f"s{shape}-{i}", capacity, max_models=slots))
+            extra: dict[str, Any] = {"memory_bandwidth_gbps": 400.0 if i < fast else 200.0}
+            if disk is not None:
+                extra["disk_free_mb"] = disk
+            hosts.append(host(f"s{shape}-{i}", capacity, max_models=slots, **extra))
     n_models = draw(st.integers(2, 4))
     models: list[dict[str, Any]] = []
     for i in range(n_models):
@@ -75,8 +82,14 @@ def typed_fleets(draw: st.DrawFn) -> FleetSnapshot:
                 load_estimate_s=draw(st.sampled_from([8.0, 20.0, 60.0])),
                 warm_estimate_s=4.0,
                 workload_scores=scores,
+                artifact_size_mb=draw(st.sampled_from([0, 3000, 9000])),
+                max_colocated_models=draw(st.sampled_from([0, 0, 0, 2])),
             )
         )
+    if draw(st.integers(0, 3)) == 0:
+        models[0]["colocation_excludes"] = [models[1]["model_id"]]
+    if draw(st.integers(0, 4)) == 0:
+        models[-1]["pinned_hosts"] = ["s0-0"]
     for i in range(draw(st.integers(0, 2))):
         residents = []
         if draw(st.booleans()):
@@ -132,6 +145,7 @@ def test_typed_and_per_host_models_reach_the_same_levels(snap: FleetSnapshot) ->
     typed = _solve(ctx, aggregate=True)
     assert per_host.status == "OPTIMAL" and per_host.aggregated_hosts == 0
     assert typed.aggregated_hosts > 0 or typed.fallback
+    event("per-host fallback" if typed.fallback else "host-type model decided")
     types = portfolio_types(ctx)
     if all(ctx.problem.host_by_id[t.type_id].desired_cap == 1 for t in types):
         assert not typed.fallback  # one model slot per host: the type ledgers are exact
