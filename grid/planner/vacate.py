@@ -19,16 +19,18 @@ freed): that host's occupants are re-placed by first fit elsewhere (neither of t
 hosts), and the chain is taken only when all of them fit. This frees a host held by a model
 that needs a host to itself (colocation ceiling 1) for another such model: on the generated
 1,000 x 200 mixed fleet a solo `video-*` model moves to a host freed of small models, and the
-short solo model takes its host. The pass has its own MAX_CHAIN_TRIALS per goal and is kept
-only where it improves the replica levels, so a fleet where no chain pays keeps the one-step
-result.
+short solo model takes its host. The chain pass of the desired goal asks round by round (every
+model's k-th replica, k = 2, 3, ..., before any (k+1)-th), as the fair levels count them, so
+its trials reach p10:direct:2 before p10:direct:6. The pass has its own MAX_CHAIN_TRIALS per
+goal and a move is kept only where it improves the replica levels, so a fleet where no chain
+pays keeps the one-step result.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from grid.planner.cpsat.ledger import HostLoad, Ledger, host_blockers
 from grid.planner.cpsat.scoring import Scorer
@@ -55,12 +57,9 @@ def vacate_improve(
     passes += [(goal, True, MAX_CHAIN_TRIALS) for goal in ("baseline", "desired")]
     for goal, chain, trials_max in passes:
         trials = 0
-        for model in problem.models:  # by priority, then ID
+        for model_id, wanted in _wanted(problem, goal, chain):
             if trials >= trials_max or (out_of_time is not None and out_of_time()):
                 break
-            model_id = model.model_id
-            target = problem.targets[model_id]
-            wanted = max(1, target.baseline) if goal == "baseline" else target.desired
             if best.have(model_id) >= wanted:
                 continue  # the hosts are listed only for a model that is short
             for host_id in _vacatable_hosts(problem, best, model_id):
@@ -75,6 +74,25 @@ def vacate_improve(
                     if compare(problem, values, best.values, replica_levels_only=True) > 0:
                         best = _Best(problem, moved, values)
     return best.placed
+
+
+def _wanted(problem: PlacementProblem, goal: str, chain: bool) -> Iterator[tuple[str, int]]:
+    """(model, replicas wanted) in the order a pass tries them, models by priority then ID:
+    the baseline goal asks max(1, baseline) of each; the desired goal its desired count; the
+    chain pass of the desired goal goes round by round as the levels do (every model's k-th
+    replica before any (k+1)-th), so its trials reach the fair rounds in their order."""
+    if goal == "baseline":
+        for model in problem.models:
+            yield model.model_id, max(1, problem.targets[model.model_id].baseline)
+    elif not chain:
+        for model in problem.models:
+            yield model.model_id, problem.targets[model.model_id].desired
+    else:
+        top = max((t.desired for t in problem.targets.values()), default=0)
+        for k in range(2, top + 1):
+            for model in problem.models:
+                if problem.targets[model.model_id].desired >= k:
+                    yield model.model_id, k
 
 
 class _Best:

@@ -99,7 +99,8 @@ def _vacate_from_scratch(
     problem: PlacementProblem, placed: set[Key], order: list[str], trials_max: int = 96
 ) -> set[Key]:
     """The rule of vacate.py's docstring, recomputing everything for every trial: two
-    one-step passes, then two passes of chain moves (MAX_CHAIN_TRIALS = 96 each)."""
+    one-step passes, then two passes of chain moves (MAX_CHAIN_TRIALS = 96 each), the second
+    round by round."""
     best = set(placed)
     best_values = level_values(problem, best)
     for goal, chain in (
@@ -109,19 +110,17 @@ def _vacate_from_scratch(
         ("desired", True),
     ):
         trials = 0
-        for prof in problem.models:
-            target = problem.targets[prof.model_id]
-            wanted = max(1, target.baseline) if goal == "baseline" else target.desired
-            hosts = sorted(_new_hosts(problem, best, prof.model_id), key=_by_load(best))[:16]
+        for model_id, wanted in _asks(problem, goal, chain):
+            hosts = sorted(_new_hosts(problem, best, model_id), key=_by_load(best))[:16]
             for host_id in hosts:
-                if trials >= trials_max or _have(problem, best, prof.model_id) >= wanted:
+                if trials >= trials_max or _have(problem, best, model_id) >= wanted:
                     break
                 trials += 1
                 evicted = sorted(k for k in best if k[1] == host_id)
                 ledger = Ledger(problem, [k for k in best if k[1] != host_id])
-                if ledger.blockers((prof.model_id, host_id)):
+                if ledger.blockers((model_id, host_id)):
                     continue
-                ledger.add((prof.model_id, host_id))
+                ledger.add((model_id, host_id))
                 for m, _h in evicted:
                     if not _fit_first(problem, ledger, m, {host_id}) and chain:
                         ledger = _chain_from_scratch(problem, ledger, m, host_id) or ledger
@@ -129,6 +128,20 @@ def _vacate_from_scratch(
                 if lexicographic(order, values, best_values) > 0:
                     best, best_values = set(ledger.placed), values
     return best
+
+
+def _asks(problem: PlacementProblem, goal: str, chain: bool) -> list[tuple[str, int]]:
+    """What each trial asks for, in order: max(1, baseline) of every model, then its desired
+    count; the chain pass of the desired goal asks round by round (k = 2, 3, ...) for the
+    k-th replica of every model that wants at least k."""
+    ids = [prof.model_id for prof in problem.models]
+    want = {m: problem.targets[m] for m in ids}
+    if goal == "baseline":
+        return [(m, max(1, want[m].baseline)) for m in ids]
+    if not chain:
+        return [(m, want[m].desired) for m in ids]
+    rounds = range(2, 1 + max((t.desired for t in want.values()), default=0))
+    return [(m, k) for k in rounds for m in ids if want[m].desired >= k]
 
 
 def _new_hosts(problem: PlacementProblem, placed: set[Key], model_id: str) -> list[str]:

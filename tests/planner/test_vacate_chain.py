@@ -94,6 +94,33 @@ def test_an_evicted_solo_model_returns_to_its_own_incumbent_host(
     _check_optimal(snap, problem, improved)
 
 
+def test_the_desired_chain_pass_asks_round_by_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four 40 GB hosts and an 8 GB one; `a` (3 wanted) and `b` (2 wanted) need a host to
+    themselves (30 GB each), `small` (4 GB) fits anywhere. Start: a on h1 and h2, b on h3,
+    small on h4. With one chain trial (and no one-step passes), asking round by round tries
+    b's second replica (p10:direct:2) before a's third (p10:direct:3): small moves to t and
+    the free host goes to a second solo replica of round 2. Hand-worked optimum: a 2, b 2,
+    small 1 (the fifth solo replica has no host); asking a's third first would leave b at 1."""
+    snap = snapshot(
+        [host(f"h{i}", 40 * GB, max_models=4) for i in range(1, 5)]
+        + [host("t", 8 * GB, max_models=4)],
+        [
+            model("a", 30 * GB, priority=10, max_colocated_models=1, max_replicas=3),
+            model("b", 30 * GB, priority=10, max_colocated_models=1, max_replicas=2),
+            model("small", 4 * GB, priority=10),
+        ],
+        {"a": want(3), "b": want(2), "small": want(1)},
+    )
+    problem = build_problem(snap)
+    start = {("a", "h1"), ("a", "h2"), ("b", "h3"), ("small", "h4")}
+    monkeypatch.setattr(vacate, "MAX_TRIALS", 0)
+    monkeypatch.setattr(vacate, "MAX_CHAIN_TRIALS", 1)
+    improved = vacate_improve(problem, start)
+    counts = {m: sum(1 for k in improved if k[0] == m) for m in ("a", "b", "small")}
+    assert counts == {"a": 2, "b": 2, "small": 1}
+    _check_optimal(snap, problem, improved)
+
+
 # ----------------------------------------------------------------------------- random fleets
 
 
