@@ -21,6 +21,8 @@ Levels
 Exactness: with one model slot per host (or one replica per host) the type ledgers are exact;
 otherwise they relax bin packing, and a solution's counts are only reached when hosttypes.
 disaggregate packs them all (solve.py checks, and falls back to the per-host model).
+Symmetry: a type's hosts are not variables, so there is none within a type to break; the
+disaggregation's host order (by ID) is the canonical choice.
 """
 
 from __future__ import annotations
