@@ -41,8 +41,12 @@ RESERVE_BUILD_SHARE = 0.6
 FULL_EXPLANATION_S = 0.1
 AFTER_EXPLAIN_PER_CANDIDATE_S = 4e-6
 # The explanations' CP-SAT cores (deterministic work 0.3 per plan, ~1 s of wall at most) get
-# this much of the reserve, so a plan that fits its budget keeps full explanations.
+# up to this much of the reserve, so a plan that fits its budget keeps full explanations. Their
+# models grow with the candidates: the office and 64-host fleets explain fully in 10-30 ms
+# (issue 12: 0.3 s for them alone sent the office fleet at --time-limit 1 to the fallback).
 EXPLANATION_CORES_S = 0.3
+EXPLANATION_CORES_BASE_S = 0.02
+EXPLANATION_CORES_PER_CANDIDATE_S = 1e-4
 # Building a CP-SAT model costs about 4x the problem build per candidate (25-40 us against
 # ~10 us on an idle machine): a slow problem build predicts a slow model build.
 MODEL_TO_PROBLEM_BUILD = 4.0
@@ -119,7 +123,15 @@ def post_solve_reserve_s(
         RESERVE_BUILD_SHARE * build_s,
     )
     after = output_s if output_s is not None else output_reserve_s(hosts)
-    return phases + EXPLANATION_CORES_S + after
+    return phases + explanation_cores_s(candidates) + after
+
+
+def explanation_cores_s(candidates: int) -> float:
+    """The reserve's share for the explanations' CP-SAT cores, for this many candidates."""
+    return min(
+        EXPLANATION_CORES_S,
+        EXPLANATION_CORES_BASE_S + EXPLANATION_CORES_PER_CANDIDATE_S * candidates,
+    )
 
 
 def output_reserve_s(hosts: int) -> float:

@@ -21,8 +21,8 @@ from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.assemble import assemble_plan
 from grid.planner.deadline import (
-    EXPLANATION_CORES_S,
     Deadline,
+    explanation_cores_s,
     model_build_s_per_key,
     post_solve_reserve_s,
 )
@@ -127,7 +127,9 @@ def _make_plan(
         # where that term alone is 0.47 s; at 10,000 production hosts, few distinct ones, the
         # floor is the same); not in deterministic mode. (1,000 x 200 mixed at 2 s, counted
         # from the process start: 0.25 s, p10:direct:1 41 -> 42.)
-        floor = post_solve_reserve_s(0, build_s, hosts=len(problem.hosts)) - EXPLANATION_CORES_S
+        floor = post_solve_reserve_s(
+            0, build_s, hosts=len(problem.hosts), output_s=deadline.output_s
+        ) - explanation_cores_s(0)
         if deterministic or deadline.remaining() <= floor:
             return _no_time_left(problem, greedy, deadline, wall_ms(), "loading and building")
         from grid.planner.vacate import vacate_improve
