@@ -73,11 +73,16 @@ def process_age_s() -> float:
         return 0.0
 
 
-def command_deadline(limit_s: float) -> Deadline:
-    """The command's Deadline: from the process start when this process is the command."""
+def _command_process() -> bool:
+    """Does this process run one `grid` command (main.py's entry point, not `app` in-process)?"""
     from grid.cli import main as cli
 
-    age = process_age_s() if cli.COMMAND_PROCESS else 0.0
+    return cli.COMMAND_PROCESS
+
+
+def command_deadline(limit_s: float) -> Deadline:
+    """The command's Deadline: from the process start when this process is the command."""
+    age = process_age_s() if _command_process() else 0.0
     return Deadline(limit_s, started=time.perf_counter() - age)
 
 
@@ -104,8 +109,9 @@ def plan(
         float,
         typer.Option(
             "--time-limit",
-            help="Seconds for the whole command (load, build, solve, explanations, output); "
-            "CP-SAT gets what the other phases leave, the heuristic's plan after it.",
+            help="Seconds for the whole process, from its start (imports, load, build, solve, "
+            "explanations, output); CP-SAT gets what the other phases leave, the heuristic's "
+            "plan after it.",
         ),
     ] = 5.0,
     deterministic: Annotated[
@@ -156,9 +162,7 @@ def plan(
     if found:
         summary = "; ".join(f"{v.code}: {v.message}" for v in found[:5])
         raise RuntimeError(f"the plan breaks {len(found)} hard constraint(s): {summary}")
-    from grid.cli import main as cli
-
-    if cli.COMMAND_PROCESS:  # the plan is out: exit without freeing the problem (deadline.keep)
+    if _command_process():  # the plan is out: exit without freeing the problem (deadline.keep)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
