@@ -28,24 +28,41 @@ from typing import TYPE_CHECKING
 from grid.fleet.faces import lazy_face
 
 if TYPE_CHECKING:
-    from grid.planner.cpsat.aggregate import aggregation_pays, solve_aggregated
+    from grid.planner.cpsat.aggregate import aggregation_pays, disaggregation_s, solve_aggregated
     from grid.planner.cpsat.assumptions import Core, binding_core
     from grid.planner.cpsat.bounds import static_bounds
     from grid.planner.cpsat.build import add_hard_constraints
+    from grid.planner.cpsat.colocation import add_colocation
+    from grid.planner.cpsat.disk import add_disk
     from grid.planner.cpsat.ledger import Blocker, HostLoad, Ledger, host_blockers, host_load
+    from grid.planner.cpsat.memory import add_memory
+    from grid.planner.cpsat.replicas import pinned_hosts, unpinned_allowance
     from grid.planner.cpsat.scoring import Scorer
+    from grid.planner.cpsat.slots import add_slots
     from grid.planner.cpsat.solve import BUILD_S_PER_KEY, BUILD_SHARE, solve_lexicographic
+    from grid.planner.cpsat.type_ledgers import (
+        TypeRoom,
+        add_conflict_cuts,
+        add_type_ledgers,
+        fits_alone,
+    )
     from grid.planner.cpsat.variables import Expr, Guard, PlacementVars
 
 # module -> the names it gives the face, separated by spaces
 _EXPORTS: dict[str, str] = {
-    "grid.planner.cpsat.aggregate": "aggregation_pays solve_aggregated",
+    "grid.planner.cpsat.aggregate": "aggregation_pays disaggregation_s solve_aggregated",
     "grid.planner.cpsat.assumptions": "Core binding_core",
     "grid.planner.cpsat.bounds": "static_bounds",
     "grid.planner.cpsat.build": "add_hard_constraints",
+    "grid.planner.cpsat.colocation": "add_colocation",
+    "grid.planner.cpsat.disk": "add_disk",
     "grid.planner.cpsat.ledger": "Blocker HostLoad Ledger host_blockers host_load",
+    "grid.planner.cpsat.memory": "add_memory",
+    "grid.planner.cpsat.replicas": "pinned_hosts unpinned_allowance",
     "grid.planner.cpsat.scoring": "Scorer",
+    "grid.planner.cpsat.slots": "add_slots",
     "grid.planner.cpsat.solve": "BUILD_SHARE BUILD_S_PER_KEY solve_lexicographic",
+    "grid.planner.cpsat.type_ledgers": "TypeRoom add_conflict_cuts add_type_ledgers fits_alone",
     "grid.planner.cpsat.variables": "Expr Guard PlacementVars",
 }
 
@@ -60,14 +77,25 @@ __all__ = [
     "Ledger",
     "PlacementVars",
     "Scorer",
+    "TypeRoom",
+    "add_colocation",
+    "add_conflict_cuts",
+    "add_disk",
     "add_hard_constraints",
+    "add_memory",
+    "add_slots",
+    "add_type_ledgers",
     "aggregation_pays",
     "binding_core",
+    "disaggregation_s",
+    "fits_alone",
     "host_blockers",
     "host_load",
+    "pinned_hosts",
     "solve_aggregated",
     "solve_lexicographic",
     "static_bounds",
+    "unpinned_allowance",
 ]
 
 __getattr__, __dir__ = lazy_face(__name__, _EXPORTS)
