@@ -134,14 +134,14 @@ class PortfolioContext:
     def off_pin_allowance(self, model_id: str, workload: int) -> int | None:
         """Room off the pins (None: no pins) when the model has `workload` workload replicas.
         Pins are reserved, never substituted: placements off the pins ≤ the final desired count
-        max(base desired, base_level + workload) − |pins| − fixed replicas off the pins."""
+        max(0, max(base desired, base_level + workload) − |pins| − fixed replicas off the pins)."""
         pins = set(self.problem.model_by_id[model_id].pinned_hosts)
         if not pins:
             return None
         fixed_off = sum(
             1 for f in self.problem.fixed if f.model_id == model_id and f.host_id not in pins
         )
-        return self.final_desired(model_id, workload) - len(pins) - fixed_off
+        return max(0, self.final_desired(model_id, workload) - len(pins) - fixed_off)
 
     def final_desired(self, model_id: str, workload: int) -> int:
         """The plan's desired count of the model with `workload` workload replicas desired."""

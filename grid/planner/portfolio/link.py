@@ -13,7 +13,8 @@
                                                   what the workloads ask beyond the model's
                                                   replica room included; g_k = ctx.weight,
                                                   tenths of a replica, speed.py)
-    Σ_{h ∉ pins(m)} x[m, h] ≤ max(base_desired_m, base_level_m + D_m) − |pins(m)| − fixed_off(m)
+    Σ_{h ∉ pins(m)} x[m, h] ≤ max(0, max(base_desired_m, base_level_m + D_m) − |pins(m)|
+                                      − fixed_off(m))
                                                   (pins never substituted, against the final
                                                   desired count)
 Base keys are fixed: x_k = 1 for k ∈ B, so the base plan's replicas stay where they are.
@@ -76,5 +77,10 @@ def add_links(
             )
             off = [k for k in xs.keys_of_model(m) if k[1] not in pins]
             outside_off = sum(1 for mm, h in xs.outside if mm == m and h not in pins)
-            model.add(xs.total(off) + outside_off <= final - len(pins) - fixed_off)
+            # Clamped at 0 as validate.py reads the rule: unplaced pins and fixed replicas off
+            # them can exceed the final count, which must not make every mapping infeasible.
+            top_off = max(0, ctx.final_desired(m, min(room, ceiling)) - len(pins) - fixed_off)
+            allowed = model.new_int_var(0, top_off, f"off[{m}]")
+            model.add_max_equality(allowed, [final - len(pins) - fixed_off, 0])
+            model.add(xs.total(off) + outside_off <= allowed)
     return missing
