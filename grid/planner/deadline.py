@@ -22,19 +22,21 @@ from dataclasses import dataclass, field
 
 Clock = Callable[[], float]
 
-# Measured on a generated 1,000-host x 200-model fleet (166,000 candidates) on two shared
-# cores: preemption staging 0.15-0.75 s (twice when the solver's placement differs from the
-# heuristic's), shortened explanations 0.1-0.25 s, the CLI's validation 0.05-0.2 s, JSON
-# output 0.05 s. The reserve covers them with margin. The constant part is small: the office
-# and 64-host fleets stage, explain and print in 10-30 ms (issue 12; it was 0.3 s, which alone
-# sent the office fleet at --time-limit 1 to the fallback once the limit counted the imports).
-RESERVE_BASE_S = 0.1
-RESERVE_PER_CANDIDATE_S = 6e-6
+# Calibrated on the phases after the solve measured in-process (issue 12 part 2, two shared
+# cores, load 1.2-1.5; docs/planner-scale.md, "The post-solve reserve from measured tails"):
+# preemption staging plus shortened explanations took 0.14-0.18 s on the mixed 1,000 x 200
+# fleets (79,000-80,000 distinct candidates, staged twice), 0.2 s on production 1,000 x 200
+# (853 distinct, 151,620 candidates), 0.61 s on production 10,000 x 500 (2,107 distinct, 3.76 M
+# candidates, 1.9 s build); the office and 64-host fleets 10-30 ms. The terms were 6 us per
+# candidate and 0.2 ms per host (calibrated on a 166,000-candidate fleet): 1.35 s on the mixed
+# 1,000 fleet, which alone sent `--time-limit 2` there to the fallback.
+RESERVE_BASE_S = 0.05
+RESERVE_PER_CANDIDATE_S = 1e-6
 # A loaded machine slows those phases as much as the problem build (load average 7 on two
 # cores doubles both): the reserve grows with the build just measured. 10,000 production
-# hosts: staging twice, explanations and freeing the problem 1.0 s after a 1.95 s build
-# (issue 12); the per-candidate term covers the 1,000-host fleet above.
-RESERVE_BUILD_SHARE = 0.6
+# hosts: 0.61 s after a 1.9 s build (0.32x); mixed 1,000: 0.14-0.18 s after 0.36 s (0.5x, the
+# per-candidate and per-host terms cover it there).
+RESERVE_BUILD_SHARE = 0.45
 # After the explanations the caller still validates and prints (~2 us per candidate) and the
 # refusal scans of a full explanation take about as long; each CP-SAT core is capped by what
 # is left beyond this margin (explain.py).
@@ -50,25 +52,42 @@ EXPLANATION_CORES_PER_CANDIDATE_S = 1e-4
 # Building a CP-SAT model costs about 4x the problem build per candidate (25-40 us against
 # ~10 us on an idle machine): a slow problem build predicts a slow model build.
 MODEL_TO_PROBLEM_BUILD = 4.0
-# The per-candidate figures above were measured where every host is distinct. On fleets of
-# host shapes (problem.py builds per shape) staging and explanations grow with hosts and
-# unmet models, not candidates: 10,000 production hosts (3.65 M candidates) stage and explain
-# in ~1-1.5 s (twice staged when the solver's placement differs from the heuristic's: 0.9 s
-# at 5,000 hosts). The per-candidate terms stop growing here (the build share still scales).
+# On fleets of host shapes (problem.py builds per shape) staging and explanations grow with
+# hosts and unmet models, not candidates: `plan.py` passes the distinct candidates (one host's
+# per build shape), counted up to RESERVE_CANDIDATES_MAX, and adds RESERVE_PER_HOST_S per host
+# (staging builds a view per host, explanations scan hosts): 0.2 s at 1,000 production hosts,
+# 0.61 s at 10,000 (fit: ~0.16 s + 45 us per host; the term is 60 us, at most 20,000 hosts).
 RESERVE_CANDIDATES_MAX = 300_000
-# Staging builds a view per host and explanations scan hosts: 5,000 production hosts staged
-# twice in 0.9 s and the rest after the solve took 0.7 s more, 1,000 in 0.1-0.2 s in all.
-# `plan.py` passes the distinct candidates (one host's per build shape) and adds this much per
-# host, up to RESERVE_HOSTS_MAX hosts. 10,000 hosts: ~1.5 s after the solve before the final
-# scoring stopped scanning every candidate for incumbents (three times); 1.0 s since.
-RESERVE_PER_HOST_S = 2e-4
-RESERVE_HOSTS_MAX = 5_000
+RESERVE_PER_HOST_S = 6e-5
+RESERVE_HOSTS_MAX = 20_000
+# The explanations' CP-SAT cores get at most this share of the limit in the reserve: under a
+# short limit the solve goes first and explanations shorten (they still run full while the
+# deadline leaves time). Full explanations take 0.5-0.6 s on the mixed 1,000 fleet (0.02 s
+# shortened), where the 0.3 s cap alone was a sixth of `--time-limit 2`.
+EXPLANATION_CORES_LIMIT_SHARE = 0.05
 # The CLI's work after `make_plan` returns: its independent validation (violations), the JSON
 # document (model_dump, json.dumps, the write) and the process exit. 10,000 production hosts:
 # validation 0.09 s, JSON 0.1 s, exit 0.06 s on two shared cores; an office fleet ~20 ms.
 OUTPUT_BASE_S = 0.05
 OUTPUT_PER_HOST_S = 3e-5
 SHORTENED_NOTE = "explanation shortened: the time limit was reached"
+# The workload portfolio (attach.py) runs after the whole base plan; with workloads the base
+# plan's phases see the deadline less the portfolio's share (`Deadline.hold`), so the base
+# solve, whose soft levels can spend any limit, ends early enough for it. The share: the
+# portfolio's setup (its context rebuilds the problem, the coordinate search, staging and
+# rows: 0.115 s on production 256 x 60 with 12,223 keys, 1.2 s on 1,000 x 200 with 151,620,
+# in-process at load 0.7) plus its CP-SAT (the host-type model proves 256 x 60 in 0.25 s and
+# 1,000 x 200 in 2-4 s), that at most policy.portfolio.time_limit_s and a quarter of the limit;
+# the whole share at most half the limit. `keys`: the candidates of every model with a score
+# for an active workload (the per-host model's variable count, an upper bound of the typed one's).
+# PORTFOLIO_FINISH_S: staging, rows and the plan's copy after the portfolio solve (0.02 s at
+# 1,000 production hosts); attach.py keeps it and the caller's output from the solve.
+PORTFOLIO_FINISH_S = 0.1
+PORTFOLIO_SETUP_BASE_S = 0.05
+PORTFOLIO_SETUP_PER_KEY_S = 8e-6
+PORTFOLIO_SOLVE_PER_KEY_S = 3e-5
+PORTFOLIO_SOLVE_LIMIT_SHARE = 0.25
+PORTFOLIO_LIMIT_SHARE = 0.5
 
 
 @dataclass
@@ -83,6 +102,9 @@ class Deadline:
     # The caller's work after make_plan when it knows it better than `output_reserve_s` (the
     # JSON document's): the CLI's Rich view costs more (plan_cmd.py).
     output_s: float | None = None
+    # Held back from every phase until the holder releases it (the portfolio's share, held
+    # by plan.py for the base plan, released by attach.py): remaining() leaves it out.
+    held_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.started is None:
@@ -97,7 +119,14 @@ class Deadline:
         return self.clock() - self.start
 
     def remaining(self) -> float:
-        return self.limit_s - self.elapsed()
+        return self.limit_s - self.held_s - self.elapsed()
+
+    def hold(self, seconds: float) -> None:
+        """Keep `seconds` of the limit from the phases until `release` (a later phase's)."""
+        self.held_s = max(0.0, seconds)
+
+    def release(self) -> None:
+        self.held_s = 0.0
 
     def expired(self, margin_s: float = 0.0) -> bool:
         return self.remaining() <= margin_s
@@ -110,11 +139,16 @@ class Deadline:
 
 
 def post_solve_reserve_s(
-    candidates: int, build_s: float = 0.0, hosts: int = 0, output_s: float | None = None
+    candidates: int,
+    build_s: float = 0.0,
+    hosts: int = 0,
+    output_s: float | None = None,
+    limit_s: float | None = None,
 ) -> float:
     """What the phases after the solve need, for a problem of this size (`hosts` hosts) that
-    took `build_s` to build, plus the CP-SAT cores of full explanations and the caller's
-    validation and output (`output_s`, else `output_reserve_s`)."""
+    took `build_s` to build, plus the CP-SAT cores of full explanations (at most
+    EXPLANATION_CORES_LIMIT_SHARE of `limit_s`, the command's limit, where given) and the
+    caller's validation and output (`output_s`, else `output_reserve_s`)."""
     counted = min(candidates, RESERVE_CANDIDATES_MAX)
     phases = max(
         RESERVE_BASE_S
@@ -123,7 +157,21 @@ def post_solve_reserve_s(
         RESERVE_BUILD_SHARE * build_s,
     )
     after = output_s if output_s is not None else output_reserve_s(hosts)
-    return phases + explanation_cores_s(candidates) + after
+    cores = explanation_cores_s(candidates)
+    if limit_s is not None:
+        cores = min(cores, EXPLANATION_CORES_LIMIT_SHARE * limit_s)
+    return phases + cores + after
+
+
+def portfolio_share_s(limit_s: float, keys: int, solve_cap_s: float) -> float:
+    """The deadline's share for the workload portfolio after the base plan: its setup for
+    `keys` candidate keys and its finish, plus its CP-SAT (at most `solve_cap_s`, the policy's
+    budget, and a quarter of the limit), the whole at most half of `limit_s`."""
+    setup = PORTFOLIO_FINISH_S + PORTFOLIO_SETUP_BASE_S + PORTFOLIO_SETUP_PER_KEY_S * keys
+    solve = min(
+        solve_cap_s, PORTFOLIO_SOLVE_PER_KEY_S * keys, PORTFOLIO_SOLVE_LIMIT_SHARE * limit_s
+    )
+    return min(PORTFOLIO_LIMIT_SHARE * limit_s, setup + solve)
 
 
 def explanation_cores_s(candidates: int) -> float:

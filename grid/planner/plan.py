@@ -21,14 +21,17 @@ from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.assemble import assemble_plan
 from grid.planner.deadline import (
+    EXPLANATION_CORES_LIMIT_SHARE,
     Deadline,
     explanation_cores_s,
     model_build_s_per_key,
+    portfolio_share_s,
     post_solve_reserve_s,
 )
 from grid.planner.gcpause import gc_paused
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.levels import compare, score_placement
+from grid.planner.portfolio.attach import portfolio_keys
 from grid.planner.preemption import stage_changes
 from grid.planner.problem import PlacementProblem, build_problem
 from grid.planner.targets import Target
@@ -114,9 +117,16 @@ def _make_plan(
             deadline=deadline,
         )
     build_s = deadline.spent["build"]
+    if snap.workloads:
+        # The workload portfolio runs after this whole plan: its share of the deadline is
+        # held from every phase below and released by attach_portfolio (deadline.py).
+        keys = portfolio_keys(snap, problem)
+        policy_s = snap.policy.portfolio.time_limit_s
+        deadline.hold(portfolio_share_s(deadline.limit_s, keys, policy_s))
     # The solver's own setup is kept out of what vacate moves and the host-type model spend.
+    hosts, output_s, limit_s = len(problem.hosts), deadline.output_s, deadline.limit_s
     reserve = post_solve_reserve_s(
-        problem.distinct_candidates, build_s, hosts=len(problem.hosts), output_s=deadline.output_s
+        problem.distinct_candidates, build_s, hosts=hosts, output_s=output_s, limit_s=limit_s
     )
     setup = SOLVE_SETUP_SHARE * build_s
     if deadline.remaining() - reserve - setup < MIN_SOLVE_S:
@@ -127,9 +137,7 @@ def _make_plan(
         # where that term alone is 0.47 s; at 10,000 production hosts, few distinct ones, the
         # floor is the same); not in deterministic mode. (1,000 x 200 mixed at 2 s, counted
         # from the process start: 0.25 s, p10:direct:1 41 -> 42.)
-        floor = post_solve_reserve_s(
-            0, build_s, hosts=len(problem.hosts), output_s=deadline.output_s
-        ) - explanation_cores_s(0)
+        floor = _floor_s(build_s, hosts, output_s, limit_s)
         if deterministic or deadline.remaining() <= floor:
             return _no_time_left(problem, greedy, deadline, wall_ms(), "loading and building")
         from grid.planner.vacate import vacate_improve
@@ -161,9 +169,7 @@ def _make_plan(
         # The pass was cut for a solve with no time to pay (1,000 x 200 mixed at 2.5-2.65 s:
         # p10:baseline:1 8/12 after a cut pass, 12/12 and p10:direct:1 42/43 after a whole
         # one): the moves go on to the fallback's floor; the solve below runs if time is left.
-        floor = post_solve_reserve_s(
-            0, build_s, hosts=len(problem.hosts), output_s=deadline.output_s
-        ) - explanation_cores_s(0)
+        floor = _floor_s(build_s, hosts, output_s, limit_s)
         vacated = vacate_improve(problem, vacated, out_of_time=lambda: deadline.remaining() < floor)
     hints = [vacated, greedy, incumbent_placement(problem)]
     clock = deadline.mark("vacate", clock)
@@ -234,6 +240,13 @@ def _make_plan(
         staged=staged,
         values=values,
     )
+
+
+def _floor_s(build_s: float, hosts: int, output_s: float | None, limit_s: float) -> float:
+    """What vacate moves leave for a fallback's later phases: the reserve without the
+    explanations' cores and the per-candidate term (a fallback stages once)."""
+    reserve = post_solve_reserve_s(0, build_s, hosts=hosts, output_s=output_s, limit_s=limit_s)
+    return reserve - min(explanation_cores_s(0), EXPLANATION_CORES_LIMIT_SHARE * limit_s)
 
 
 def _no_time_left(

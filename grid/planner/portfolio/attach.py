@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from grid.fleet.models import Assignment, FleetSnapshot, Plan, Unsatisfied
 from grid.fleet.workloads import PortfolioLevel, PortfolioReport, PortfolioSolver
-from grid.planner.deadline import Deadline
+from grid.planner.deadline import PORTFOLIO_FINISH_S, Deadline, output_reserve_s
 from grid.planner.portfolio.context import Key, PortfolioContext, build_context
 from grid.planner.portfolio.hysteresis import hold
 from grid.planner.portfolio.preempt import preemptions_of, stage_preemptions
@@ -30,7 +30,7 @@ from grid.planner.problem import PlacementProblem
 from grid.planner.targets import Target
 
 MIN_CPSAT_S = 0.05  # below this the coordinate search decides alone
-FINISH_RESERVE_S = 0.1  # rows, validation and output after the portfolio solve
+FINISH_RESERVE_S = PORTFOLIO_FINISH_S  # the caller's validation and output come on top
 AssignmentsOf = Callable[[PlacementProblem, set[Key]], list[Assignment]]
 
 
@@ -104,6 +104,15 @@ def decide(
     return mapping, placement, exploit, solver
 
 
+def portfolio_keys(snap: FleetSnapshot, problem: PlacementProblem) -> int:
+    """The candidates of every model scored for an active workload: the portfolio model's
+    variable count before host types (what plan.py sizes the portfolio's share by)."""
+    scored = {
+        m.model_id for m in snap.models if any(w in snap.workloads for w in m.workload_scores)
+    }
+    return sum(len(problem.candidates_of_model(m)) for m in scored)
+
+
 def attach_portfolio(
     snap: FleetSnapshot,
     plan: Plan,
@@ -116,10 +125,16 @@ def attach_portfolio(
     """`assignments_of` is assemble.assignments_of (passed in: assemble imports this module);
     `deadline` the command's budget: CP-SAT gets what it leaves after a reserve for the rest;
     `targets` the base plan's own targets (default: computed from the snapshot)."""
+    if deadline is not None:
+        deadline.release()  # the share plan.py held for the portfolio is ours now
     if not snap.workloads:
         return plan
     ctx = build_context(snap, plan, targets)
-    budget = None if deadline is None else deadline.remaining() - FINISH_RESERVE_S
+    budget = None
+    if deadline is not None:
+        after = deadline.output_s
+        after = after if after is not None else output_reserve_s(len(snap.hosts))
+        budget = deadline.remaining() - FINISH_RESERVE_S - after
     mapping, placement, exploit, solver = decide(ctx, engine=engine, budget_s=budget)
     extra = placement - set(ctx.base_keys)
     desired = dict(plan.desired_replicas)
