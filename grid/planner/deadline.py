@@ -29,9 +29,11 @@ Clock = Callable[[], float]
 # (853 distinct, 151,620 candidates), 0.61 s on production 10,000 x 500 (2,107 distinct, 3.76 M
 # candidates, 1.9 s build); the office and 64-host fleets 10-30 ms. The terms were 6 us per
 # candidate and 0.2 ms per host (calibrated on a 166,000-candidate fleet): 1.35 s on the mixed
-# 1,000 fleet, which alone sent `--time-limit 2` there to the fallback.
-RESERVE_BASE_S = 0.05
-RESERVE_PER_CANDIDATE_S = 1e-6
+# 1,000 fleet, which alone sent `--time-limit 2` there to the fallback. A fit over hosts alone
+# (~0.16 s + 45 us per host) covers all four; a small per-candidate term stays for fleets of
+# distinct hosts with more candidates (staging twice took up to 0.75 s at 166,000).
+RESERVE_BASE_S = 0.12
+RESERVE_PER_CANDIDATE_S = 5e-7
 # A loaded machine slows those phases as much as the problem build (load average 7 on two
 # cores doubles both): the reserve grows with the build just measured. 10,000 production
 # hosts: 0.61 s after a 1.9 s build (0.32x); mixed 1,000: 0.14-0.18 s after 0.36 s (0.5x, the
@@ -56,7 +58,8 @@ MODEL_TO_PROBLEM_BUILD = 4.0
 # hosts and unmet models, not candidates: `plan.py` passes the distinct candidates (one host's
 # per build shape), counted up to RESERVE_CANDIDATES_MAX, and adds RESERVE_PER_HOST_S per host
 # (staging builds a view per host, explanations scan hosts): 0.2 s at 1,000 production hosts,
-# 0.61 s at 10,000 (fit: ~0.16 s + 45 us per host; the term is 60 us, at most 20,000 hosts).
+# 0.61 s at 10,000 (the term is 60 us, at most 20,000 hosts; it also sets the fallback's
+# floor, which at 1,000 production hosts must cover 0.14 s of staging and explanations).
 RESERVE_CANDIDATES_MAX = 300_000
 RESERVE_PER_HOST_S = 6e-5
 RESERVE_HOSTS_MAX = 20_000

@@ -78,4 +78,4 @@ def test_the_rich_view_is_kept_out_of_the_solve_with_its_own_cost() -> None:
     assert output_s(10_000, False, False, False) == pytest.approx(0.05 + 0.3 + 1.0)
     assert output_s(10_000, False, False, True) == pytest.approx(0.05 + 0.3 + 4.0)
     # the planner's reserve takes the caller's figure instead of the JSON document's
-    assert post_solve_reserve_s(0, output_s=2.0) == pytest.approx(0.05 + 0.02 + 2.0)
+    assert post_solve_reserve_s(0, output_s=2.0) == pytest.approx(0.12 + 0.02 + 2.0)

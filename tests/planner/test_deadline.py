@@ -71,43 +71,43 @@ def test_the_solver_gets_what_the_later_phases_leave() -> None:
 
 
 def test_the_reserve_grows_with_the_problem_and_a_slow_build() -> None:
-    # hand-worked from the documented coefficients (issue 12 part 2): 0.05 s + 1 us per
+    # hand-worked from the documented coefficients (issue 12 part 2): 0.12 s + 0.5 us per
     # candidate (at most 300,000 of them) + 60 us per host (at most 20,000), or 0.45x build,
     # plus the explanations' CP-SAT cores (0.02 s + 0.1 ms per candidate, at most 0.3 s and at
     # most 5 % of the limit), plus the CLI's validation and output: 0.05 s + 30 us per host
-    assert post_solve_reserve_s(0) == pytest.approx(0.05 + 0.02 + 0.05)
-    assert post_solve_reserve_s(1_000) == pytest.approx(0.05 + 0.001 + 0.12 + 0.05)
-    assert post_solve_reserve_s(166_000) == pytest.approx(0.05 + 0.166 + 0.3 + 0.05)
+    assert post_solve_reserve_s(0) == pytest.approx(0.12 + 0.02 + 0.05)
+    assert post_solve_reserve_s(1_000) == pytest.approx(0.12 + 0.0005 + 0.12 + 0.05)
+    assert post_solve_reserve_s(166_000) == pytest.approx(0.12 + 0.083 + 0.3 + 0.05)
     assert post_solve_reserve_s(166_000, build_s=3.0) == pytest.approx(1.35 + 0.3 + 0.05)
     # the per-candidate term stops at 300,000 candidates (fleets of host shapes)
-    assert post_solve_reserve_s(3_650_000) == pytest.approx(0.05 + 0.3 + 0.3 + 0.05)
+    assert post_solve_reserve_s(3_650_000) == pytest.approx(0.12 + 0.15 + 0.3 + 0.05)
     assert post_solve_reserve_s(3_650_000, build_s=4.0) == pytest.approx(1.8 + 0.3 + 0.05)
     # 60 us per host (at most 20,000 of them) on top of the per-candidate term; the output
     # term counts every host
     assert post_solve_reserve_s(2_000, hosts=1_000) == pytest.approx(
-        0.05 + 0.002 + 0.06 + 0.22 + 0.05 + 0.03
+        0.12 + 0.001 + 0.06 + 0.22 + 0.05 + 0.03
     )
     assert post_solve_reserve_s(2_000, hosts=10_000) == pytest.approx(
-        0.05 + 0.002 + 0.6 + 0.22 + 0.05 + 0.3
+        0.12 + 0.001 + 0.6 + 0.22 + 0.05 + 0.3
     )
     assert post_solve_reserve_s(2_000, hosts=30_000) == pytest.approx(
-        0.05 + 0.002 + 1.2 + 0.22 + 0.05 + 0.9
+        0.12 + 0.001 + 1.2 + 0.22 + 0.05 + 0.9
     )
 
 
 def test_the_output_reserve_sends_a_plan_without_it_to_the_fallback() -> None:
     snap = _short_fleet()  # 2 hosts, 2 distinct candidates
     # A clock that never moves: every phase takes 0 s, so what is left at the solve is the
-    # whole limit. Reserve by hand at 0.15 s: 0.05 + 2 x 1 us + 2 x 60 us + the cores'
-    # min(0.02 + 2 x 0.1 ms, 5 % of 0.15 s = 0.0075) = 0.057622 s, plus the CLI's validation and
-    # output 0.05 + 2 x 30 us = 0.05006 s: 0.107682 s in all. 0.15 s leaves 0.042 s after it,
-    # under the 0.05 s a solve needs (it would leave 0.092 s without the output term); 0.2 s
-    # (cores 0.01) leaves 0.2 - 0.110182 = 0.0898 s, enough.
-    late = make_plan(snap, time_limit_s=0.15, deadline=Deadline(0.15, clock=FakeStepClock(0.0)))
+    # whole limit. Reserve by hand at 0.2 s: 0.12 + 2 x 0.5 us + 2 x 60 us + the cores'
+    # min(0.02 + 2 x 0.1 ms, 5 % of 0.2 s = 0.01) = 0.130121 s, plus the CLI's validation and
+    # output 0.05 + 2 x 30 us = 0.05006 s: 0.180181 s in all. 0.2 s leaves 0.0198 s after it,
+    # under the 0.05 s a solve needs (it would leave 0.0699 s without the output term); 0.27 s
+    # (cores 0.0135) leaves 0.27 - 0.183681 = 0.0863 s, enough.
+    late = make_plan(snap, time_limit_s=0.2, deadline=Deadline(0.2, clock=FakeStepClock(0.0)))
     assert late.solver.status == "HEURISTIC_FALLBACK"
-    assert "the time limit of 0.15 s left no time for CP-SAT" in late.solver.message
+    assert "the time limit of 0.2 s left no time for CP-SAT" in late.solver.message
     assert violations(snap, late) == []
-    enough = make_plan(snap, time_limit_s=0.2, deadline=Deadline(0.2, clock=FakeStepClock(0.0)))
+    enough = make_plan(snap, time_limit_s=0.27, deadline=Deadline(0.27, clock=FakeStepClock(0.0)))
     assert enough.solver.engine == "cp-sat"
 
 
