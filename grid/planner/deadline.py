@@ -79,7 +79,8 @@ SHORTENED_NOTE = "explanation shortened: the time limit was reached"
 # solve, whose soft levels can spend any limit, ends early enough for it. The share: the
 # portfolio's setup (its context rebuilds the problem, the coordinate search, staging and
 # rows: 0.115 s on production 256 x 60 with 12,223 keys, 1.2 s on 1,000 x 200 with 151,620,
-# in-process at load 0.7) plus its CP-SAT (the host-type model proves 256 x 60 in 0.25 s and
+# in-process at load 0.7; 10 us per key leaves margin: with 8 us a 30 s plan there ended 60 ms
+# under its limit) plus its CP-SAT (the host-type model proves 256 x 60 in 0.25 s and
 # 1,000 x 200 in 2-4 s), that at most policy.portfolio.time_limit_s and a quarter of the limit;
 # the whole share at most half the limit. `keys`: the candidates of every model with a score
 # for an active workload (the per-host model's variable count, an upper bound of the typed one's).
@@ -87,7 +88,7 @@ SHORTENED_NOTE = "explanation shortened: the time limit was reached"
 # 1,000 production hosts); attach.py keeps it and the caller's output from the solve.
 PORTFOLIO_FINISH_S = 0.1
 PORTFOLIO_SETUP_BASE_S = 0.05
-PORTFOLIO_SETUP_PER_KEY_S = 8e-6
+PORTFOLIO_SETUP_PER_KEY_S = 1e-5
 PORTFOLIO_SOLVE_PER_KEY_S = 3e-5
 PORTFOLIO_SOLVE_LIMIT_SHARE = 0.25
 PORTFOLIO_LIMIT_SHARE = 0.5
