@@ -31,7 +31,6 @@ from grid.planner.deadline import (
 from grid.planner.gcpause import gc_paused
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.levels import compare, score_placement
-from grid.planner.portfolio.attach import portfolio_keys
 from grid.planner.preemption import stage_changes
 from grid.planner.problem import PlacementProblem, build_problem
 from grid.planner.targets import Target
@@ -120,7 +119,7 @@ def _make_plan(
     if snap.workloads:
         # The workload portfolio runs after this whole plan: its share of the deadline is
         # held from every phase below and released by attach_portfolio (deadline.py).
-        keys = portfolio_keys(snap, problem)
+        keys = _portfolio_keys(snap, problem)
         policy_s = snap.policy.portfolio.time_limit_s
         deadline.hold(portfolio_share_s(deadline.limit_s, keys, policy_s))
     # The solver's own setup is kept out of what vacate moves and the host-type model spend.
@@ -240,6 +239,15 @@ def _make_plan(
         staged=staged,
         values=values,
     )
+
+
+def _portfolio_keys(snap: FleetSnapshot, problem: PlacementProblem) -> int:
+    """The candidates of every model scored for an active workload: the portfolio model's
+    variable count before host types (what its share of the deadline is sized by)."""
+    scored = {
+        m.model_id for m in snap.models if any(w in snap.workloads for w in m.workload_scores)
+    }
+    return sum(len(problem.candidates_of_model(m)) for m in scored)
 
 
 def _floor_s(build_s: float, hosts: int, output_s: float | None, limit_s: float) -> float:

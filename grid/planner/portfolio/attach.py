@@ -104,15 +104,6 @@ def decide(
     return mapping, placement, exploit, solver
 
 
-def portfolio_keys(snap: FleetSnapshot, problem: PlacementProblem) -> int:
-    """The candidates of every model scored for an active workload: the portfolio model's
-    variable count before host types (what plan.py sizes the portfolio's share by)."""
-    scored = {
-        m.model_id for m in snap.models if any(w in snap.workloads for w in m.workload_scores)
-    }
-    return sum(len(problem.candidates_of_model(m)) for m in scored)
-
-
 def attach_portfolio(
     snap: FleetSnapshot,
     plan: Plan,
