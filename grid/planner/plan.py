@@ -132,10 +132,10 @@ def _make_plan(
         # No time for CP-SAT, but the vacate moves (pure, stopped between trials) still run
         # while the phases after them keep their reserve, less the explanations' CP-SAT cores
         # (explanations shorten here anyway) and the per-candidate term (a fallback stages
-        # once: 1,000 x 200 mixed, 79,106 distinct candidates, takes 0.13-0.35 s after vacate
-        # where that term alone is 0.47 s; at 10,000 production hosts, few distinct ones, the
-        # floor is the same); not in deterministic mode. (1,000 x 200 mixed at 2 s, counted
-        # from the process start: 0.25 s, p10:direct:1 41 -> 42.)
+        # once: 1,000 x 200 mixed takes 0.13-0.35 s after vacate, production 1,000 0.14 s,
+        # under the 0.26 s floor at 1,000 hosts); not in deterministic mode. (1,000 x 200
+        # mixed at 2 s before the reserve's recalibration: 0.25 s, p10:direct:1 41 -> 42; it
+        # now reaches CP-SAT there.)
         floor = _floor_s(build_s, hosts, output_s, limit_s)
         if deterministic or deadline.remaining() <= floor:
             return _no_time_left(problem, greedy, deadline, wall_ms(), "loading and building")
