@@ -15,7 +15,7 @@ has run out. Wall time is measured with the deadline's monotonic clock, never th
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot, Plan
@@ -35,12 +35,16 @@ from grid.planner.preemption import stage_changes
 from grid.planner.problem import PlacementProblem, build_problem
 from grid.planner.targets import Target
 
+if TYPE_CHECKING:
+    from grid.planner.cpsat.aggregate import AggregateResult
+
 Engine = Literal["cpsat", "heuristic"]
 Key = tuple[str, str]
 ENGINES = ("cpsat", "heuristic")
 MIN_SOLVE_S = 0.05  # below this a CP-SAT solve cannot improve on the heuristic's hint
 AGGREGATE_SHARE = 0.6  # of the solve budget, for the replica levels over host types
 AGGREGATE_WIDE_SHARE = 0.9  # ... when the per-host model is too large to build after it
+EARLY_TYPES_MAX_HOSTS = 2000  # up to this many hosts the host-type model runs before vacate
 VACATE_SHARE = 0.5  # of the solve budget, at most, for the vacate moves before the solve
 VACATE_MIN_S = 0.5  # ... but never less than this
 VACATE_TRIAL_S = 0.1  # the pass may overrun its time by one trial (10,000 hosts: <= 0.09 s)
@@ -145,49 +149,38 @@ def _make_plan(
         deadline.mark("vacate", clock)
         return _no_time_left(problem, moved, deadline, wall_ms(), "loading, building and vacate")
 
-    from grid.planner.cpsat.aggregate import aggregation_pays, disaggregation_s, solve_aggregated
-    from grid.planner.cpsat.solve import BUILD_S_PER_KEY, BUILD_SHARE, solve_lexicographic
-    from grid.planner.vacate import vacate_improve
+    from grid.planner.cpsat.aggregate import aggregation_pays
+    from grid.planner.cpsat.solve import solve_lexicographic
 
-    # Vacate moves may use VACATE_SHARE of the solve budget, and at least VACATE_MIN_S
-    # (1,000 mixed hosts: 0.15 s, its best replica levels; 10,000 production: 0.3-1.1 s) but
-    # never the solver's setup (then the plan would be the fallback); a deterministic plan
-    # (the lab) always runs the whole pass.
-    budget = deadline.remaining() - reserve - setup
-    vacate_s = min(budget - VACATE_TRIAL_S, max(VACATE_MIN_S, VACATE_SHARE * budget))
-    vacate_by = deadline.elapsed() + vacate_s
-    cut: list[bool] = []
-
-    def vacate_late() -> bool:
-        late = deadline.elapsed() > vacate_by
-        cut.extend([True] if late else [])
-        return late
-
-    vacated = vacate_improve(problem, greedy, out_of_time=None if deterministic else vacate_late)
-    if cut and deadline.remaining() - reserve - setup < VACATE_MIN_S:
-        # The pass was cut for a solve with no time to pay (1,000 x 200 mixed at 2.5-2.65 s:
-        # p10:baseline:1 8/12 after a cut pass, 12/12 and p10:direct:1 42/43 after a whole
-        # one): the moves go on to the fallback's floor; the solve below runs if time is left.
-        floor = _floor_s(build_s, hosts, output_s, limit_s)
-        vacated = vacate_improve(problem, vacated, out_of_time=lambda: deadline.remaining() < floor)
+    # Host types first where they pay and usually prove (up to EARLY_TYPES_MAX_HOSTS hosts;
+    # not in deterministic mode, whose plans keep their order): a proof of every replica level
+    # leaves no vacate move anything to raise (production 1,000 x 200 at --time-limit 2: the
+    # vacate pass took 0.47 s and left the host-type model too little to prove; run first it
+    # proves in 0.3 s, whole command 1.17 s). At 5,000 production hosts it does not prove in
+    # its share and the vacate pass first does better (98 open replica levels against 102).
+    aggregated: AggregateResult | None = None
+    early = (
+        not deterministic
+        and len(problem.hosts) <= EARLY_TYPES_MAX_HOSTS
+        and aggregation_pays(problem)
+    )
+    if early:
+        aggregated = _host_types(problem, greedy, deadline, reserve + setup, build_s)
+        clock = deadline.mark("aggregate", clock)
+    if aggregated is not None and aggregated.proven:
+        vacated = aggregated.placed
+    else:
+        vacated = _vacate(problem, greedy, deadline, reserve + setup, deterministic, build_s)
     hints = [vacated, greedy, incumbent_placement(problem)]
     clock = deadline.mark("vacate", clock)
-    proven: dict[str, int] | None = None
-    left = deadline.remaining() - reserve - setup
-    # When the per-host model could not be built in what is left anyway (solve.py skips it),
-    # the host-type model gets nearly all of it.
-    per_host = max(BUILD_S_PER_KEY, model_build_s_per_key(len(problem.candidates), build_s))
-    wide = per_host * len(problem.candidates) > BUILD_SHARE * left * (1 - AGGREGATE_SHARE)
-    share = (AGGREGATE_WIDE_SHARE if wide else AGGREGATE_SHARE) * left
-    # host types: the replica levels on n[m,T] first, where the budget covers the model's
-    # build and its disaggregations (10,000 production hosts: 0.7 + 2 s) with time to solve
-    if aggregation_pays(problem) and share > (
-        AGGREGATE_SETUP_SHARE * build_s + disaggregation_s(problem) + MIN_SOLVE_S
-    ):
-        aggregated = solve_aggregated(problem, hint=greedy, time_limit_s=share)
-        hints.insert(0, aggregated.placed)
-        proven = aggregated.values if aggregated.proven else None
+    if not early and aggregation_pays(problem):
+        aggregated = _host_types(problem, greedy, deadline, reserve + setup, build_s)
         clock = deadline.mark("aggregate", clock)
+    proven: dict[str, int] | None = None
+    if aggregated is not None:
+        if aggregated.placed is not vacated:
+            hints.insert(0, aggregated.placed)
+        proven = aggregated.values if aggregated.proven else None
     if deadline.remaining() - reserve < setup:  # vacate or the host-type model ran late
         return _no_time_left(problem, vacated, deadline, wall_ms(), "the phases before it")
     result = solve_lexicographic(
@@ -255,6 +248,64 @@ def _floor_s(build_s: float, hosts: int, output_s: float | None, limit_s: float)
     explanations' cores and the per-candidate term (a fallback stages once)."""
     reserve = post_solve_reserve_s(0, build_s, hosts=hosts, output_s=output_s, limit_s=limit_s)
     return reserve - min(explanation_cores_s(0), EXPLANATION_CORES_LIMIT_SHARE * limit_s)
+
+
+def _host_types(
+    problem: PlacementProblem,
+    greedy: set[Key],
+    deadline: Deadline,
+    held_s: float,
+    build_s: float,
+) -> AggregateResult | None:
+    """The replica levels on n[m,T] (cpsat/aggregate.py) where the budget left after `held_s`
+    (the post-solve reserve and the solver's setup) covers the model's build and its
+    disaggregations (10,000 production hosts: 0.7 + 2 s) with time to solve; None otherwise."""
+    from grid.planner.cpsat.aggregate import disaggregation_s, solve_aggregated
+    from grid.planner.cpsat.solve import BUILD_S_PER_KEY, BUILD_SHARE
+
+    left = deadline.remaining() - held_s
+    # When the per-host model could not be built in what is left anyway (solve.py skips it),
+    # the host-type model gets nearly all of it.
+    per_host = max(BUILD_S_PER_KEY, model_build_s_per_key(len(problem.candidates), build_s))
+    wide = per_host * len(problem.candidates) > BUILD_SHARE * left * (1 - AGGREGATE_SHARE)
+    share = (AGGREGATE_WIDE_SHARE if wide else AGGREGATE_SHARE) * left
+    if share <= AGGREGATE_SETUP_SHARE * build_s + disaggregation_s(problem) + MIN_SOLVE_S:
+        return None
+    return solve_aggregated(problem, hint=greedy, time_limit_s=share)
+
+
+def _vacate(
+    problem: PlacementProblem,
+    greedy: set[Key],
+    deadline: Deadline,
+    held_s: float,
+    deterministic: bool,
+    build_s: float,
+) -> set[Key]:
+    """Vacate moves may use VACATE_SHARE of the solve budget, and at least VACATE_MIN_S
+    (1,000 mixed hosts: 0.15 s, its best replica levels; 10,000 production: 0.3-1.1 s) but
+    never the solver's setup (then the plan would be the fallback); a deterministic plan
+    (the lab) always runs the whole pass."""
+    from grid.planner.vacate import vacate_improve
+
+    budget = deadline.remaining() - held_s
+    vacate_s = min(budget - VACATE_TRIAL_S, max(VACATE_MIN_S, VACATE_SHARE * budget))
+    vacate_by = deadline.elapsed() + vacate_s
+    cut: list[bool] = []
+
+    def vacate_late() -> bool:
+        late = deadline.elapsed() > vacate_by
+        cut.extend([True] if late else [])
+        return late
+
+    vacated = vacate_improve(problem, greedy, out_of_time=None if deterministic else vacate_late)
+    if cut and deadline.remaining() - held_s < VACATE_MIN_S:
+        # The pass was cut for a solve with no time to pay (1,000 x 200 mixed at 2.5-2.65 s:
+        # p10:baseline:1 8/12 after a cut pass, 12/12 and p10:direct:1 42/43 after a whole
+        # one): the moves go on to the fallback's floor; the solve below runs if time is left.
+        floor = _floor_s(build_s, len(problem.hosts), deadline.output_s, deadline.limit_s)
+        vacated = vacate_improve(problem, vacated, out_of_time=lambda: deadline.remaining() < floor)
+    return vacated
 
 
 def _no_time_left(
