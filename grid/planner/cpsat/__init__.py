@@ -28,7 +28,12 @@ from typing import TYPE_CHECKING
 from grid.fleet.faces import lazy_face
 
 if TYPE_CHECKING:
-    from grid.planner.cpsat.aggregate import aggregation_pays, disaggregation_s, solve_aggregated
+    from grid.planner.cpsat.aggregate import (
+        AggregateResult,
+        aggregation_pays,
+        disaggregation_s,
+        solve_aggregated,
+    )
     from grid.planner.cpsat.assumptions import Core, binding_core
     from grid.planner.cpsat.bounds import static_bounds
     from grid.planner.cpsat.build import add_hard_constraints
@@ -50,7 +55,9 @@ if TYPE_CHECKING:
 
 # module -> the names it gives the face, separated by spaces
 _EXPORTS: dict[str, str] = {
-    "grid.planner.cpsat.aggregate": "aggregation_pays disaggregation_s solve_aggregated",
+    "grid.planner.cpsat.aggregate": (
+        "AggregateResult aggregation_pays disaggregation_s solve_aggregated"
+    ),
     "grid.planner.cpsat.assumptions": "Core binding_core",
     "grid.planner.cpsat.bounds": "static_bounds",
     "grid.planner.cpsat.build": "add_hard_constraints",
@@ -69,6 +76,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "BUILD_SHARE",
     "BUILD_S_PER_KEY",
+    "AggregateResult",
     "Blocker",
     "Core",
     "Expr",
