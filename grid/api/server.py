@@ -24,7 +24,7 @@ from grid.api.app import create_app
 from grid.api.settings import STATE_NAME, Settings, load_settings
 from grid.api.tls import check_bind, check_server_files
 from grid.demand.config import DemandConfig
-from grid.fleet.errors import GridError
+from grid.fleet.errors import GridError, refuse_unknown
 from grid.router.breaker import BreakerPolicy
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.core import Controller
@@ -35,21 +35,11 @@ from grid.runtime.controller.store import StateStore
 log = logging.getLogger("grid.server")
 
 
-def _refuse_unknown(section: str, given: dict[str, Any], known: set[str]) -> None:
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise GridError(
-            "invalid_controller_config",
-            f"unknown {section} setting(s): {', '.join(unknown)}",
-            fix=f"remove or correct them; the known ones are {', '.join(sorted(known))}",
-        )
-
-
 def controller_config(overrides: dict[str, Any]) -> ControllerConfig:
     """ControllerConfig from config.json's `controller` section; a misspelt name is refused
     (a silently ignored setting would leave the default in force without a word)."""
     known = {f.name for f in fields(ControllerConfig)}
-    _refuse_unknown("controller", overrides, known)
+    refuse_unknown("invalid_controller_config", "controller", overrides, known)
     chosen = {k: v for k, v in overrides.items() if k != "demand"}
     demand = overrides.get("demand")
     if demand is not None:
@@ -59,7 +49,8 @@ def controller_config(overrides: dict[str, Any]) -> ControllerConfig:
                 "controller setting demand must be an object of demand settings",
                 fix='write it as {"bucket_s": 60, ...} or remove it',
             )
-        _refuse_unknown("controller.demand", demand, {f.name for f in fields(DemandConfig)})
+        demand_known = [f.name for f in fields(DemandConfig)]
+        refuse_unknown("invalid_controller_config", "controller.demand", demand, demand_known)
         chosen["demand"] = DemandConfig(**demand)
     try:
         return ControllerConfig(**chosen)

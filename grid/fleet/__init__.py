@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         apply_receipt,
         parse_history,
     )
-    from grid.fleet.errors import GridError, SnapshotError
+    from grid.fleet.errors import GridError, SnapshotError, refuse_unknown
     from grid.fleet.files import atomic_write_text, fsync_dir
     from grid.fleet.generation import PlanGeneration
     from grid.fleet.models import (
@@ -108,7 +108,7 @@ _EXPORTS: dict[str, str] = {
         " Mode Receipt ReceiptStatus ReconcileResult RecordStatus Tombstone Urgency"
         " Withdrawal action_id apply_receipt parse_history"
     ),
-    "grid.fleet.errors": "GridError SnapshotError",
+    "grid.fleet.errors": "GridError SnapshotError refuse_unknown",
     "grid.fleet.files": "atomic_write_text fsync_dir",
     "grid.fleet.generation": "PlanGeneration",
     "grid.fleet.models": (
@@ -216,6 +216,7 @@ __all__ = [
     "load_snapshot",
     "parse_history",
     "parse_snapshot",
+    "refuse_unknown",
     "reply_is_signed",
     "reply_key_path",
     "reply_signature",

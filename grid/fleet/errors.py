@@ -6,6 +6,7 @@ the fix and the next command, and hides tracebacks unless GRID_DEBUG=1.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -36,6 +37,18 @@ class GridError(Exception):
         if self.next_command:
             out["next_command"] = self.next_command
         return out
+
+
+def refuse_unknown(code: str, section: str, given: Iterable[str], known: Iterable[str]) -> None:
+    """A config section's misspelt names are refused by name, never silently ignored."""
+    names = set(known)
+    unknown = sorted(set(given) - names)
+    if unknown:
+        raise GridError(
+            code,
+            f"unknown {section} setting(s): {', '.join(unknown)}",
+            fix=f"remove or correct them; the known ones are {', '.join(sorted(names))}",
+        )
 
 
 class SnapshotError(GridError):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
-from grid.fleet.errors import GridError
+from grid.fleet.errors import GridError, refuse_unknown
 
 RATE_LIMIT_COOLDOWN_S = 1.0
 FAILURES_TO_OPEN = 2
@@ -76,14 +76,8 @@ class BreakerPolicy:
     @classmethod
     def from_overrides(cls, overrides: dict[str, Any]) -> BreakerPolicy:
         """A policy from a config section: unknown names are refused, not ignored."""
-        known = {spec.name for spec in fields(cls)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise GridError(
-                "invalid_breaker_config",
-                f"unknown breaker setting(s): {', '.join(unknown)}",
-                fix=f"use only {', '.join(sorted(known))} in the `breaker` section",
-            )
+        known = [spec.name for spec in fields(cls)]
+        refuse_unknown("invalid_breaker_config", "breaker", overrides, known)
         return cls(**overrides)
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from grid.fleet.snapshot import parse_snapshot
 from grid.planner.portfolio import build_context, coordinate_search, evaluate
-from grid.planner.portfolio.solve import solve_portfolio
+from grid.planner.portfolio.solve import solve_after_search
 from tests.planner.portfolio.builders import NOW, plan_of
 
 pytestmark = pytest.mark.unit
@@ -88,14 +88,7 @@ def snapshot() -> Any:
 def test_a_pinned_model_short_of_its_pin_does_not_force_the_mapping() -> None:
     snap = snapshot()
     ctx = build_context(snap, plan_of(snap.model_copy(update={"workloads": {}})))
-    search = coordinate_search(ctx)
-    result = solve_portfolio(
-        ctx,
-        hint_mapping=search.mapping,
-        hint_placement=search.placement,
-        time_limit_s=20.0,
-        hint_exploit=search.exploit_mapping,
-    )
+    result = solve_after_search(ctx, coordinate_search(ctx), 20.0)
     assert result is not None and result.status == "OPTIMAL"
     assert result.mapping == {"coding": "m3"}
     assert evaluate(ctx, result.mapping, result.placement)["missing"] == 0
