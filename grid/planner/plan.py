@@ -159,22 +159,20 @@ def _make_plan(
     # proves in 0.3 s, whole command 1.17 s). At 5,000 production hosts it does not prove in
     # its share and the vacate pass first does better (98 open replica levels against 102).
     aggregated: AggregateResult | None = None
-    early = (
-        not deterministic
-        and len(problem.hosts) <= EARLY_TYPES_MAX_HOSTS
-        and aggregation_pays(problem)
-    )
+    held = reserve + setup
+    pays = aggregation_pays(problem)
+    early = pays and not deterministic and len(problem.hosts) <= EARLY_TYPES_MAX_HOSTS
     if early:
-        aggregated = _host_types(problem, greedy, deadline, reserve + setup, build_s)
+        aggregated = _host_types(problem, greedy, deadline, held, build_s)
         clock = deadline.mark("aggregate", clock)
     if aggregated is not None and aggregated.proven:
         vacated = aggregated.placed
     else:
-        vacated = _vacate(problem, greedy, deadline, reserve + setup, deterministic, build_s)
+        vacated = _vacate(problem, greedy, deadline, held, deterministic, build_s)
     hints = [vacated, greedy, incumbent_placement(problem)]
     clock = deadline.mark("vacate", clock)
-    if not early and aggregation_pays(problem):
-        aggregated = _host_types(problem, greedy, deadline, reserve + setup, build_s)
+    if pays and not early:
+        aggregated = _host_types(problem, greedy, deadline, held, build_s)
         clock = deadline.mark("aggregate", clock)
     proven: dict[str, int] | None = None
     if aggregated is not None:
