@@ -19,6 +19,8 @@ from grid.api.auth import Credentials
 from grid.api.errors import install_error_handlers
 from grid.api.limits import BodyLimit
 from grid.api.proxy_state import ProxyState
+from grid.api.ui import actions as ui_actions
+from grid.api.ui import routes as ui_routes
 from grid.api.settling import RouteWindow
 from grid.router.breaker import BreakerPolicy
 from grid.runtime.controller.service import ControllerService
@@ -53,6 +55,8 @@ def create_app(
     app.include_router(routes_evaluations.router)
     app.include_router(routes_metrics.router)
     app.include_router(routes_openai.router)
+    app.include_router(ui_actions.router)  # operator actions the dashboard offers
+    app.include_router(ui_routes.router)  # the live dashboard, /ui
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, Any]:

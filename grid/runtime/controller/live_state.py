@@ -21,7 +21,7 @@ from grid.demand.config import DemandConfig
 from grid.fleet.actions import Action, Deferral, Mode, ReconcileResult, Tombstone
 from grid.fleet.errors import GridError
 from grid.fleet.generation import PlanGeneration
-from grid.fleet.models import ModelProfile, Plan, Policy
+from grid.fleet.models import ADMITTING_STATES, Host, HostState, ModelProfile, Plan, Policy
 from grid.runtime.controller.commands import CommandBook
 from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
 from grid.runtime.controller.generation import GenerationCounter
@@ -94,6 +94,18 @@ class ControllerState:
     revisions: Revisions = field(default_factory=Revisions)
     last: LastTick = field(default_factory=LastTick)
     counters: Counters = field(default_factory=Counters)
+    host_drains: dict[str, str] = field(default_factory=dict)  # operator drains: id -> reason
+
+    def drained(self, hosts: list[Host]) -> list[Host]:
+        """`hosts` with every operator-drained host that admits work shown as draining."""
+        if not self.host_drains:
+            return hosts
+        return [
+            h.model_copy(update={"state": HostState.DRAINING})
+            if h.host_id in self.host_drains and h.state in ADMITTING_STATES
+            else h
+            for h in hosts
+        ]
 
     def configure_tracking(self) -> None:
         """After a profile change: demand series, learned timings and outcome evidence follow
@@ -129,6 +141,7 @@ class ControllerState:
             workloads=self.signals.workloads.to_state(),
             evidence=self.signals.evidence.to_state(),
             workflow=self.signals.workflow.to_state(),
+            host_drains=dict(sorted(self.host_drains.items())),
         )
         return doc.model_dump(mode="json")
 
@@ -167,6 +180,7 @@ def restore_state(store: Store, demand: DemandConfig) -> ControllerState:
         restored=restored,
         signals=restore_signals(doc, demand, warnings),
         warnings=warnings,
+        host_drains=dict(doc.host_drains),
     )
     state.tracker.configure(state.profiles, retiring=state.tombstones)
     return state

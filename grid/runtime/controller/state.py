@@ -92,6 +92,8 @@ class ControllerDocument(_Strict):
     workloads: dict[str, Any] = Field(default_factory=dict)
     evidence: dict[str, Any] = Field(default_factory=dict)
     workflow: dict[str, Any] = Field(default_factory=dict)
+    # Operator drains of hosts (host_id -> reason; absent in older files: none drained).
+    host_drains: dict[str, str] = Field(default_factory=dict)
 
 
 def bound_records(records: list[ActionRecord]) -> list[ActionRecord]:
