@@ -41,7 +41,10 @@ OUTPUT_ENV = "GRID_UI_OUTPUT"
 def _missing() -> str | None:
     for path in (CHROMIUM, CHROMEDRIVER):
         if not Path(path).exists():
-            return f"{path} is missing: run scripts/install.sh as root (apt-get install chromium chromium-driver)"
+            return (
+                f"{path} is missing: run scripts/install.sh as root "
+                "(apt-get install chromium chromium-driver)"
+            )
     try:
         import selenium  # noqa: F401
     except ImportError:
