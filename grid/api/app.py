@@ -19,9 +19,9 @@ from grid.api.auth import Credentials
 from grid.api.errors import install_error_handlers
 from grid.api.limits import BodyLimit
 from grid.api.proxy_state import ProxyState
+from grid.api.settling import RouteWindow
 from grid.api.ui import actions as ui_actions
 from grid.api.ui import routes as ui_routes
-from grid.api.settling import RouteWindow
 from grid.router.breaker import BreakerPolicy
 from grid.runtime.controller.service import ControllerService
 

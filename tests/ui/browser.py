@@ -137,3 +137,53 @@ def storage_dump(driver: Any) -> str:
     )
     cookies = json.dumps(driver.get_cookies())
     return str(driver.execute_script(script)) + cookies
+
+
+def click(driver: Any, css: str, timeout_s: float = 10) -> None:
+    """Click the element `css` names, finding it again if a poll replaced it meanwhile."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            driver.find_element("css selector", css).click()
+            return
+        except StaleElementReferenceException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def answer_token(driver: Any, text: str) -> None:
+    """Type `text` (empty: none) into the page's token dialog and confirm."""
+    wait_until(
+        driver,
+        lambda d: d.find_element("id", "token-dialog").get_attribute("open") is not None,
+        10,
+        "the token dialog",
+    )
+    field = driver.find_element("id", "token-input")
+    field.clear()
+    if text:
+        field.send_keys(text)
+    driver.find_element("id", "token-ok").click()
+
+
+def read(driver: Any, script: str) -> Any:
+    """One atomic read of the page (a poll may replace elements between Selenium calls)."""
+    return driver.execute_script(script)
+
+
+CHIP_STATES = (
+    "const out = {};"
+    "for (const card of document.querySelectorAll('.host'))"
+    "  for (const chip of card.querySelectorAll('.chip[data-model=\"' + arguments[0] + '\"]'))"
+    "    out[card.dataset.host] = chip.dataset.state;"
+    "return out;"
+)
+HOST_STATES = (
+    "const out = {};"
+    "for (const card of document.querySelectorAll('.host'))"
+    "  out[card.dataset.host] = card.dataset.state;"
+    "return out;"
+)

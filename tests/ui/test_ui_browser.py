@@ -14,10 +14,14 @@ import pytest
 from tests.service.harness import ControllerProcess, HttpNode, converge, mint
 from tests.support.fake_node import FakeNode
 from tests.ui.browser import (
+    HOST_STATES,
+    answer_token,
     chromium,
+    click,
     console_errors,
     network_bodies,
     output_dir,
+    read,
     require_browser,
     storage_dump,
     wait_until,
@@ -79,26 +83,11 @@ def fleet(tmp_path: Path) -> Iterator[tuple[ControllerProcess, list[HttpNode], l
 
 
 def _state(driver: Any, host_id: str) -> str:
-    card = driver.find_element("css selector", f'.host[data-host="{host_id}"]')
-    return str(card.get_attribute("data-state"))
+    return str(read(driver, HOST_STATES).get(host_id))
 
 
 def _notice(driver: Any) -> str:
     return str(driver.find_element("id", "notice").text)
-
-
-def _answer_token(driver: Any, text: str) -> None:
-    wait_until(
-        driver,
-        lambda d: d.find_element("id", "token-dialog").get_attribute("open") is not None,
-        10,
-        "the token dialog",
-    )
-    field = driver.find_element("id", "token-input")
-    field.clear()
-    if text:
-        field.send_keys(text)
-    driver.find_element("id", "token-ok").click()
 
 
 def test_dashboard_renders_updates_and_guards_actions(fleet, tmp_path: Path) -> None:
@@ -118,12 +107,12 @@ def test_dashboard_renders_updates_and_guards_actions(fleet, tmp_path: Path) -> 
         assert console_errors(driver) == []
 
         # Drain without a token: refused, nothing changes.
-        driver.find_element("css selector", '[data-act="drain"][data-host="web-b"]').click()
-        _answer_token(driver, "")
+        click(driver, '[data-act="drain"][data-host="web-b"]')
+        answer_token(driver, "")
         wait_until(driver, lambda d: "Refused (401" in _notice(d), 10, "the 401 refusal")
         # With a wrong token: refused (403), and the token is asked for again.
-        driver.find_element("css selector", '[data-act="drain"][data-host="web-b"]').click()
-        _answer_token(driver, "not-the-token")
+        click(driver, '[data-act="drain"][data-host="web-b"]')
+        answer_token(driver, "not-the-token")
         wait_until(driver, lambda d: "Refused (403" in _notice(d), 10, "the 403 refusal")
         assert _state(driver, "web-b") == "accepting"
         with server.public() as public:
@@ -134,17 +123,17 @@ def test_dashboard_renders_updates_and_guards_actions(fleet, tmp_path: Path) -> 
         assert len(refusals) == 2 and all("401" in r or "403" in r for r in refusals)
 
         # With the token: it takes effect and the card follows without a reload.
-        driver.find_element("css selector", '[data-act="drain"][data-host="web-b"]').click()
-        _answer_token(driver, server.settings.operator_token)
+        click(driver, '[data-act="drain"][data-host="web-b"]')
+        answer_token(driver, server.settings.operator_token)
         wait_until(driver, lambda d: _state(d, "web-b") == "draining", 10, "web-b draining")
         driver.save_screenshot(str(shots / "drained.png"))
         # Once per tab: undrain does not ask again.
-        driver.find_element("css selector", '[data-act="undrain"][data-host="web-b"]').click()
+        click(driver, '[data-act="undrain"][data-host="web-b"]')
         wait_until(driver, lambda d: _state(d, "web-b") == "accepting", 10, "web-b accepting")
         assert driver.find_element("id", "token-dialog").get_attribute("open") is None
 
         # A mode change from the page, then the recommend-mode note with its command.
-        driver.find_element("css selector", '#mode-select option[value="recommend"]').click()
+        click(driver, '#mode-select option[value="recommend"]')
         driver.find_element("id", "mode-set").click()
         note = wait_until(
             driver,

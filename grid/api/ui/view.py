@@ -82,6 +82,9 @@ def desired_reason(
         ),
         "cooldown": "cooldown: replicas used recently stay until the scale-down cooldown",
     }.get(target.reason, target.reason)
+    floor = max(int(profile.get("min_replicas", 0)), target.pins)
+    if target.reason != "baseline" and target.desired <= floor:
+        why = f"floor: min_replicas {profile.get('min_replicas', 0)} (the {why})"
     if target.pins:
         why += f"; {target.pins} pinned"
     return f"{why}; {bounds} → {target.desired}"

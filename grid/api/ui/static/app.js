@@ -13,6 +13,15 @@
   const mb = (n) => (n >= 10240 ? (n / 1024).toFixed(1) + " GB" : n + " MB");
   const clock = (t) => (t ? new Date(t * 1000).toLocaleTimeString() : "");
 
+  const shown = {}; // id -> the markup on screen: an unchanged section is not replaced, so a
+  // click, a hover or a selection on it survives the next poll
+  function setHtml(id, markup) {
+    if (shown[id] === markup) return false;
+    $(id).innerHTML = markup;
+    shown[id] = markup;
+    return true;
+  }
+
   function notice(text, isError) {
     const el = $("notice");
     el.textContent = text;
@@ -51,11 +60,11 @@
 
   function renderFleet(v) {
     $("fleet-count").textContent = `${v.hosts.length} hosts`;
-    const body = $("fleet-body");
-    body.innerHTML = v.hosts.length
+    const changed = setHtml("fleet-body", v.hosts.length
       ? `<div class="grid">${v.hosts.map(hostCard).join("")}</div>`
-      : '<p class="muted">No host has registered yet: start a node (grid allocator node start, or grid allocator join on another machine).</p>';
-    for (const seg of body.querySelectorAll(".seg")) seg.style.flexGrow = seg.dataset.w;
+      : '<p class="muted">No host has registered yet: start a node (grid allocator node start, or grid allocator join on another machine).</p>');
+    if (!changed) return;
+    for (const seg of $("fleet-body").querySelectorAll(".seg")) seg.style.flexGrow = seg.dataset.w;
   }
 
   function unmetRows(model) {
@@ -72,7 +81,7 @@
 
   function renderModels(v) {
     if (!v.models.length) {
-      $("models-body").innerHTML = '<p class="muted">No model profile yet: <code>grid allocator model set MODEL --memory-mb MB</code>.</p>';
+      setHtml("models-body", '<p class="muted">No model profile yet: <code>grid allocator model set MODEL --memory-mb MB</code>.</p>');
       return;
     }
     const rows = v.models.map((m) =>
@@ -83,37 +92,37 @@
       `<td><button class="small" data-act="bounds" data-model="${esc(m.model_id)}">Bounds…</button></td></tr>` +
       unmetRows(m)).join("");
     const anyUnmet = v.models.some((m) => m.unmet.length);
-    $("models-body").innerHTML = `<table><thead><tr><th>Model</th><th class="num">Priority</th>` +
+    setHtml("models-body", `<table><thead><tr><th>Model</th><th class="num">Priority</th>` +
       `<th class="num">Min–max</th><th class="num">Desired</th><th class="num">Planned</th>` +
       `<th class="num">Ready</th><th>Why this many</th><th></th></tr></thead><tbody>${rows}</tbody></table>` +
-      (anyUnmet ? '<p class="next">Next: grid capacity SNAPSHOT.json --add models/templates/gpu-server.json (how many hosts would place every replica)</p>' : "");
+      (anyUnmet ? '<p class="next">Next: grid capacity SNAPSHOT.json --add models/templates/gpu-server.json (how many hosts would place every replica)</p>' : ""));
   }
 
   function renderPlan(v) {
     const p = v.plan;
-    if (!p) { $("plan-body").innerHTML = '<p class="muted">No plan yet: the controller plans on its next tick.</p>'; return; }
+    if (!p) { setHtml("plan-body", '<p class="muted">No plan yet: the controller plans on its next tick.</p>'); return; }
     const levels = p.levels.map((l) =>
       `<tr><td>${esc(l.level)}</td><td class="num">${l.value}</td><td class="num">${l.bound}</td>` +
       `<td class="num">${(100 * l.gap).toFixed(1)}%</td></tr>`).join("");
-    $("plan-body").innerHTML = `<p><b>${esc(p.engine)}</b> ${esc(p.status)} in ${Number(p.wall_ms).toFixed(0)} ms` +
+    setHtml("plan-body", `<p><b>${esc(p.engine)}</b> ${esc(p.status)} in ${Number(p.wall_ms).toFixed(0)} ms` +
       (p.generation ? ` · generation <code>${esc(p.generation)}</code>` : "") +
       (p.message ? ` · ${esc(p.message)}` : "") + ` · ${v.pending} pending command(s)</p>` +
       `<table><thead><tr><th>Level (highest first)</th><th class="num">Value</th><th class="num">Bound</th>` +
-      `<th class="num">Gap</th></tr></thead><tbody>${levels}</tbody></table>`;
+      `<th class="num">Gap</th></tr></thead><tbody>${levels}</tbody></table>`);
   }
 
   function renderWorkloads(v) {
     if (!v.workloads.length) {
-      $("workloads-body").innerHTML = '<p class="muted">No workload demand yet (requests to model "auto" are workload demand).</p>';
+      setHtml("workloads-body", '<p class="muted">No workload demand yet (requests to model "auto" are workload demand).</p>');
       return;
     }
     const rows = v.workloads.map((w) =>
       `<tr><td>${esc(w.workload)}</td><td>${esc(w.model_id || "—")}</td>` +
       `<td class="num">${Number(w.offered_concurrency).toFixed(2)}</td><td>${esc(w.state)}</td>` +
       `<td class="num">${w.desired}/${w.planned}/${w.ready}</td><td>${esc(w.reason)}</td></tr>`).join("");
-    $("workloads-body").innerHTML = `<table><thead><tr><th>Workload</th><th>Chosen model</th>` +
+    setHtml("workloads-body", `<table><thead><tr><th>Workload</th><th>Chosen model</th>` +
       `<th class="num">Offered concurrency</th><th>State</th><th class="num">Desired/planned/ready</th>` +
-      `<th>Reason</th></tr></thead><tbody>${rows}</tbody></table>`;
+      `<th>Reason</th></tr></thead><tbody>${rows}</tbody></table>`);
   }
 
   function fillSelect(sel, values) {
@@ -130,13 +139,13 @@
     fillSelect($("hist-model"), models);
     const host = $("hist-host").value, model = $("hist-model").value;
     const rows = v.history.filter((r) => (!host || r.host_id === host) && (!model || r.model_id === model));
-    $("history-body").innerHTML = rows.length
+    setHtml("history-body", rows.length
       ? `<table><thead><tr><th>When</th><th>Action</th><th>Host</th><th>Model</th><th>Status</th>` +
         `<th>Reason / outcome</th></tr></thead><tbody>` + rows.map((r) =>
         `<tr data-host="${esc(r.host_id)}" data-model="${esc(r.model_id)}"><td>${esc(clock(r.at))}</td>` +
         `<td>${esc(r.kind)}</td><td>${esc(r.host_id)}</td><td>${esc(r.model_id)}</td>` +
         `<td>${esc(r.status)}</td><td>${esc(r.outcome || r.reason)}</td></tr>`).join("") + "</tbody></table>"
-      : '<p class="muted">No command matches.</p>';
+      : '<p class="muted">No command matches.</p>');
   }
 
   function renderHeader(v) {
