@@ -128,6 +128,27 @@ def test_drain_needs_the_token_is_durable_and_undrains(fleet, tmp_path: Path) ->
     unknown = httpx.put(f"{server.url}/allocator/hosts/nowhere/drain", headers=admin, timeout=10)
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_host"
 
+    # Draining the host that serves tiny moves it: a replacement is made ready elsewhere.
+    holder = next(
+        h["host_id"]
+        for h in _view(server)["hosts"]
+        if any(r["model_id"] == "tiny" and r["state"] == "ready" for r in h["residencies"])
+    )
+    done = httpx.put(
+        f"{server.url}/allocator/hosts/{holder}/drain", json={}, headers=admin, timeout=10
+    )
+    assert done.status_code == 200
+    converge(nodes, rounds=6)
+    ready_on = {
+        h["host_id"]
+        for h in _view(server)["hosts"]
+        for r in h["residencies"]
+        if r["model_id"] == "tiny" and r["state"] == "ready"
+    }
+    assert ready_on - {holder, "ui-b"}, ready_on
+    if holder != "ui-b":
+        httpx.delete(f"{server.url}/allocator/hosts/{holder}/drain", headers=admin, timeout=10)
+
     server.stop()  # the drain survives a restart
     server.start()
     for node in nodes:
