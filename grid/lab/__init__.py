@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         run_oracle,
         run_scenario,
     )
+    from grid.lab.scenario_html import graduate_html, save_report, scenario_html
     from grid.lab.whatif_drill import Drill, drill
 
 # module -> the names it gives the face, separated by spaces
@@ -59,6 +60,7 @@ _EXPORTS: dict[str, str] = {
         "STRATEGIES ScenarioConfig WORDS document graduate oracle_document parse_option"
         " read_trace run_oracle run_scenario"
     ),
+    "grid.lab.scenario_html": "graduate_html save_report scenario_html",
     "grid.lab.whatif_drill": "Drill drill",
 }
 
@@ -88,6 +90,7 @@ __all__ = [
     "generate_fleet",
     "generate_production_fleet",
     "graduate",
+    "graduate_html",
     "load_templates",
     "load_trace",
     "oracle_document",
@@ -96,6 +99,8 @@ __all__ = [
     "resolve_model",
     "run_oracle",
     "run_scenario",
+    "save_report",
+    "scenario_html",
     "solve_oracle",
     "what_if_document",
 ]

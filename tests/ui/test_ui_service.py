@@ -190,3 +190,21 @@ def test_static_files_and_refusals(fleet) -> None:
     assert missing.status_code == 404
     other = httpx.get(f"{server.url}/ui/static/index.html", timeout=10)
     assert other.status_code == 404 and other.json()["error"]["code"] == "not_found"
+
+
+def test_scenario_report_is_served_and_missing_one_explained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = tmp_path / "last.html"
+    monkeypatch.setenv("GRID_SCENARIO_REPORT", str(report))
+    server = ControllerProcess(tmp_path / "ctl2")
+    server.start()
+    try:
+        missing = httpx.get(f"{server.url}/ui/scenario", timeout=10)
+        assert missing.status_code == 404
+        assert missing.json()["error"]["next_command"] == "grid test scenario --html report.html"
+        report.write_text("<!doctype html><h1>Scenario smart</h1>", encoding="utf-8")
+        found = httpx.get(f"{server.url}/ui/scenario", timeout=10)
+        assert found.status_code == 200 and "Scenario smart" in found.text
+    finally:
+        server.stop()
