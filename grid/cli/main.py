@@ -110,6 +110,11 @@ ROOT_COMMANDS = {
         "the scenario lab, the demo.",
         factory=True,
     ),
+    "node": LazyCommand(
+        "grid.cli.node_cmd",
+        "node_app",
+        "This machine's node agent (the same as `grid allocator node`).",
+    ),
     "models": LazyCommand(
         "grid.cli.client_cmd", "models", "List model profiles and the models served now."
     ),
