@@ -171,6 +171,14 @@ def model_set(
     scale_down_cooldown: Annotated[
         float | None, typer.Option("--scale-down-cooldown", help="Seconds.")
     ] = None,
+    chat_template: Annotated[
+        str | None,
+        typer.Option(
+            "--chat-template",
+            help="llama.cpp built-in chat template name (e.g. gemma, chatml) for a GGUF that "
+            "carries none; default: the GGUF's own.",
+        ),
+    ] = None,
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
@@ -218,10 +226,12 @@ def model_set(
         "warm_estimate_s": warm_estimate,
         "min_residency_s": min_residency,
         "scale_down_cooldown_s": scale_down_cooldown,
+        "chat_template": chat_template,
     }
     body.update({k: v for k, v in scalars.items() if v is not None})
     with client(grid, state_dir, token_file) as api:
         saved = api.put_model(model_id, body)
+        mode = str(api.healthz().get("mode", ""))
     if as_json:
         _emit(saved)
         return
@@ -230,7 +240,13 @@ def model_set(
         f"Saved profile {prof['model_id']}: {prof['memory_mb']} MB, replicas "
         f"{prof['min_replicas']}..{prof['max_replicas']}, runtimes "
         f"{', '.join(prof['runtimes'])}"
+        + (f", chat template {prof['chat_template']}" if prof.get("chat_template") else "")
     )
+    if mode != "automatic":
+        typer.echo(
+            f"The controller is in {mode} mode: it plans this model but loads nothing. "
+            "To let it act: " + _again("grid allocator mode automatic", grid, state_dir, token_file)
+        )
     typer.echo(
         "Next: "
         + _again("grid allocator tick", grid, state_dir, token_file)

@@ -8,6 +8,7 @@ heartbeat (spec "CLI workflow"); an agent that serves another controller is left
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from pathlib import Path
 from typing import Annotated, Any
@@ -198,7 +199,13 @@ def up(
     typer.echo(f"Operator capability: {folder.expanduser().resolve() / CONFIG_NAME} (owner-only)")
     if settings.ca_file:
         typer.echo(f"Fleet CA: {settings.ca_file} (copy it to each node; --ca-file)")
+    from grid.cli.context import write_context
+
+    where = write_context(
+        settings.url, folder.expanduser().resolve() / CONFIG_NAME, settings.ca_file, "grid up"
+    )
     typer.echo(f"Dashboard: {settings.url}/ui")
+    typer.echo(f"Current controller: {settings.url} (client commands use it; {where})")
     typer.echo(_mode_line(settings.url, settings.ca_file or None))
     typer.echo("Next: " + with_dirs("grid allocator status", state_dir=state_dir))
 
@@ -242,6 +249,10 @@ def down(state_dir: StateDirOption = None, node_dir: NodeDirOption = None) -> No
     if node_line is not None:
         typer.echo(node_line)
     outcome = stop_server(folder)
+    from grid.cli.context import clear_context
+
+    with contextlib.suppress(GridError):
+        clear_context(load_settings(folder).url)
     typer.echo(
         {
             "stopped": "Stopped the controller.",
