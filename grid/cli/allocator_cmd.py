@@ -341,6 +341,17 @@ def _table(title: str, columns: list[str]) -> Table:
     return table
 
 
+def desired_reasons(api: Any) -> dict[str, dict[str, Any]]:
+    """Per model, the desired replica count and why (the dashboard's view document, which
+    reads the planner's targets for the controller's own snapshot); {} from an older one."""
+    try:
+        view = api.request("GET", "/ui/view.json", params={"history": 0})
+    except GridError:
+        return {}
+    models = view.get("models", []) if isinstance(view, dict) else []
+    return {m["model_id"]: {"desired": m["desired"], "why": m["reason"]} for m in models}
+
+
 def render_status(doc: dict[str, Any]) -> RenderableType:
     parts: list[RenderableType] = []
     rev = doc["revisions"]
@@ -401,6 +412,20 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
             levels.add_row(level["level"], str(level["value"]), str(level["bound"]))
         parts.append(levels)
     parts += workload_parts(doc.get("workloads") or {})
+    reasons = doc.get("desired_reasons") or {}
+    if reasons:
+        table = _table("Desired replicas", ["model", "desired", "why"])
+        for model_id, r in sorted(reasons.items()):
+            table.add_row(model_id, str(r["desired"]), r["why"])
+        parts.append(table)
+    if doc["mode"] != "automatic":
+        parts.append(
+            Text(
+                f"{doc['mode']} mode: Grid plans but loads and unloads nothing. "
+                "To let it act: grid allocator mode automatic",
+                style="yellow",
+            )
+        )
     if doc["unmet"]:
         unmet = _table("Unmet replicas", ["model", "code", "missing", "binding", "would fit if"])
         for u in doc["unmet"]:
@@ -421,6 +446,13 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
                 u.get("would_fit_if") or "-",
             )
         parts.append(unmet)
+        parts.append(
+            Text(
+                "Next: grid allocator snapshot -o fleet.json && grid capacity fleet.json "
+                "--add models/templates/gpu-server.json  (how many hosts would place them)",
+                style="cyan",
+            )
+        )
     rows = [
         (c["action_id"], c["kind"], c["host_id"], c["model_id"], c["status"])
         for c in doc["pending_commands"]
@@ -480,6 +512,7 @@ def status(
     replicas, pending commands, revisions and warnings."""
     with client(grid, state_dir, admin=False) as api:
         doc = api.status(history=history)
+        doc["desired_reasons"] = desired_reasons(api)
     if as_json:
         _emit(doc)
     else:

@@ -263,17 +263,72 @@ def plan_summary(plan: Plan) -> Text:
     return text
 
 
+def _desired(snap: FleetSnapshot, plan: Plan) -> RenderableType:
+    """Why each model wants its replica count (the planner's targets with the numbers behind
+    them); models held at a plain min_replicas baseline fold into one line."""
+    from grid.api.ui import desired_reason
+    from grid.planner.targets import compute_targets
+
+    targets = compute_targets(snap)
+    table = Table(title="Desired replicas (why)", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("Model", "Desired", "Why"):
+        table.add_column(column, justify="right" if column == "Desired" else "left")
+    folded = 0
+    for model in snap.models:
+        target = targets.get(model.model_id)
+        if target is not None and target.reason == "baseline" and not target.pins:
+            folded += 1
+            continue
+        demand = snap.demand.get(model.model_id)
+        why = desired_reason(
+            target,
+            demand.model_dump() if demand else None,
+            model.model_dump(mode="json"),
+            demand_headroom=snap.policy.demand_headroom_fraction,
+        )
+        table.add_row(model.model_id, str(plan.desired_replicas.get(model.model_id, 0)), why)
+    parts: list[RenderableType] = [table] if table.row_count else []
+    if folded:
+        parts.append(Text(f"{plural(folded, 'model')} at min_replicas with no demand", "dim"))
+    return Group(*parts)
+
+
+def _next_capacity(plan: Plan, source: str) -> RenderableType:
+    if not plan.unsatisfied:
+        return Text("")
+    return Text(
+        f"Next: grid capacity {source} --add models/templates/gpu-server.json "
+        "(how many hosts would place every replica; --survive 1 sizes for a failure too)",
+        style="cyan",
+    )
+
+
 def render_plan(
-    snap: FleetSnapshot, plan: Plan, *, unmet_only: bool = False, all_hosts: bool = False
+    snap: FleetSnapshot,
+    plan: Plan,
+    *,
+    unmet_only: bool = False,
+    all_hosts: bool = False,
+    source: str = "SNAPSHOT.json",
 ) -> RenderableType:
     if unmet_only:
-        return Group(plan_summary(plan), Text(""), _unmet(plan), Text(""), _solver_line(plan))
+        return Group(
+            plan_summary(plan),
+            Text(""),
+            _unmet(plan),
+            _next_capacity(plan, source),
+            Text(""),
+            _solver_line(plan),
+        )
     return Group(
         plan_summary(plan),
         _hosts_table(snap, plan, all_hosts=all_hosts),
         _legend(),
         Text(""),
+        _desired(snap, plan),
+        Text(""),
         _unmet(plan),
+        _next_capacity(plan, source),
         Text(""),
         _preemptions(plan),
         Text(""),

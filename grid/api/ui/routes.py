@@ -104,6 +104,7 @@ def build_view(service: ControllerService, now: float, history: int = 100) -> di
         compute_targets(snap),
         drains,
         headroom_fraction=snap.policy.memory_headroom_fraction,
+        demand_headroom=snap.policy.demand_headroom_fraction,
     )
 
 

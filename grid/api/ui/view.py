@@ -62,20 +62,35 @@ def _host(host: dict[str, Any], drains: dict[str, str], headroom_fraction: float
 
 
 def desired_reason(
-    target: Target | None, forecast: dict[str, Any] | None, profile: dict[str, Any]
+    target: Target | None,
+    forecast: dict[str, Any] | None,
+    profile: dict[str, Any],
+    *,
+    demand_headroom: float = 0.2,
 ) -> str:
-    """Why the model wants its replica count: the targets' reason with the numbers behind it."""
+    """Why the model wants its replica count: the targets' reason with the numbers behind it
+    (for demand, the terms of targets.py's count: load over one replica's share)."""
     bounds = f"bounds {profile.get('min_replicas', 0)}–{profile.get('max_replicas', 0)}"
     if target is None:
         return bounds
     fc = forecast or {}
+    offered, queue = float(fc.get("offered_concurrency", 0)), float(fc.get("queue_depth", 0))
+    load = offered * (1 + demand_headroom) + queue
+    share = float(profile.get("replica_concurrency", 1.0)) * float(
+        profile.get("target_utilization", 1.0)
+    )
+    if load > 0 and share > 0:
+        count = math.ceil(load / share - 1e-9)
+        demand = (
+            f"demand: offered {offered:.2f} × (1 + headroom {demand_headroom:.0%}) + queue "
+            f"{queue:g} = {load:.2f} over {share:.2f} per replica → {count}"
+        )
+    else:
+        demand = f"demand: {fc.get('rpm', 0):.1f} rpm → 1"
     why = {
         "baseline": f"baseline: min_replicas {profile.get('min_replicas', 0)}, no demand",
         "override": "override: desired_replicas set in the demand",
-        "demand": (
-            f"demand: offered concurrency {fc.get('offered_concurrency', 0):.2f}, "
-            f"{fc.get('rpm', 0):.1f} rpm, queue {fc.get('queue_depth', 0)}"
-        ),
+        "demand": demand,
         "pressure": (
             f"pressure: queue {fc.get('queue_depth', 0)}, p95 {fc.get('p95_ms', 0):.0f} ms, "
             f"errors {fc.get('error_rate', 0):.0%}: one replica beyond the ready ones"
@@ -91,7 +106,10 @@ def desired_reason(
 
 
 def _models(
-    status: dict[str, Any], targets: dict[str, Target], hosts: list[dict[str, Any]]
+    status: dict[str, Any],
+    targets: dict[str, Target],
+    hosts: list[dict[str, Any]],
+    demand_headroom: float,
 ) -> list[dict[str, Any]]:
     plan = status.get("plan") or {}
     desired = plan.get("desired_replicas", {})
@@ -137,7 +155,9 @@ def _models(
                 "desired": desired.get(model_id, target.desired if target else 0),
                 "planned": planned.get(model_id, 0),
                 "ready": ready.get(model_id, 0),
-                "reason": desired_reason(target, forecasts.get(model_id), profile),
+                "reason": desired_reason(
+                    target, forecasts.get(model_id), profile, demand_headroom=demand_headroom
+                ),
                 "unmet": unmet.get(model_id, []),
             }
         )
@@ -188,6 +208,7 @@ def fleet_view(
     drains: dict[str, str],
     *,
     headroom_fraction: float,
+    demand_headroom: float = 0.2,
 ) -> dict[str, Any]:
     """The view document the page renders (module docstring)."""
     hosts = [_host(h, drains, headroom_fraction) for h in status.get("hosts", [])]
@@ -199,7 +220,7 @@ def fleet_view(
         "controller_id": status.get("controller_id"),
         "warnings": status.get("warnings", []),
         "hosts": hosts,
-        "models": _models(status, targets, hosts),
+        "models": _models(status, targets, hosts, demand_headroom),
         "plan": _plan(status),
         "workloads": list(portfolio.get("admission", [])),
         "pending": len(status.get("pending_commands", [])),

@@ -95,7 +95,7 @@
     setHtml("models-body", `<table><thead><tr><th>Model</th><th class="num">Priority</th>` +
       `<th class="num">Min–max</th><th class="num">Desired</th><th class="num">Planned</th>` +
       `<th class="num">Ready</th><th>Why this many</th><th></th></tr></thead><tbody>${rows}</tbody></table>` +
-      (anyUnmet ? '<p class="next">Next: grid capacity SNAPSHOT.json --add models/templates/gpu-server.json (how many hosts would place every replica)</p>' : ""));
+      (anyUnmet ? '<p class="next">Next: grid allocator snapshot -o fleet.json && grid capacity fleet.json --add models/templates/gpu-server.json --survive 1 (how many hosts would place every replica)</p>' : ""));
   }
 
   function renderPlan(v) {
