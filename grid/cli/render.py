@@ -7,6 +7,7 @@ unmanaged live residency (Grid cannot stop those), against the host's allocatabl
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rich import box
@@ -170,7 +171,27 @@ def _legend() -> Text:
     return text
 
 
-def _unmet(plan: Plan) -> RenderableType:
+MEMORY_BINDINGS = ("memory", "live_memory")
+
+
+def memory_ledger(snap: FleetSnapshot, host_id: str) -> str:
+    """The free-memory terms of one host, so a binding's "N MB free" adds up: allocatable less
+    live residencies less the headroom new loads keep free."""
+    host = next((h for h in snap.hosts if h.host_id == host_id), None)
+    if host is None:
+        return ""
+    alloc = allocatable_mb(host)
+    live = sum(r.memory_mb for r in host.residencies if r.state in LIVE_STATES)
+    fraction = snap.policy.memory_headroom_fraction
+    headroom = math.ceil(fraction * alloc)
+    free = max(0, alloc - live - headroom)
+    return (
+        f"{host_id}: allocatable {alloc} MB − live {live} MB − headroom {headroom} MB "
+        f"({fraction:.0%} of allocatable) = {free} MB free for a new load"
+    )
+
+
+def _unmet(plan: Plan, snap: FleetSnapshot | None = None) -> RenderableType:
     if not plan.unsatisfied:
         return Text("Unmet replicas: none", style="green")
     parts: list[RenderableType] = [Text("Unmet replicas", style="bold")]
@@ -190,6 +211,10 @@ def _unmet(plan: Plan) -> RenderableType:
             if b.detail:
                 line.append(f": {b.detail}", style="dim")
             parts.append(line)
+            if snap is not None and b.host_id and b.constraint in MEMORY_BINDINGS:
+                ledger = memory_ledger(snap, b.host_id)
+                if ledger:
+                    parts.append(Text(f"        ledger {ledger}", style="dim"))
         if u.would_fit_if:
             parts.append(Text(f"      would fit if: {u.would_fit_if}", style="cyan"))
     return Group(*parts)
@@ -315,7 +340,7 @@ def render_plan(
         return Group(
             plan_summary(plan),
             Text(""),
-            _unmet(plan),
+            _unmet(plan, snap),
             _next_capacity(plan, source),
             Text(""),
             _solver_line(plan),
@@ -327,7 +352,7 @@ def render_plan(
         Text(""),
         _desired(snap, plan),
         Text(""),
-        _unmet(plan),
+        _unmet(plan, snap),
         _next_capacity(plan, source),
         Text(""),
         _preemptions(plan),

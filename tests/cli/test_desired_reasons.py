@@ -73,3 +73,27 @@ def test_status_reasons_and_the_live_fleet_as_a_snapshot(tmp_path: Path) -> None
     finally:
         node.close()
         server.stop()
+
+
+@pytest.mark.unit
+def test_a_memory_binding_shows_the_headroom_term(tmp_path: Path) -> None:
+    snapshot = {
+        "schema_version": 1,
+        "policy": {"memory_headroom_fraction": 0.05},
+        "hosts": [{"host_id": "mac", "capacity_mb": 16384, "reserved_mb": 4096,
+                   "runtimes": ["llama.cpp"],
+                   "residencies": [{"model_id": "other", "memory_mb": 4096, "state": "ready",
+                                    "managed": False}]}],
+        "models": [{"model_id": "big", "memory_mb": 10240, "min_replicas": 1,
+                    "max_replicas": 1}],
+    }  # fmt: skip
+    path = tmp_path / "mem.json"
+    path.write_text(json.dumps(snapshot), encoding="utf-8")
+    result = runner.invoke(app, ["plan", str(path)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    # 16384 − 4096 reserved = 12288 allocatable; headroom ⌈0.05 × 12288⌉ = 615; 12288 − 4096
+    # live − 615 = 7577 free for a new load.
+    assert (
+        "ledger mac: allocatable 12288 MB − live 4096 MB − headroom 615 MB (5% of allocatable) "
+        "= 7577 MB free for a new load"
+    ) in result.output
