@@ -341,6 +341,20 @@ def _table(title: str, columns: list[str]) -> Table:
     return table
 
 
+def weights_hint(model_id: str, host_id: str) -> str:
+    """How weights reach a node (the load fails with artifact_unknown, and retries after its
+    backoff, until one of these is done)."""
+    return (
+        f"To fix: {host_id} has no file for {model_id}. Either give the node the GGUF "
+        f"(on {host_id}: grid node stop && grid node start --model "
+        f"{model_id}=/path/to/file.gguf@SHA256), or let "
+        f"nodes fetch it: grid allocator model set {model_id} --memory-mb MB "
+        "--artifact-source file:///shared/path.gguf (or hf://owner/repo/file.gguf with the "
+        "node's hf_base_url) --artifact-sha256 SHA256 --artifact-size-mb MB "
+        "(docs/getting-started.md, 'How weights reach nodes')."
+    )
+
+
 def desired_reasons(api: Any) -> dict[str, dict[str, Any]]:
     """Per model, the desired replica count and why (the dashboard's view document, which
     reads the planner's targets for the controller's own snapshot); {} from an older one."""
@@ -483,6 +497,10 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
             when = local_time(r["finished_at"], now) if r.get("finished_at") else "-"
             table.add_row(r["action_id"], r["kind"], r["host_id"], r["model_id"], when, why)
         parts.append(table)
+        for r in failures:
+            if "has no file for" in (r.get("outcome") or ""):  # the node's artifact_unknown
+                parts.append(Text(weights_hint(r["model_id"], r["host_id"]), style="cyan"))
+                break
     if doc["withdrawn_destructive"]:
         table = _table(
             "Withdrawn destructive (awaiting receipt)", ["action", "kind", "host", "model"]
