@@ -173,9 +173,9 @@ def capacity_cmd(
         parts += _answer_view(answer, templates)
     proposed = snap
     if templates and survive:
-        from grid.lab.capacity_survive import capacity_survive
+        from grid.lab.capacity_survive import size_to_survive
 
-        surviving = capacity_survive(
+        surviving = size_to_survive(
             snap, templates, survive=survive, max_per_template=max_hosts, time_limit_s=time_limit
         )
         document["survive"] = surviving.to_dict()

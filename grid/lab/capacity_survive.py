@@ -92,7 +92,7 @@ def pinned_losses(snap: FleetSnapshot) -> list[dict[str, object]]:
     ]
 
 
-def capacity_survive(
+def size_to_survive(
     snap: FleetSnapshot,
     templates: list[Host],
     *,

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from grid.cli.main import app
+from grid.lab.report_html import graduate_html, scenario_html
 from grid.lab.scenario import STRATEGIES, ScenarioConfig, document, run_scenario
-from grid.lab.scenario_html import graduate_html, scenario_html
 
 pytestmark = pytest.mark.unit
 

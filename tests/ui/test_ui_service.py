@@ -91,7 +91,7 @@ def test_memory_parts_add_up_to_capacity(fleet) -> None:
     model = next(m for m in view["models"] if m["model_id"] == "tiny")
     assert (model["desired"], model["planned"], model["ready"]) == (1, 1, 1)
     # min_replicas 1 and a replica just used (the fake node's last_used_at is its warm time)
-    assert model["reason"].split(":")[0] in {"baseline", "cooldown"}
+    assert model["reason"].split(":")[0] in {"baseline", "floor"}
     assert model["reason"].endswith("bounds 1–1 → 1")
 
 
