@@ -247,7 +247,7 @@ def run_demo(
         if not loaded:
             return _report(steps, watcher, started)
         named = chat(url, coder, NAMED_PROMPT)
-        problem = answer_problem(text_of(named), code=True)
+        problem = answer_problem(text_of(named))
         steps.append(
             _step(
                 "named_call_returns_real_output",
@@ -264,7 +264,7 @@ def run_demo(
                 "auto_coding_request_is_served_by_the_candidate",
                 again.status_code == 200
                 and again.headers.get("X-Grid-Model") == coder
-                and not answer_problem(text_of(again), code=True),
+                and not answer_problem(text_of(again)),
                 status=again.status_code,
                 served_model=again.headers.get("X-Grid-Model"),
                 text=text_of(again),

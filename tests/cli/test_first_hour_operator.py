@@ -47,17 +47,17 @@ def test_candidates_keep_their_chat_template() -> None:
 
 @pytest.mark.unit
 @pytest.mark.parametrize(
-    ("text", "code", "bad"),
+    ("text", "bad"),
     [
-        ("def add(a, b):\n    return a + b", True, False),
-        ("Hello there, nice to meet you!", False, False),
-        ("<|im_end|>\n<|im_start|>assistant<|im_end|>", False, True),  # template-less gemma
-        ("   ", False, True),
-        ("I like turtles very much.", True, True),  # a coding answer without code
+        ("def add(a, b):\n    return a + b", False),
+        ("Hello there, nice to meet you!", False),
+        ("<|im_end|>\n<|im_start|>assistant<|im_end|>", True),  # template-less gemma
+        ("Sure<end_of_turn>\n<start_of_turn>model", True),
+        ("   ", True),
     ],
 )
-def test_the_demo_checks_the_answer_not_only_the_status(text: str, code: bool, bad: bool) -> None:
-    assert bool(answer_problem(text, code=code)) is bad
+def test_the_demo_checks_the_answer_not_only_the_status(text: str, bad: bool) -> None:
+    assert bool(answer_problem(text)) is bad
 
 
 @pytest.mark.service
