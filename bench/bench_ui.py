@@ -54,11 +54,16 @@ new MutationObserver(() => {
   }
 }).observe(document, {subtree: true, childList: true});
 """
+# The first load: the page and the first fetch of each resource (later polls are not load).
 WEIGHT = """
 const nav = performance.getEntriesByType('navigation')[0];
 let total = nav.transferSize || nav.encodedBodySize;
-for (const r of performance.getEntriesByType('resource'))
+const seen = new Set();
+for (const r of performance.getEntriesByType('resource')) {
+  if (seen.has(r.name)) continue;
+  seen.add(r.name);
   total += r.transferSize || r.encodedBodySize;
+}
 return total;
 """
 

@@ -39,6 +39,7 @@ router = APIRouter(prefix="/ui", tags=["dashboard"], include_in_schema=False)
 
 STATIC = ("app.js", "app.css")
 CONTENT_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+DEFAULT_HISTORY = 100  # command records in the view the page polls
 AGE_BUCKET_S = 5.0  # heartbeat ages in the view move at most this often without other changes
 HEADERS = {
     "Content-Security-Policy": (
@@ -126,7 +127,8 @@ def _fleet_rows(view: dict[str, Any]) -> str:
 
 @router.get("", response_class=HTMLResponse)
 def page(service: Service) -> HTMLResponse:
-    view = build_view(service, service.clock(), history=0)
+    # The same cached view the script fetches next (its default history), built once for both.
+    view = json.loads(_cache.get(service, DEFAULT_HISTORY)[1])
     text = (
         _static("index.html")
         .replace("{{mode}}", html.escape(str(view["mode"])))
@@ -152,7 +154,7 @@ def static(name: str) -> Response:
 @router.get("/view.json")
 def view(
     service: Service,
-    history: Annotated[int, Query(ge=0, le=512)] = 100,
+    history: Annotated[int, Query(ge=0, le=512)] = DEFAULT_HISTORY,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     key, body = _cache.get(service, history)
