@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from grid.fleet.actions import Action, ActionRecord, Mode, Tombstone
 from grid.fleet.models import ModelProfile, Policy
-from grid.fleet.wire import NodeCommandKind, WireCommand
+from grid.fleet.wire import NodeCommandKind, WireCommand, WireLaunch
 
 STATE_SCHEMA_VERSION = 1
 MAX_TERMINAL_RECORDS = 512  # newest finished records kept for backoff and status
@@ -67,6 +67,7 @@ class Command(_Strict):
             artifact_sha256=profile.artifact_sha256 if profile else None,
             artifact_size_mb=profile.artifact_size_mb if profile else None,
             chat_template=profile.chat_template if profile else None,
+            launch=WireLaunch.of(profile) if profile else None,
             schema_version=1,
         )
 
