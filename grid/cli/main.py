@@ -119,6 +119,11 @@ ROOT_COMMANDS = {
     "lab": LazyCommand(
         "grid.cli.lab_cmd", "lab_app", "Scenario lab: generated fleets, the hindsight oracle."
     ),
+    "node": LazyCommand(
+        "grid.cli.external_cmd",
+        "node_root_app",
+        "Inventory Grid does not run: external OpenAI-compatible endpoints.",
+    ),
     "capacity": LazyCommand(
         "grid.cli.capacity_cmd",
         "capacity_app",

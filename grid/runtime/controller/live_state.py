@@ -24,6 +24,7 @@ from grid.fleet.generation import PlanGeneration
 from grid.fleet.models import ModelProfile, Plan, Policy
 from grid.runtime.controller.commands import CommandBook
 from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
+from grid.runtime.controller.externals import ExternalInventory
 from grid.runtime.controller.generation import GenerationCounter
 from grid.runtime.controller.reports import Counters, TickReport
 from grid.runtime.controller.state import ControllerDocument
@@ -94,6 +95,7 @@ class ControllerState:
     revisions: Revisions = field(default_factory=Revisions)
     last: LastTick = field(default_factory=LastTick)
     counters: Counters = field(default_factory=Counters)
+    externals: ExternalInventory = field(default_factory=ExternalInventory)  # issue 21
 
     def configure_tracking(self) -> None:
         """After a profile change: demand series, learned timings and outcome evidence follow
@@ -129,6 +131,7 @@ class ControllerState:
             workloads=self.signals.workloads.to_state(),
             evidence=self.signals.evidence.to_state(),
             workflow=self.signals.workflow.to_state(),
+            externals=self.externals.to_state(),
         )
         return doc.model_dump(mode="json")
 
@@ -167,6 +170,7 @@ def restore_state(store: Store, demand: DemandConfig) -> ControllerState:
         restored=restored,
         signals=restore_signals(doc, demand, warnings),
         warnings=warnings,
+        externals=ExternalInventory.from_state(doc.externals),
     )
     state.tracker.configure(state.profiles, retiring=state.tombstones)
     return state

@@ -15,6 +15,7 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from grid.fleet.actions import Action, ActionRecord, Mode, Tombstone
+from grid.fleet.externals import ExternalEndpoint
 from grid.fleet.models import ModelProfile, Policy
 from grid.fleet.wire import NodeCommandKind, WireCommand, WireLaunch
 
@@ -93,6 +94,8 @@ class ControllerDocument(_Strict):
     workloads: dict[str, Any] = Field(default_factory=dict)
     evidence: dict[str, Any] = Field(default_factory=dict)
     workflow: dict[str, Any] = Field(default_factory=dict)
+    # Issue 21: external OpenAI-compatible endpoints the operator added (their health is live).
+    externals: list[ExternalEndpoint] = Field(default_factory=list)
 
 
 def bound_records(records: list[ActionRecord]) -> list[ActionRecord]:
