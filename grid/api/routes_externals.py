@@ -7,7 +7,9 @@ once and saves it with the controller state; the answer carries the probe's verd
 
 from __future__ import annotations
 
+import contextlib
 import ssl
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Path
@@ -25,9 +27,19 @@ LIST = "grid node list-external"
 
 
 def start_external_prober(app: FastAPI, service: ControllerService) -> None:
-    prober = ExternalProber(service)
-    app.add_event_handler("startup", prober.start)
-    app.add_event_handler("shutdown", prober.stop)
+    """Run the prober for as long as the app is served (its lifespan)."""
+    prober, original = ExternalProber(service), app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(served: Any) -> AsyncIterator[Any]:
+        prober.start()
+        try:
+            async with original(served) as state:
+                yield state
+        finally:
+            prober.stop()
+
+    app.router.lifespan_context = lifespan
 
 
 def _refused(code: str, message: str, fix: str, next_command: str = "") -> GridError:

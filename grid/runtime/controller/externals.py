@@ -12,9 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Container
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from grid.fleet.externals import ExternalEndpoint, ExternalHealth
 from grid.fleet.models import Host, HostState, Ownership, Residency, ResidencyState
+from grid.fleet.wire import WireResources
+
+if TYPE_CHECKING:
+    from grid.runtime.controller.registry import HostEntry
 
 
 @dataclass
@@ -80,6 +85,24 @@ class ExternalInventory:
             ],
         )
 
+    def view(self) -> list[dict[str, object]]:
+        """What status shows of each endpoint: its URL, health and the models routed."""
+        return [
+            {"name": n, "url": r.url, "runtime": r.runtime, "serving": self.serving(n),
+             **self.health_of(n).model_dump(mode="json", include={"healthy", "code", "reason"})}
+            for n, r in sorted(self.records.items())
+        ]  # fmt: skip
+
     def hosts(self, taken: Container[str]) -> list[Host]:
         """The endpoints' hosts, skipping a name a registered node already uses."""
         return [self.host(n) for n in sorted(self.records) if n not in taken]
+
+
+def external_entry(host: Host) -> HostEntry:
+    """A registry-shaped entry for an external endpoint's host (the status table reads one)."""
+    from grid.runtime.controller.registry import HostEntry
+
+    seen = host.last_heartbeat or 0.0
+    entry = HostEntry(host.host_id, host, WireResources(capacity_mb=0), None, seen, seen)
+    entry.address = "external"
+    return entry
