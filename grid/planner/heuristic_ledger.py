@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grid.planner.gpus import gpu_table
+from grid.planner.gpu_ledger import gpu_table
 from grid.planner.problem import Candidate, HostBudget, PlacementProblem
 
 Key = tuple[str, str]

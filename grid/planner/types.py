@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from grid.planner.cpsat.ledger import Ledger
-from grid.planner.gpus import gpu_table
+from grid.planner.gpu_ledger import gpu_table
 from grid.planner.levels import quality_classes, quality_scores
 from grid.planner.problem import Candidate, PlacementProblem
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from grid.planner.cpsat.variables import Guard, PlacementVars, guarded
-from grid.planner.gpus import FAMILY, gpu_table, rows
+from grid.planner.gpu_ledger import gpu_table
+from grid.planner.gpus import FAMILY, rows
 from grid.planner.problem import PlacementProblem
 
 
