@@ -156,3 +156,20 @@ def test_the_node_defaults_sit_under_the_profile(tmp_path: Path) -> None:
     spec = LaunchSpec("m", "/w/m.gguf", settings=EngineSettings(context=2048))
     argv = build_argv(config, Path("/b"), "m", Path("/w/m.gguf"), 39100, tmp_path / "k", spec=spec)
     assert (_flag(argv, "-t"), _flag(argv, "-c")) == ("3", "2048")
+
+
+def test_gpu_devices_are_read_from_nvidia_smi_and_reported_on_the_wire() -> None:
+    from grid.node.agent.report import MemoryReading, resources_block
+    from grid.node.engines.devices import parse_memory_totals
+    from grid.runtime.controller.wire import build_host
+
+    assert parse_memory_totals("81559\n81559\n[N/A]\n") == [81559, 81559]
+    node = _node(capacity_mb=1000, gpu_memory_mb=[81559, 40960])
+    block = resources_block(node, MemoryReading(2000, 1500), None)
+    assert (block.gpu_count, block.gpu_memory_mb) == (2, [81559, 40960])
+    host, problems = build_host("h", block, None, now=0.0)
+    assert problems == [] and host.devices_mb == [81559, 40960]
+    bare = resources_block(
+        _node(capacity_mb=1000, gpu_memory_mb=[]), MemoryReading(2000, 1500), None
+    )
+    assert "gpu_count" not in bare.model_dump(exclude_unset=True)  # the wire is as before
