@@ -46,7 +46,9 @@ def _line(view: dict[str, Any]) -> str:
 @node_root_app.command("add-external")
 def add_external(
     name: Annotated[str, typer.Argument(help="A name for the endpoint (its host id).")],
-    url: Annotated[str, typer.Option("--url", help="Base URL: https://HOST:PORT[/v1].")],
+    url: Annotated[
+        str, typer.Option("--url", help="Base URL: https://HOST:PORT (a trailing /v1 is fine).")
+    ],
     models: Annotated[str, typer.Option("--models", help="Model ids it serves, a,b,...")],
     ca_file: Annotated[
         Path | None, typer.Option("--ca-file", help="CA that signs its TLS certificate.")
