@@ -140,6 +140,9 @@ def test_the_cli_adds_lists_and_removes_an_endpoint(
     listed = runner.invoke(app, ["node", "list-external", "--json", *flags])
     (view,) = json.loads(listed.output)["externals"]
     assert view["external"]["capacity_mb"] == 512 and view["serving"] == ["m"]
+    shown = runner.invoke(app, ["allocator", "status", *flags])
+    assert shown.exit_code == 0, shown.output
+    assert "lab" in shown.output  # the external host is a row of the status
     removed = runner.invoke(app, ["node", "remove-external", "lab", *flags])
     assert removed.exit_code == 0
     again = runner.invoke(app, ["node", "remove-external", "lab", *flags])
