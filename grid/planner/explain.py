@@ -481,7 +481,7 @@ class _Explainer:
         }.get(family, family)
         host = self.problem.snapshot.host(host_id)
         if family == "gpu":  # grid/planner/gpus.py: the replicas placed there hold them
-            detail = f"{refusal_text(self.problem.model_by_id[model_id], [host])}, in use"
+            detail = f"{refusal_text(self.problem.model_by_id[model_id], [host])}, all held"
         return Binding(constraint=family, host_id=host_id, detail=detail)
 
     # -- static wording ------------------------------------------------------------------

@@ -237,3 +237,18 @@ def test_cpsat_places_the_brute_force_maximum_and_both_engines_fit_the_devices(
         assert violations(snap, plan) == []
         if engine == "cpsat":
             assert len(plan.assignments) == best
+
+
+@pytest.mark.parametrize("engine", ["cpsat", "heuristic"])
+def test_devices_held_by_a_higher_priority_replica_are_the_binding_constraint(engine: str) -> None:
+    snap = snapshot(
+        [_gpu_host("gpu-01", [48 * GB] * 2)],
+        [_gpu_model("a", 2, 40, priority=10), _gpu_model("b", 2, 40, priority=5)],
+        {"a": want(1), "b": want(1)},
+    )
+    plan = make_plan(snap, engine=engine, time_limit_s=5)
+    assert [(a.model_id, a.host_id) for a in plan.assignments] == [("a", "gpu-01")]
+    (entry,) = plan.unsatisfied
+    gpu = [b for b in entry.binding if b.constraint == "gpu"]
+    assert gpu and gpu[0].host_id == "gpu-01"
+    assert gpu[0].detail.startswith("needs 2 GPUs of ≥ 40 GB; gpu-01 has 2 of 48 GB")
