@@ -182,7 +182,7 @@ class Host(_Strict):
     # GPUs as the node counts them (docs/snapshot.md "GPUs"): the device count and each
     # device's memory. A bare number for `gpu_memory_mb` means that much on every device.
     gpu_count: Count = Field(default=0, ge=0)
-    gpu_memory_mb: list[MB] = Field(default_factory=list)
+    gpu_memory_mb: list[Annotated[MB, Field(ge=0)]] = Field(default_factory=list, max_length=4096)
 
     @model_validator(mode="before")
     @classmethod

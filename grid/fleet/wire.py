@@ -22,7 +22,7 @@ import base64
 import hashlib
 import hmac
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
@@ -95,7 +95,9 @@ class WireResources(_Tolerant):
     disk_free_mb: int | None = Field(default=None, ge=0, le=1 << 40)
     # GPUs (issue 21): the device count and each device's memory (absent: none reported).
     gpu_count: int = Field(default=0, ge=0, le=64)
-    gpu_memory_mb: list[int] = Field(default_factory=list, max_length=64)
+    gpu_memory_mb: list[Annotated[int, Field(ge=0, le=1 << 30)]] = Field(  # at most 1 PiB
+        default_factory=list, max_length=64
+    )
 
 
 class WireResidency(_Tolerant):

@@ -26,8 +26,7 @@ from grid.node.agent.config import NodeConfig, load_config
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.agent.telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
 from grid.node.artifacts import ArtifactStore
-from grid.node.engines import LlamaCppConfig, LlamaCppSupervisor
-from grid.node.engines.devices import detect_gpu_memory_mb
+from grid.node.engines import LlamaCppConfig, LlamaCppSupervisor, detect_gpu_memory_mb
 from grid.wire import AllocatorClient
 
 log = logging.getLogger("grid.node")

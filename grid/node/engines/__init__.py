@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from grid.node.engines.adapters import LLAMA_CPP, VLLM, EngineAdapter, LaunchSpec, adapter_for
 from grid.node.engines.base import EngineState, EngineStatus, EngineSupervisor, StopResult
 from grid.node.engines.binary import llama_server_binary
+from grid.node.engines.devices import detect_gpu_memory_mb
 from grid.node.engines.discover import find_own_children
 from grid.node.engines.llamacpp import LlamaCppConfig, LlamaCppSupervisor
 from grid.node.engines.probes import Activity, ActivityState
@@ -38,6 +39,7 @@ __all__ = [
     "LlamaCppSupervisor",
     "StopResult",
     "adapter_for",
+    "detect_gpu_memory_mb",
     "find_own_children",
     "identity_mismatch",
     "is_alive",
