@@ -27,6 +27,7 @@ import typer
 from grid.api.settings import config_path as config_path_of_controller
 from grid.api.settings import default_state_dir, load_settings
 from grid.cli.allocator_cmd import write_credential_file
+from grid.cli.engine_flags import engine_overrides
 from grid.cli.hints import NODE_TOKEN_ENV, default_node_dir, serves_controller, with_dirs
 from grid.cli.text import local_time
 from grid.fleet.errors import GridError
@@ -258,6 +259,28 @@ def start(
             "--ca-file", help="CA that verifies an https controller (default: the system store)."
         ),
     ] = None,
+    threads: Annotated[
+        int | None, typer.Option("--threads", min=1, help="Engine threads (node default).")
+    ] = None,
+    context: Annotated[
+        int | None, typer.Option("--context", min=64, help="Engine context tokens (default).")
+    ] = None,
+    llama_server: Annotated[
+        Path | None, typer.Option("--llama-server", help="llama-server binary of this host.")
+    ] = None,
+    runtime: Annotated[
+        list[str] | None, typer.Option("--runtime", help="Runtime offered (repeat).")
+    ] = None,
+    gpu_memory_mb: Annotated[
+        list[int] | None, typer.Option("--gpu-memory-mb", min=0, help="One GPU's MB (repeat).")
+    ] = None,
+    engine_override: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--engine-override",
+            help="MODEL:KEY=VALUE over the profile's engine settings (MODEL may be *; repeat).",
+        ),
+    ] = None,
 ) -> None:
     """Start this machine's node agent in the background (does nothing if it already runs).
 
@@ -309,6 +332,12 @@ def start(
         ("telemetry", telemetry),
         ("advertise_address", advertise_address),
         ("ca_file", str(ca_file.expanduser().absolute()) if ca_file else None),
+        ("engine_threads", threads),
+        ("engine_context", context),
+        ("llama_server", str(llama_server.expanduser().absolute()) if llama_server else None),
+        ("runtimes", runtime),
+        ("gpu_memory_mb", gpu_memory_mb),
+        ("engine_overrides", engine_overrides(engine_override, existing)),
     ):
         if value is not None:
             updates[key] = value
@@ -405,6 +434,7 @@ def status(node_dir: NodeDirOpt = None, as_json: JsonOpt = False) -> None:
         typer.echo(
             f"  {row.model_id}: {row.state} {row.memory_mb} MB"
             + (f" pid {row.pid} port {row.port}" if row.pid else "")
+            + (f" {row.runtime or ''} {json.dumps(row.settings)}" if row.settings else "")
         )
     for receipt in agent.receipts[-5:]:
         typer.echo(
