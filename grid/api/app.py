@@ -8,6 +8,7 @@ from fastapi import FastAPI
 
 from grid import __version__
 from grid.api import (
+    relay_route,
     routes_allocator,
     routes_enroll,
     routes_evaluations,
@@ -19,6 +20,8 @@ from grid.api.auth import Credentials
 from grid.api.errors import install_error_handlers
 from grid.api.limits import BodyLimit
 from grid.api.proxy_state import ProxyState
+from grid.api.relay import RelayHub
+from grid.api.relay_dial import Dialer
 from grid.api.settling import RouteWindow
 from grid.router.breaker import BreakerPolicy
 from grid.runtime.controller.service import ControllerService
@@ -41,9 +44,11 @@ def create_app(
     )
     app.state.service = service
     app.state.credentials = credentials
-    app.state.proxy = ProxyState(
-        breaker
-    )  # in memory only: circuits and measurements die with the app
+    # The relay: each node's tunnel (grid/api/relay.py); the router sends relay routes down it.
+    app.state.relay = RelayHub()
+    app.state.dialer = Dialer(app.state.relay)
+    # In memory only: circuits and measurements die with the app.
+    app.state.proxy = ProxyState(breaker, connected=app.state.relay.connected)
     app.state.route_window = RouteWindow()  # the first heartbeats after a start (settling.py)
     install_error_handlers(app)
     app.add_middleware(BodyLimit)  # before authentication and parsing: see limits.py
@@ -53,6 +58,7 @@ def create_app(
     app.include_router(routes_evaluations.router)
     app.include_router(routes_metrics.router)
     app.include_router(routes_openai.router)
+    app.include_router(relay_route.router)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, Any]:

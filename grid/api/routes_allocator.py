@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Path, Query
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from grid.api.auth import DEFAULT_NODE_TTL_S, MAX_NODE_TTL_S, Credentials
@@ -44,9 +44,14 @@ class CredentialRequest(BaseModel):
 
 @router.get("/status")
 def get_status(
-    service: Service, history: Annotated[int, Query(ge=0, le=512)] = 50
+    request: Request, service: Service, history: Annotated[int, Query(ge=0, le=512)] = 50
 ) -> dict[str, Any]:
-    return status_document(service.controller, service.clock(), history=history)
+    now = service.clock()
+    doc = status_document(service.controller, now, history=history)
+    # The router's side (docs/addressing.md "Relay"): live tunnels, each route's last failure.
+    doc["relay"] = request.app.state.relay.describe(now)
+    doc["route_failures"] = request.app.state.proxy.failure_rows()
+    return doc
 
 
 @router.put("/models/{model_id}", dependencies=admin)
