@@ -12,11 +12,13 @@ from grid.api import (
     routes_allocator,
     routes_enroll,
     routes_evaluations,
+    routes_keys,
     routes_metrics,
     routes_nodes,
     routes_openai,
 )
 from grid.api.auth import Credentials
+from grid.api.client_keys import ClientKeyGate, ClientKeys
 from grid.api.errors import install_error_handlers
 from grid.api.limits import BodyLimit
 from grid.api.proxy_state import ProxyState
@@ -33,6 +35,7 @@ def create_app(
     *,
     instance: str = "",
     breaker: BreakerPolicy | None = None,
+    client_keys: ClientKeys | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="Grid allocator controller",
@@ -52,6 +55,10 @@ def create_app(
     app.state.route_window = RouteWindow()  # the first heartbeats after a start (settling.py)
     install_error_handlers(app)
     app.add_middleware(BodyLimit)  # before authentication and parsing: see limits.py
+    # /v1 needs a client key (or open access); outermost, so a refused request is never read.
+    keys = client_keys or ClientKeys(None, operator_token=credentials.operator_token)
+    app.state.client_keys = keys
+    app.add_middleware(ClientKeyGate, keys=keys, clock=service.clock)
     app.include_router(routes_nodes.router)
     app.include_router(routes_allocator.router)
     app.include_router(routes_enroll.router)
@@ -59,6 +66,7 @@ def create_app(
     app.include_router(routes_metrics.router)
     app.include_router(routes_openai.router)
     app.include_router(relay_route.router)
+    app.include_router(routes_keys.router)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, Any]:

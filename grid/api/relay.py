@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from grid.wire.tunnel import (
+from grid.wire import (
     Kind,
     RequestHead,
     ResponseHead,

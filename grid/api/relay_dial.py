@@ -24,9 +24,8 @@ from typing import Protocol
 import httpx
 
 from grid.api.relay import RelayHub, UpstreamError
-from grid.router import Route
-from grid.router.routes import transport_refusal
-from grid.wire.tunnel import RequestHead
+from grid.router import Route, transport_refusal
+from grid.wire import RequestHead
 
 UPSTREAM_TIMEOUT = httpx.Timeout(connect=5.0, read=600.0, write=60.0, pool=5.0)
 READ_TIMEOUT_S = 600.0

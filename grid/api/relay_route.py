@@ -20,7 +20,7 @@ from grid.api.deps import node_identity
 from grid.api.relay import RelayHub, RelaySession
 from grid.fleet.errors import GridError
 from grid.fleet.wire import NODE_HEADER
-from grid.wire.tunnel import RELAY_PATH
+from grid.wire import RELAY_PATH
 
 log = logging.getLogger("grid.relay")
 router = APIRouter(tags=["relay"])

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from grid.api.auth import DEFAULT_NODE_TTL_S, MAX_NODE_TTL_S, Credentials
 from grid.api.deps import Service, get_credentials, require_operator
+from grid.api.routes_keys import keys_document
 from grid.demand import parse_observation
 from grid.fleet.errors import GridError
 from grid.runtime.controller.status import status_document
@@ -51,6 +52,7 @@ def get_status(
     # The router's side (docs/addressing.md "Relay"): live tunnels, each route's last failure.
     doc["relay"] = request.app.state.relay.describe(now)
     doc["route_failures"] = request.app.state.proxy.failure_rows()
+    doc["client_keys"] = keys_document(request.app.state.client_keys)
     return doc
 
 

@@ -34,8 +34,7 @@ import httpx
 
 from grid.fleet.errors import GridError
 from grid.fleet.wire import NODE_HEADER
-from grid.wire.client import client_verify, is_loopback
-from grid.wire.tunnel import (
+from grid.wire import (
     CHUNK_BYTES,
     MAX_FRAME_BYTES,
     RELAY_PATH,
@@ -48,6 +47,7 @@ from grid.wire.tunnel import (
     parse,
     split_request,
 )
+from grid.wire.client import client_verify, is_loopback
 
 log = logging.getLogger("grid.node.tunnel")
 
