@@ -72,7 +72,9 @@ def register(server: ControllerProcess, host_id: str, port: int, token: str) -> 
         node.put_node(f"{host_id}.allocator", NodeUpdate.model_validate(body))
 
 
-def tunnel_for(server: ControllerProcess, host_id: str, engine: FakeEngine, token: str) -> RelayTunnel:
+def tunnel_for(
+    server: ControllerProcess, host_id: str, engine: FakeEngine, token: str
+) -> RelayTunnel:
     base = f"http://127.0.0.1:{engine.port}"
 
     def resolve(model_id: str, port: int) -> str | None:
