@@ -265,3 +265,64 @@ def test_a_node_that_presents_a_bad_credential_keeps_retrying_and_routes_nothing
         assert fake.requests == []
     finally:
         tunnel.stop()
+
+
+def test_breaker_affinity_and_observations_work_through_the_tunnel(
+    server: ControllerProcess,
+) -> None:
+    engines = [FakeEngine(ENGINE_KEY, f"engine-{i}").start() for i in range(2)]
+    tunnels = []
+    try:
+        for index, engine in enumerate(engines):
+            host = f"relay-h{index}"
+            token = mint(server, host)
+            register(server, host, engine.port, token)
+            tunnels.append(tunnel_for(server, host, engine, token))
+            tunnels[-1].start()
+        wait_for(lambda: all(t.connected for t in tunnels), 10, "both tunnels")
+        wait_for(lambda: {"relay-h0", "relay-h1"} <= set(relay_rows(server)), 10, "both at the hub")
+        # Affinity: one key keeps landing on one engine (rendezvous over equal estimates).
+        served = set()
+        for _ in range(6):
+            reply = httpx.post(
+                f"{server.url}/v1/chat/completions",
+                json={"model": MODEL, "messages": [{"role": "user", "content": "a"}]},
+                headers={"X-Grid-Affinity-Key": "conversation-17"},
+                timeout=20,
+                trust_env=False,
+            )
+            assert reply.status_code == 200
+            served.add(reply.headers["x-grid-served-by"])
+        assert len(served) == 1
+        # The breaker: the sticky engine fails twice (failures_to_open 2) and its circuit opens;
+        # the next request goes to the other host's tunnel.
+        [sticky] = served
+        failing = engines[int(sticky[-1])]
+        failing.mode = "500"
+        codes = []
+        for _ in range(2):
+            codes.append(
+                httpx.post(
+                    f"{server.url}/v1/chat/completions",
+                    json={"model": MODEL, "messages": [{"role": "user", "content": "a"}]},
+                    headers={"X-Grid-Affinity-Key": "conversation-17"},
+                    timeout=20,
+                    trust_env=False,
+                ).status_code
+            )
+        assert codes == [500, 500]
+        after = chat(server)
+        assert after.status_code == 200 and after.headers["x-grid-served-by"] != sticky
+
+        # Observations: the relayed requests are demand for the model.
+        def rpm() -> float:
+            with server.public() as client:
+                forecast = client.status(history=0)["forecasts"].get(MODEL, {})
+            return float(forecast.get("rpm", 0))
+
+        wait_for(lambda: rpm() > 0, 10, "the relayed requests as demand", 0.1)
+    finally:
+        for tunnel in tunnels:
+            tunnel.stop()
+        for engine in engines:
+            engine.stop()
