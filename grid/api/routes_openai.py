@@ -18,6 +18,7 @@ tracker, best effort, after the response is sent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable
@@ -57,6 +58,7 @@ router = APIRouter(prefix="/v1", tags=["openai"])
 
 AFFINITY_HEADER = "X-Grid-Affinity-Key"
 T = TypeVar("T")
+CLIENT_CLOSED = 499  # nginx's "client closed request": nobody reads it, the log shows it
 ENGINE_FAILURES = frozenset({BreakerOutcome.FAILURE, BreakerOutcome.RATE_LIMITED})
 
 
@@ -235,7 +237,10 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
         )
     except UpstreamError as exc:
         return _transport_failure(proxy, chosen, service, facts, started, exc)
-    except BaseException:  # a client that left, or any surprise: free the route, count nothing
+    except ClientLeft:  # the engine request was cancelled with it: free the route, count nothing
+        proxy.abandon(chosen, service.clock())
+        return Response(status_code=CLIENT_CLOSED)
+    except BaseException:  # any surprise: free the route, count nothing
         proxy.abandon(chosen, service.clock())
         raise
     if facts.stream and 200 <= reply.status_code < 300:
@@ -244,6 +249,9 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
         content = await _until_disconnect(request, _read_bounded(reply))
     except UpstreamError as exc:
         return _transport_failure(proxy, chosen, service, facts, started, exc)
+    except ClientLeft:
+        proxy.abandon(chosen, service.clock())
+        return Response(status_code=CLIENT_CLOSED)
     except BaseException:
         proxy.abandon(chosen, service.clock())
         raise
@@ -286,11 +294,15 @@ async def _until_disconnect(request: Request, work: Awaitable[T]) -> T:
     watcher = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
+    except BaseException:  # this request itself is being cancelled: so is its work
         watcher.cancel()
-        if not task.done():
-            task.cancel()
-    if task.cancelled():
+        task.cancel()
+        raise
+    watcher.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task  # let the cancellation run (over the relay it sends the CANCEL)
         raise ClientLeft()
     return task.result()
 

@@ -5,12 +5,15 @@ the engine key like llama-server's --api-key-file does, and answers in the mode 
 "ok" (a JSON chat completion with usage), "sse" (a streamed completion with final usage),
 "500", "429", "400" (status-only answers), "drop" (closes the connection without answering) or
 "slow_sse" (a long stream, one event every `delay_s`: `aborted` is set when its reader went away
-before the end). With `tls=(cert, key)` it serves HTTPS (an external endpoint).
+before the end) or "slow_json" (a JSON answer after `delay_s`, sooner `aborted` when the client
+closes the connection first). With `tls=(cert, key)` it serves HTTPS (an external endpoint).
 """
 
 from __future__ import annotations
 
 import json
+import select
+import socket
 import ssl
 import threading
 import time
@@ -75,6 +78,8 @@ class FakeEngine:
                 mode = engine.mode
                 if mode == "slow_sse":
                     return self._slow_sse()
+                if mode == "slow_json":
+                    return self._slow_json()
                 time.sleep(engine.delay_s)
                 if mode == "drop":
                     self.close_connection = True
@@ -117,6 +122,16 @@ class FakeEngine:
                 except OSError:  # the reader closed the connection: the work stops here
                     engine.aborted.set()
                     self.close_connection = True
+
+            def _slow_json(self) -> None:
+                deadline = time.monotonic() + engine.delay_s
+                while time.monotonic() < deadline:
+                    ready, _, _ = select.select([self.connection], [], [], 0.05)
+                    if ready and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                        engine.aborted.set()  # the client closed its connection: stop here
+                        self.close_connection = True
+                        return None
+                return self._json(200, {"choices": [{"message": {"content": "late"}}]})
 
             def _sse(self) -> None:
                 self.send_response(200)

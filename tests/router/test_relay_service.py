@@ -185,6 +185,19 @@ def test_a_client_that_leaves_cancels_the_engine_request(
         # The route was freed (no request counted in flight): the next request is served.
         fake.mode = "ok"
         assert chat(server).status_code == 200
+        # Not streaming: a client that gives up also closes the node's engine connection.
+        fake.aborted.clear()
+        fake.mode, fake.delay_s = "slow_json", 20.0
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(
+                f"{server.url}/v1/chat/completions",
+                json={"model": MODEL, "messages": [{"role": "user", "content": "x"}]},
+                timeout=1.5,
+                trust_env=False,
+            )
+        assert fake.aborted.wait(8.0), "the engine request outlived its client"
+        fake.mode, fake.delay_s = "ok", 0.0
+        assert chat(server).status_code == 200
     finally:
         tunnel.stop()
 
