@@ -195,23 +195,56 @@ class ProxyState:
         max_tokens: int | None,
     ) -> Upstream | RouteRefusal:
         with self._lock:
-            routes, keys = _routes(ctl, self._active, model_id, self._live(now))
-            decision = choose_route(
-                routes,
-                model_id,
-                now,
-                lease_ttl_s=ctl.config.node_ttl_s,
-                affinity=affinity,
-                breakers=self.breakers,
-                measurements=self.measurements,
-                max_tokens=max_tokens,
-            )
-            if isinstance(decision, RouteRefusal):
-                return decision
-            route = decision.route
-            self._active[route.breaker_key] += 1
-            self.breakers.begin(route.breaker_key, now)
-            return Upstream(route, keys.get(route.host_id), decision.by_affinity)
+            return self._choose_locked(ctl, model_id, now, affinity, max_tokens)
+
+    def try_choose(
+        self,
+        ctl: Controller,
+        model_id: str,
+        now: float,
+        *,
+        affinity: AffinityKey | None,
+        max_tokens: int | None,
+    ) -> Upstream | RouteRefusal | None:
+        """`choose` when neither lock is held by anyone (so the event loop may call it without
+        waiting); None when one is, and the caller takes the worker-thread path instead."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if not ctl.lock.acquire(blocking=False):
+                return None
+            try:
+                return self._choose_locked(ctl, model_id, now, affinity, max_tokens)
+            finally:
+                ctl.lock.release()
+        finally:
+            self._lock.release()
+
+    def _choose_locked(
+        self,
+        ctl: Controller,
+        model_id: str,
+        now: float,
+        affinity: AffinityKey | None,
+        max_tokens: int | None,
+    ) -> Upstream | RouteRefusal:
+        routes, keys = _routes(ctl, self._active, model_id, self._live(now))
+        decision = choose_route(
+            routes,
+            model_id,
+            now,
+            lease_ttl_s=ctl.config.node_ttl_s,
+            affinity=affinity,
+            breakers=self.breakers,
+            measurements=self.measurements,
+            max_tokens=max_tokens,
+        )
+        if isinstance(decision, RouteRefusal):
+            return decision
+        route = decision.route
+        self._active[route.breaker_key] += 1
+        self.breakers.begin(route.breaker_key, now)
+        return Upstream(route, keys.get(route.host_id), decision.by_affinity)
 
     def choose_auto(
         self,

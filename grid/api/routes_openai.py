@@ -200,11 +200,17 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
     else:
 
         async def choose() -> Upstream | RouteRefusal:
+            now = service.clock()
+            quick = proxy.try_choose(
+                ctl, facts.model_id, now, affinity=affinity, max_tokens=facts.max_tokens
+            )
+            if quick is not None:  # no lock was held: chosen here, without a thread hop
+                return quick
             return await run_in_threadpool(
                 proxy.choose,
                 ctl,
                 facts.model_id,
-                service.clock(),
+                now,
                 affinity=affinity,
                 max_tokens=facts.max_tokens,
             )

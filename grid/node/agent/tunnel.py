@@ -55,6 +55,7 @@ log = logging.getLogger("grid.node.tunnel")
 Resolver = Callable[[str, int], str | None]
 ENGINE_TIMEOUT = httpx.Timeout(connect=5.0, read=600.0, write=60.0, pool=30.0)
 STABLE_AFTER_S = 10.0  # a tunnel open this long resets the backoff
+RESOLVE_TTL_S = 1.0  # how long a ready engine's address is reused without asking again
 
 
 @dataclass
@@ -150,6 +151,7 @@ class RelayTunnel:
         self.last_error = ""
         self.connects = 0
         self.requests = 0
+        self._resolved: dict[tuple[str, int], tuple[float, str]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -260,6 +262,20 @@ class RelayTunnel:
                 for task in list(tasks.values()):
                     task.cancel()
 
+    async def _engine(self, model_id: str, port: int) -> str | None:
+        """The engine's base URL: the supervisor's answer (on a worker thread: it takes the
+        supervisor's lock), remembered for RESOLVE_TTL_S so a busy tunnel asks once a second."""
+        now = time.monotonic()
+        cached = self._resolved.get((model_id, port))
+        if cached is not None and now - cached[0] < RESOLVE_TTL_S:
+            return cached[1]
+        base = await asyncio.to_thread(self._resolve, model_id, port)
+        if base is not None:
+            if len(self._resolved) > 256:
+                self._resolved.clear()
+            self._resolved[(model_id, port)] = (now, base)
+        return base
+
     async def _serve(
         self,
         http: httpx.AsyncClient,
@@ -271,7 +287,7 @@ class RelayTunnel:
         if not engine_path_allowed(head.method, head.path):
             await send(error_frame(stream, "engine_path_refused", "not an engine API path"))
             return
-        base = await asyncio.to_thread(self._resolve, head.model_id, head.port)
+        base = await self._engine(head.model_id, head.port)
         if base is None:
             await send(
                 error_frame(
