@@ -13,11 +13,13 @@ run, against the same real llama-server child:
   baseline;
 - relay: to the controller's /v1 (TLS, client key), which routes it down the node's tunnel.
 
-Per concurrency level, each round runs `--requests` requests per path with that many client
-threads, the two paths alternating first from round to round (so drift on a shared machine hits
-both alike). It prints p50 and p95 latency per path, and the overhead (relay - direct) in ms and
-as a percentage of the direct figure. Prints figures only; asserts nothing. The goal it is read
-against: overhead <= 5% of direct at concurrency 8 (p50 and p95) and <= 10 ms p50 at 1.
+Per concurrency level C it sends waves of C simultaneous requests (C client threads), one path
+per wave, the paths alternating wave by wave (`--requests` / C waves per path per round, times
+`--rounds`), so drift on a shared machine hits both alike. It prints p50 and p95 latency per
+path, the overhead (relay - direct) in ms and as a percentage of the direct figure, and the
+median of the paired differences of back-to-back waves (`paired`). Prints figures only;
+asserts nothing. The goal it is read against: overhead <= 5% of direct at concurrency 8 (p50
+and p95) and <= 10 ms p50 at concurrency 1.
 """
 
 from __future__ import annotations
@@ -119,14 +121,19 @@ def measure(fleet: dict[str, Any], key: str, concurrency: int) -> dict[str, Any]
     direct, client_name = _sender(engine_url, fleet["engine_key"], False, concurrency)
     relay, _ = _sender(router_url, key, ca, concurrency)
     samples: dict[str, list[float]] = {"direct": [], "relay": []}
+    paired: list[float] = []  # relay - direct of back-to-back waves (drift cancels out)
     _run(direct, concurrency, concurrency)  # warm both paths' connections
     _run(relay, concurrency, concurrency)
-    for round_index in range(ARGS.rounds):
-        order = ["direct", "relay"] if round_index % 2 == 0 else ["relay", "direct"]
+    waves = max(1, ARGS.requests // concurrency) * ARGS.rounds
+    for wave in range(waves):
+        order = ["direct", "relay"] if wave % 2 == 0 else ["relay", "direct"]
+        medians: dict[str, float] = {}
         for path in order:
-            send = direct if path == "direct" else relay
-            samples[path] += _run(send, ARGS.requests, concurrency)
-    row: dict[str, Any] = {"concurrency": concurrency, "client": client_name}
+            values = _run(direct if path == "direct" else relay, concurrency, concurrency)
+            samples[path] += values
+            medians[path] = statistics.median(values)
+        paired.append(medians["relay"] - medians["direct"])
+    row: dict[str, Any] = {"concurrency": concurrency, "client": client_name, "waves": waves}
     for path, values in samples.items():
         row[path] = {
             "n": len(values),
@@ -137,6 +144,7 @@ def measure(fleet: dict[str, Any], key: str, concurrency: int) -> dict[str, Any]
         base, via = row["direct"][q], row["relay"][q]
         row[f"overhead_{q}"] = round(via - base, 2)
         row[f"overhead_{q[:3]}_pct"] = round(100.0 * (via - base) / base, 2) if base else None
+    row["paired_overhead_ms"] = round(statistics.median(paired), 2)
     return row
 
 
@@ -198,7 +206,7 @@ def main() -> int:
           f"max_tokens {ARGS.max_tokens}, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     print(f"client: {rows[0]['client'] if rows else '-'}")
     head = f"{'conc':>4} {'direct p50':>10} {'relay p50':>10} {'+ms':>7} {'+%':>6}"
-    head += f" {'direct p95':>10} {'relay p95':>10} {'+ms':>7} {'+%':>6}"
+    head += f" {'direct p95':>10} {'relay p95':>10} {'+ms':>7} {'+%':>6} {'paired':>7}"
     print(head)
     for row in rows:
         d, r = row["direct"], row["relay"]
@@ -206,7 +214,8 @@ def main() -> int:
             f"{row['concurrency']:>4} {d['p50_ms']:>10.1f} {r['p50_ms']:>10.1f} "
             f"{row['overhead_p50_ms']:>7.1f} {row['overhead_p50_pct']:>6.1f} "
             f"{d['p95_ms']:>10.1f} {r['p95_ms']:>10.1f} "
-            f"{row['overhead_p95_ms']:>7.1f} {row['overhead_p95_pct']:>6.1f}"
+            f"{row['overhead_p95_ms']:>7.1f} {row['overhead_p95_pct']:>6.1f} "
+            f"{row['paired_overhead_ms']:>7.1f}"
         )
     return 0
 
