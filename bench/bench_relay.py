@@ -17,9 +17,11 @@ Per concurrency level C it sends waves of C simultaneous requests (C client thre
 per wave, the paths alternating wave by wave (`--requests` / C waves per path per round, times
 `--rounds`), so drift on a shared machine hits both alike. It prints p50 and p95 latency per
 path, the overhead (relay - direct) in ms and as a percentage of the direct figure, and the
-median of the paired differences of back-to-back waves (`paired`). Prints figures only;
-asserts nothing. The goal it is read against: overhead <= 5% of direct at concurrency 8 (p50
-and p95) and <= 10 ms p50 at concurrency 1.
+median of the paired differences of back-to-back waves (`paired`), and the CPU the controller
+and node agent spend per relayed request (`cpu ms`: their CPU during the relay waves less
+during the direct waves, per relayed request), the part of the overhead no load changes.
+Prints figures only; asserts nothing. The goal it is read against: overhead <= 5% of direct
+at concurrency 8 (p50 and p95) and <= 10 ms p50 at concurrency 1.
 """
 
 from __future__ import annotations
@@ -104,6 +106,17 @@ def _sender(base_url: str, key: str, verify: ssl.SSLContext | bool, threads: int
     return send_sdk, f"openai {openai.__version__}"
 
 
+def _cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds the processes used so far (the controller and node agents)."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        times = psutil.Process(pid).cpu_times()
+        total += times.user + times.system
+    return total
+
+
 def _run(send: Callable[[], None], requests: int, threads: int) -> list[float]:
     def one(_index: int) -> float:
         started = time.perf_counter()
@@ -122,6 +135,7 @@ def measure(fleet: dict[str, Any], key: str, concurrency: int) -> dict[str, Any]
     relay, _ = _sender(router_url, key, ca, concurrency)
     samples: dict[str, list[float]] = {"direct": [], "relay": []}
     paired: list[float] = []  # relay - direct of back-to-back waves (drift cancels out)
+    cpu = {"direct": 0.0, "relay": 0.0}  # Grid's processes' CPU during each path's waves
     _run(direct, concurrency, concurrency)  # warm both paths' connections
     _run(relay, concurrency, concurrency)
     waves = max(1, ARGS.requests // concurrency) * ARGS.rounds
@@ -129,7 +143,9 @@ def measure(fleet: dict[str, Any], key: str, concurrency: int) -> dict[str, Any]
         order = ["direct", "relay"] if wave % 2 == 0 else ["relay", "direct"]
         medians: dict[str, float] = {}
         for path in order:
+            before = _cpu_s(fleet["pids"])
             values = _run(direct if path == "direct" else relay, concurrency, concurrency)
+            cpu[path] += _cpu_s(fleet["pids"]) - before
             samples[path] += values
             medians[path] = statistics.median(values)
         paired.append(medians["relay"] - medians["direct"])
@@ -145,6 +161,10 @@ def measure(fleet: dict[str, Any], key: str, concurrency: int) -> dict[str, Any]
         row[f"overhead_{q}"] = round(via - base, 2)
         row[f"overhead_{q[:3]}_pct"] = round(100.0 * (via - base) / base, 2) if base else None
     row["paired_overhead_ms"] = round(statistics.median(paired), 2)
+    # The relay's own cost, whatever the machine's load: CPU the controller and node agent
+    # spent per relayed request, less what they spend anyway (during the direct waves).
+    count = len(samples["relay"])
+    row["grid_cpu_ms_per_request"] = round(1000.0 * (cpu["relay"] - cpu["direct"]) / count, 2)
     return row
 
 
@@ -159,7 +179,10 @@ def start_fleet(env: dict[str, str]) -> dict[str, Any]:
     addresses = {h["host_id"]: h["address"] for h in doc["hosts"]}
     run_dir = Path(doc["run_dir"])
     key_file = run_dir / "nodes" / node["host_id"] / "engines" / "engine.keys"
+    pid_files = [run_dir / "controller" / "server.pid"]
+    pid_files += [run_dir / "nodes" / n["host_id"] / "agent.pid" for n in doc["nodes"]]
     return {
+        "pids": [int(json.loads(p.read_text())["pid"]) for p in pid_files],
         "controller_url": doc["controller_url"],
         "ca_file": doc["ca_file"],
         "run_dir": str(run_dir),
@@ -207,6 +230,7 @@ def main() -> int:
     print(f"client: {rows[0]['client'] if rows else '-'}")
     head = f"{'conc':>4} {'direct p50':>10} {'relay p50':>10} {'+ms':>7} {'+%':>6}"
     head += f" {'direct p95':>10} {'relay p95':>10} {'+ms':>7} {'+%':>6} {'paired':>7}"
+    head += f" {'cpu ms':>7}"
     print(head)
     for row in rows:
         d, r = row["direct"], row["relay"]
@@ -215,7 +239,7 @@ def main() -> int:
             f"{row['overhead_p50_ms']:>7.1f} {row['overhead_p50_pct']:>6.1f} "
             f"{d['p95_ms']:>10.1f} {r['p95_ms']:>10.1f} "
             f"{row['overhead_p95_ms']:>7.1f} {row['overhead_p95_pct']:>6.1f} "
-            f"{row['paired_overhead_ms']:>7.1f}"
+            f"{row['paired_overhead_ms']:>7.1f} {row['grid_cpu_ms_per_request']:>7.2f}"
         )
     return 0
 
