@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from grid.api.limits import send_json
 from grid.api.openai_errors import openai_body
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
@@ -274,16 +275,5 @@ async def _refuse(send: Send, presented: bool) -> None:
         "send Authorization: Bearer <key>; an operator issues one with "
         "`grid allocator key create NAME`"
     )
-    body = json.dumps(openai_body(401, code, message, fix)).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b"Bearer"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    doc = openai_body(401, code, message, fix)
+    await send_json(send, 401, doc, [(b"www-authenticate", b"Bearer")])

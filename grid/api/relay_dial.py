@@ -25,7 +25,7 @@ import httpx
 
 from grid.api.relay import RelayHub, UpstreamError
 from grid.router import Route, transport_refusal
-from grid.wire import RequestHead
+from grid.wire import RequestHead, cause_of
 
 UPSTREAM_TIMEOUT = httpx.Timeout(connect=5.0, read=600.0, write=60.0, pool=5.0)
 READ_TIMEOUT_S = 600.0
@@ -41,20 +41,9 @@ class EngineReply(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _tls_failure(exc: BaseException) -> ssl.SSLError | None:
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            return None
-        if isinstance(seen, ssl.SSLError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
 def upstream_error(exc: httpx.HTTPError, route: Route) -> UpstreamError:
     """What an httpx failure on a direct hop means, as a stable code."""
-    tls = _tls_failure(exc)
+    tls = cause_of(exc, ssl.SSLError)
     if tls is not None:
         reason = getattr(tls, "verify_message", None) or tls.reason or type(tls).__name__
         return UpstreamError(

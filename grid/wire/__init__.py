@@ -8,6 +8,7 @@ from __future__ import annotations
 from grid.wire.client import (
     DEFAULT_TIMEOUT_S,
     AllocatorClient,
+    cause_of,
     client_verify,
     is_loopback,
     transport_refusal,
@@ -39,6 +40,7 @@ __all__ = [
     "Kind",
     "RequestHead",
     "ResponseHead",
+    "cause_of",
     "client_verify",
     "engine_path_allowed",
     "error_frame",

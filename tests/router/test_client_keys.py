@@ -39,20 +39,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerProce
     write_settings(process.state_dir, process.settings)
     process.start()
     engine = FakeEngine(ENGINE_KEY, "keyed-engine").start()
-    body: dict[str, Any] = {
-        "role": "allocator",
-        "host_id": "host-k",
-        "resources": {"capacity_mb": 16384},
-        "allocator": {
-            "schema_version": 1,
-            "residencies": [{"model_id": MODEL, "memory_mb": 200, "state": "ready"}],
-            "routes": [{"model_id": MODEL, "port": engine.port}],
-            "engine_key": ENGINE_KEY,
-        },
-        "request_commands": False,
-    }
-    with AllocatorClient(process.url, node_token=mint(process, "host-k")) as node:
-        node.put_node("host-k.allocator", NodeUpdate.model_validate(body))
+    process.engine_port = engine.port  # type: ignore[attr-defined]
+    beat(process)
     with process.admin() as admin:
         admin.put_model(MODEL, {"memory_mb": 200, "max_replicas": 2})
     try:
@@ -60,6 +48,24 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerProce
     finally:
         engine.stop()
         process.stop()
+
+
+def beat(process: ControllerProcess) -> None:
+    """A heartbeat of the host serving MODEL (its lease is short in the test controller)."""
+    body: dict[str, Any] = {
+        "role": "allocator",
+        "host_id": "host-k",
+        "resources": {"capacity_mb": 16384},
+        "allocator": {
+            "schema_version": 1,
+            "residencies": [{"model_id": MODEL, "memory_mb": 200, "state": "ready"}],
+            "routes": [{"model_id": MODEL, "port": process.engine_port}],  # type: ignore[attr-defined]
+            "engine_key": ENGINE_KEY,
+        },
+        "request_commands": False,
+    }
+    with AllocatorClient(process.url, node_token=mint(process, "host-k")) as node:
+        node.put_node("host-k.allocator", NodeUpdate.model_validate(body))
 
 
 def grid_cli(server: ControllerProcess, *args: str) -> subprocess.CompletedProcess[str]:
@@ -103,6 +109,7 @@ def test_v1_needs_a_key_issued_once_stored_hashed_counted_and_revocable(
     assert again.returncode == 2 and "client_key_exists" in again.stderr
 
     openai = pytest.importorskip("openai")
+    beat(server)
     sdk = openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0)
     assert MODEL in [m.id for m in sdk.models.list().data]
     answer = sdk.chat.completions.create(
@@ -114,6 +121,7 @@ def test_v1_needs_a_key_issued_once_stored_hashed_counted_and_revocable(
         wrong.models.list()
 
     # The operator capability works too, and is counted as the operator.
+    beat(server)
     assert chat(server, server.settings.operator_token).status_code == 200
 
     listed = json.loads(grid_cli(server, "allocator", "key", "list", "--json").stdout)
@@ -131,6 +139,7 @@ def test_v1_needs_a_key_issued_once_stored_hashed_counted_and_revocable(
 
     revoked = grid_cli(server, "allocator", "key", "revoke", "team-a")
     assert revoked.returncode == 0, revoked.stderr
+    beat(server)
     assert chat(server, key).json()["error"]["code"] == "invalid_client_key"
     table = grid_cli(server, "allocator", "key", "list").stdout
     assert "team-a" in table
@@ -143,6 +152,7 @@ def test_v1_needs_a_key_issued_once_stored_hashed_counted_and_revocable(
     assert wrote.returncode == 0 and "gk1_" not in wrote.stdout
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_")}
+    beat(server)
     said = subprocess.run(
         [sys.executable, "-m", "grid", "chat", "-m", MODEL, "hi", "--grid", server.url,
          "--api-key-file", str(key_file)],

@@ -101,6 +101,16 @@ def chat(server: ControllerProcess, **extra: Any) -> httpx.Response:
     )
 
 
+def sticky_chat(server: ControllerProcess) -> httpx.Response:
+    return httpx.post(
+        f"{server.url}/v1/chat/completions",
+        json={"model": MODEL, "messages": [{"role": "user", "content": "a"}]},
+        headers={"X-Grid-Affinity-Key": "conversation-17"},
+        timeout=20,
+        trust_env=False,
+    )
+
+
 def relay_rows(server: ControllerProcess) -> dict[str, dict[str, Any]]:
     with server.public() as client:
         return {r["host_id"]: r for r in client.status(history=0)["relay"]}
@@ -297,13 +307,7 @@ def test_breaker_affinity_and_observations_work_through_the_tunnel(
         # Affinity: one key keeps landing on one engine (rendezvous over equal estimates).
         served = set()
         for _ in range(6):
-            reply = httpx.post(
-                f"{server.url}/v1/chat/completions",
-                json={"model": MODEL, "messages": [{"role": "user", "content": "a"}]},
-                headers={"X-Grid-Affinity-Key": "conversation-17"},
-                timeout=20,
-                trust_env=False,
-            )
+            reply = sticky_chat(server)
             assert reply.status_code == 200
             served.add(reply.headers["x-grid-served-by"])
         assert len(served) == 1
@@ -312,18 +316,7 @@ def test_breaker_affinity_and_observations_work_through_the_tunnel(
         [sticky] = served
         failing = engines[int(sticky[-1])]
         failing.mode = "500"
-        codes = []
-        for _ in range(2):
-            codes.append(
-                httpx.post(
-                    f"{server.url}/v1/chat/completions",
-                    json={"model": MODEL, "messages": [{"role": "user", "content": "a"}]},
-                    headers={"X-Grid-Affinity-Key": "conversation-17"},
-                    timeout=20,
-                    trust_env=False,
-                ).status_code
-            )
-        assert codes == [500, 500]
+        assert [sticky_chat(server).status_code for _ in range(2)] == [500, 500]
         after = chat(server)
         assert after.status_code == 200 and after.headers["x-grid-served-by"] != sticky
 
