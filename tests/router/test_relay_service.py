@@ -10,8 +10,10 @@ or for another host, are refused and nothing is routed."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,8 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from grid.api.settings import write_settings
+from grid.api.tls import generate_ca_and_server
 from grid.fleet.wire import NODE_HEADER, NodeUpdate
 from grid.node.agent.tunnel import Backoff, RelayTunnel
 from grid.wire import AllocatorClient
@@ -332,3 +336,54 @@ def test_breaker_affinity_and_observations_work_through_the_tunnel(
             tunnel.stop()
         for engine in engines:
             engine.stop()
+
+
+def test_a_tunnel_to_a_tls_controller_verifies_it_and_never_goes_plain(tmp_path: Path) -> None:
+    good = generate_ca_and_server(tmp_path / "pki", ["127.0.0.1"])
+    other = generate_ca_and_server(tmp_path / "other", ["127.0.0.1"], common_name="Other CA")
+    process = ControllerProcess(tmp_path / "ctl")
+    process.settings = replace(
+        process.settings,
+        tls_cert=str(good.cert_file),
+        tls_key=str(good.key_file),
+        ca_file=str(good.ca_file),
+    )
+    write_settings(process.state_dir, process.settings)
+    env_ca = os.environ.get("GRID_CA_FILE")
+    os.environ["GRID_CA_FILE"] = str(good.ca_file)  # the harness's own clients verify it too
+    process.start()
+    try:
+        assert process.url.startswith("https://")
+        token = mint(process, "relay-tls")
+
+        def tunnel(ca: Path) -> RelayTunnel:
+            return RelayTunnel(
+                grid_url=process.url,
+                host_id="relay-tls",
+                token=token,
+                resolve=lambda _m, _p: None,
+                engine_key=lambda: ENGINE_KEY,
+                ca_file=str(ca),
+                backoff=Backoff(first_s=0.1, max_s=0.5),
+            )
+
+        wrong = tunnel(other.ca_file)
+        assert wrong.url.startswith("wss://")
+        wrong.start()
+        try:
+            wait_for(lambda: "CERTIFICATE_VERIFY_FAILED" in wrong.last_error, 10, "a refusal")
+            assert wrong.connects == 0 and not wrong.connected
+        finally:
+            wrong.stop()
+        right = tunnel(good.ca_file)
+        right.start()
+        try:
+            wait_for(lambda: right.connected, 10, "the verified tunnel")
+        finally:
+            right.stop()
+    finally:
+        process.stop()
+        if env_ca is None:
+            os.environ.pop("GRID_CA_FILE", None)
+        else:
+            os.environ["GRID_CA_FILE"] = env_ca
