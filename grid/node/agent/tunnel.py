@@ -245,7 +245,11 @@ class RelayTunnel:
             try:
                 async for message in ws:  # ends when the tunnel closes (or stop closes it)
                     if isinstance(message, str):
-                        raise GridError("relay_protocol_error", "a text frame on the tunnel")
+                        raise GridError(
+                            "relay_protocol_error",
+                            "the controller sent a text frame on the relay tunnel",
+                            fix="run the same Grid version on the node and the controller",
+                        )
                     kind, stream, payload = parse(message)
                     if kind == Kind.REQUEST:
                         head, body = split_request(payload)
