@@ -29,6 +29,7 @@ from grid.wire import (
     parse,
     parse_error,
     request_frame,
+    split_whole,
 )
 
 log = logging.getLogger("grid.relay")
@@ -65,16 +66,26 @@ class RelayReply:
     """One engine answer arriving over the tunnel (the subset of httpx.Response the proxy uses)."""
 
     def __init__(
-        self, session: RelaySession, stream: int, head: ResponseHead, read_timeout_s: float
+        self,
+        session: RelaySession,
+        stream: int,
+        head: ResponseHead,
+        read_timeout_s: float,
+        whole: bytes | None = None,
     ) -> None:
         self._session = session
         self._stream = stream
         self.status_code = head.status
         self.headers: Mapping[str, str] = {"content-type": head.content_type}
         self._read_timeout_s = read_timeout_s
-        self._done = False
+        self._whole = whole  # the answer arrived in one WHOLE frame
+        self._done = whole is not None
 
     async def aiter_raw(self) -> AsyncIterator[bytes]:
+        if self._whole is not None:
+            body, self._whole = self._whole, None
+            if body:
+                yield body
         while not self._done:
             kind, payload = await self._session.next_frame(self._stream, self._read_timeout_s)
             if kind == Kind.DATA:
@@ -187,6 +198,15 @@ class RelaySession:
         except BaseException:  # cancelled (the client left) or failed: the node stops too
             self.cancel(stream)
             raise
+        if kind == Kind.WHOLE:
+            self.forget(stream)
+            try:
+                answer, body = split_whole(payload)
+            except ValueError:
+                raise UpstreamError(
+                    "relay_protocol_error", "the node sent an unreadable head"
+                ) from None
+            return RelayReply(self, stream, answer, read_timeout_s, whole=body)
         if kind == Kind.RESPONSE:
             try:
                 return RelayReply(self, stream, ResponseHead.from_json(payload), read_timeout_s)

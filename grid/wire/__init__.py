@@ -28,6 +28,8 @@ from grid.wire.tunnel import (
     parse_error,
     request_frame,
     split_request,
+    split_whole,
+    whole_frame,
 )
 
 __all__ = [
@@ -50,5 +52,7 @@ __all__ = [
     "parse_error",
     "request_frame",
     "split_request",
+    "split_whole",
     "transport_refusal",
+    "whole_frame",
 ]

@@ -16,6 +16,9 @@ same stream. Every WebSocket message is one binary frame:
     END       node -> controller  the answer is complete
     ERROR     node -> controller  JSON {"code", "message"}: the node could not reach the engine
     CANCEL    controller -> node  the client left: abort the engine request
+    WHOLE     node -> controller  u32 head length, head JSON (`ResponseHead`), then the whole
+                                  body: an answer of known length in one frame (RESPONSE,
+                                  DATA and END at once)
 
 The codec is pure; the controller side is `grid/api/relay.py`, the node side
 `grid/node/agent/tunnel.py`.
@@ -45,6 +48,7 @@ class Kind(IntEnum):
     END = 4
     ERROR = 5
     CANCEL = 6
+    WHOLE = 7
 
 
 class FrameError(ValueError):
@@ -125,6 +129,16 @@ def request_frame(stream: int, head: RequestHead, body: bytes) -> bytes:
     return frame(Kind.REQUEST, stream, _LENGTH.pack(len(encoded)) + encoded + body)
 
 
+def whole_frame(stream: int, head: ResponseHead, body: bytes) -> bytes:
+    encoded = head.to_json()
+    return frame(Kind.WHOLE, stream, _LENGTH.pack(len(encoded)) + encoded + body)
+
+
+def split_whole(payload: bytes) -> tuple[ResponseHead, bytes]:
+    head, body = _split(payload)
+    return ResponseHead.from_json(head), body
+
+
 def error_frame(stream: int, code: str, message: str) -> bytes:
     return frame(Kind.ERROR, stream, json.dumps({"code": code, "message": message}).encode())
 
@@ -143,14 +157,19 @@ def parse(data: bytes) -> tuple[Kind, int, bytes]:
     return kind, stream, data[_HEADER.size :]
 
 
-def split_request(payload: bytes) -> tuple[RequestHead, bytes]:
+def _split(payload: bytes) -> tuple[bytes, bytes]:
     if len(payload) < _LENGTH.size:
-        raise FrameError("a request frame has no head")
+        raise FrameError("a frame has no head")
     (length,) = _LENGTH.unpack_from(payload)
     end = _LENGTH.size + length
     if end > len(payload):
-        raise FrameError("a request head is longer than its frame")
-    return RequestHead.from_json(payload[_LENGTH.size : end]), payload[end:]
+        raise FrameError("a head is longer than its frame")
+    return payload[_LENGTH.size : end], payload[end:]
+
+
+def split_request(payload: bytes) -> tuple[RequestHead, bytes]:
+    head, body = _split(payload)
+    return RequestHead.from_json(head), body
 
 
 def parse_error(payload: bytes) -> tuple[str, str]:

@@ -25,6 +25,8 @@ from grid.wire import (
     parse_error,
     request_frame,
     split_request,
+    split_whole,
+    whole_frame,
 )
 from tests.router.builders import NOW, TTL, route
 
@@ -92,6 +94,12 @@ def test_frames_round_trip() -> None:
         "gone",
     )
     assert parse(frame(Kind.DATA, 1, b"\x00\xff"))[2] == b"\x00\xff"
+    kind, stream, payload = parse(whole_frame(9, ResponseHead(200, "text/plain"), b"all of it"))
+    assert (kind, stream, split_whole(payload)) == (
+        Kind.WHOLE,
+        9,
+        (ResponseHead(200, "text/plain"), b"all of it"),
+    )
 
 
 @pytest.mark.parametrize(

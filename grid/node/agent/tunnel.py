@@ -46,6 +46,7 @@ from grid.wire import (
     frame,
     parse,
     split_request,
+    whole_frame,
 )
 from grid.wire.client import client_verify, is_loopback
 
@@ -310,6 +311,10 @@ class RelayTunnel:
             ) as r:
                 kind = r.headers.get("content-type") or "application/json"
                 answer = ResponseHead(r.status_code, kind)
+                length = r.headers.get("content-length", "")
+                if length.isdigit() and int(length) <= CHUNK_BYTES:  # small, known: one frame
+                    await send(whole_frame(stream, answer, await r.aread()))
+                    return
                 await send(frame(Kind.RESPONSE, stream, answer.to_json()))
                 async for chunk in r.aiter_raw():  # as it arrives (a size would buffer)
                     for at in range(0, len(chunk), CHUNK_BYTES):
