@@ -85,8 +85,13 @@ def models(
     with client(grid, state_dir, admin=False, ca_file=ca_file) as api:
         status = api.status(history=0)
         auth = _api_key(api_key_file, grid, state_dir, api.base_url)
-        served_doc = api.request("GET", "/v1/models", headers=auth)
-    served = sorted(m["id"] for m in served_doc.get("data", []) if isinstance(m, dict))
+        try:
+            served_doc = api.request("GET", "/v1/models", headers=auth)
+            served = sorted(m["id"] for m in served_doc.get("data", []) if isinstance(m, dict))
+        except GridError as err:
+            if err.code not in ("client_key_required", "invalid_client_key"):
+                raise
+            served = _ready_in(status)  # without a client key: what status says is READY
     profiles = status.get("profiles", [])
     if as_json:
         document = {
@@ -113,6 +118,19 @@ def models(
     Console(highlight=False).print(table)
     if not served:
         typer.echo("Nothing is served yet. Next: grid allocator status")
+
+
+def _ready_in(status: dict[str, Any]) -> list[str]:
+    """Models READY on some host that admits work, read from the (public) status document."""
+    return sorted(
+        {
+            r["model_id"]
+            for h in status.get("hosts", [])
+            if h.get("state") in ("accepting", "throttled")
+            for r in h.get("residencies", [])
+            if r.get("state") == "ready"
+        }
+    )
 
 
 def chat(
