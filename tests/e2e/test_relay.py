@@ -147,4 +147,3 @@ def test_a_client_that_leaves_stops_the_real_engine(
         assert (
             client.status(history=0)["route_failures"] == []
         )  # a cancel is not the engine's failure
-
