@@ -426,6 +426,11 @@ def status(node_dir: NodeDirOpt = None, as_json: JsonOpt = False) -> None:
     )
     if agent.last_error:
         typer.echo(f"Last error: {agent.last_error}")
+    if agent.relay is not None:  # the tunnel the router reaches this host's engines over
+        relay = agent.relay
+        state = "connected" if relay.get("connected") else "not connected"
+        why = f" ({relay['last_error']})" if relay.get("last_error") else ""
+        typer.echo(f"Relay tunnel: {state}{why}, {relay.get('requests', 0)} requests served")
     if doc["override"]:
         o = doc["override"]
         until = f" until {local_time(o['expires_at'], time.time())}" if o.get("expires_at") else ""

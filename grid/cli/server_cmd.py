@@ -15,11 +15,13 @@ from typing import Annotated, Any
 
 import typer
 
+from grid.api.client_keys import check_open_access
 from grid.api.process import start_server, stop_server
 from grid.api.settings import (
     CONFIG_NAME,
     DEFAULT_HOST,
     DEFAULT_PORT,
+    config_path,
     default_state_dir,
     load_settings,
 )
@@ -73,6 +75,13 @@ def _recorded_tls(folder: Path) -> bool:
         return bool(load_settings(folder.expanduser()).tls_cert)
     except GridError:
         return False
+
+
+def _recorded_host(folder: Path) -> str:
+    try:
+        return load_settings(folder).host if config_path(folder).exists() else DEFAULT_HOST
+    except GridError:
+        return DEFAULT_HOST
 
 
 def _listen(
@@ -171,6 +180,14 @@ def up(
             "root, else ~/.config/systemd/user).",
         ),
     ] = None,
+    open_access: Annotated[
+        bool | None,
+        typer.Option(
+            "--open-access/--client-keys",
+            help="/v1 without client keys (loopback only), or with them (the default; issue "
+            "them with `grid allocator key create NAME`). Default: what this folder recorded.",
+        ),
+    ] = None,
 ) -> None:
     """Start the allocator controller in the background on 127.0.0.1:22101 (does nothing if it
     already runs). The operator capability is written to STATE_DIR/config.json (owner-only);
@@ -184,6 +201,9 @@ def up(
         tls="tls_cert" in listen or _recorded_tls(folder),
         insecure_http=insecure_http,
     )
+    if open_access is not None:
+        listen["open_access"] = open_access
+    check_open_access(listen.get("host", _recorded_host(folder)), open_access is True)
     if install_service:
         from grid.api.settings import load_or_create_settings
         from grid.cli.service_units import CONTROLLER_UNIT, install_unit
