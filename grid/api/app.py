@@ -20,7 +20,9 @@ from grid.api.errors import install_error_handlers
 from grid.api.limits import BodyLimit
 from grid.api.proxy_state import ProxyState
 from grid.api.settling import RouteWindow
+from grid.api.standby import StandbyRedirect
 from grid.router.breaker import BreakerPolicy
+from grid.runtime.controller.etcd import HAService
 from grid.runtime.controller.service import ControllerService
 
 
@@ -47,6 +49,8 @@ def create_app(
     app.state.route_window = RouteWindow()  # the first heartbeats after a start (settling.py)
     install_error_handlers(app)
     app.add_middleware(BodyLimit)  # before authentication and parsing: see limits.py
+    if isinstance(service, HAService):  # a standby never acts: mutations go to the leader
+        app.add_middleware(StandbyRedirect, service=service)
     app.include_router(routes_nodes.router)
     app.include_router(routes_allocator.router)
     app.include_router(routes_enroll.router)

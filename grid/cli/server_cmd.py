@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from grid.api.ha_setup import join_store
 from grid.api.process import start_server, stop_server
 from grid.api.settings import (
     CONFIG_NAME,
@@ -144,6 +145,32 @@ def up(
             "Grid clients still never send credentials over it.",
         ),
     ] = False,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: keep state and the mutation lease "
+            "in etcd, so several controllers elect one leader (docs/high-availability.md). "
+            "Default: the state file in --state-dir.",
+        ),
+    ] = None,
+    etcd_ca_file: Annotated[
+        Path | None, typer.Option("--etcd-ca-file", help="CA of the etcd members' certificates.")
+    ] = None,
+    etcd_cert_file: Annotated[
+        Path | None, typer.Option("--etcd-cert-file", help="Client certificate etcd asks for.")
+    ] = None,
+    etcd_key_file: Annotated[
+        Path | None, typer.Option("--etcd-key-file", help="Private key of --etcd-cert-file.")
+    ] = None,
+    advertise_url: Annotated[
+        str | None,
+        typer.Option(
+            "--advertise-url",
+            help="URL nodes and the other controllers reach this one at (default: its listening "
+            "URL).",
+        ),
+    ] = None,
 ) -> None:
     """Start the allocator controller in the background on 127.0.0.1:22101 (does nothing if it
     already runs). The operator capability is written to STATE_DIR/config.json (owner-only);
@@ -155,9 +182,15 @@ def up(
         tls="tls_cert" in listen or _recorded_tls(folder),
         insecure_http=insecure_http,
     )
-    settings, pid, started = start_server(folder, port, listen)
+    if advertise_url is not None:
+        listen["advertise_url"] = advertise_url
+    etcd_files = (etcd_ca_file, etcd_cert_file, etcd_key_file)
+    shared = join_store(folder.expanduser().absolute(), store, etcd_files, listen)
+    settings, pid, started = start_server(folder, port, listen, secrets_from=shared)
     verb = "Started" if started else "Already running:"
     typer.echo(f"{verb} controller (pid {pid}) at {settings.url}")
+    if settings.store:
+        typer.echo(f"Store: {settings.store} (leader or standby: grid allocator status)")
     typer.echo(f"Operator capability: {folder.expanduser().resolve() / CONFIG_NAME} (owner-only)")
     typer.echo("Next: " + with_dirs("grid allocator status", state_dir=state_dir))
 
