@@ -23,6 +23,7 @@ from types import FrameType
 from grid.fleet.errors import GridError
 from grid.fleet.wire import DEFAULT_ENGINE_ADDRESS, reply_key_path
 from grid.node.agent.config import NodeConfig, load_config
+from grid.node.agent.link import FailoverClient, NodeClient
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.agent.telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
 from grid.node.artifacts import ArtifactStore
@@ -131,13 +132,18 @@ def build_agent(config: NodeConfig, state_dir: Path, token: str) -> NodeAgent:
         telemetry = LogicalTelemetry(state_dir, dedicated=config.dedicated)
     else:
         telemetry = HostTelemetry(dedicated=config.dedicated)
-    client = AllocatorClient(
-        config.grid_url,
-        node_token=token,
-        timeout_s=config.request_timeout_s,
-        reply_key=read_reply_key(config),
-        ca_file=config.ca_file,
-    )
+    reply_key = read_reply_key(config)
+    clients = [
+        AllocatorClient(
+            url,
+            node_token=token,
+            timeout_s=config.request_timeout_s,
+            reply_key=reply_key,
+            ca_file=config.ca_file,
+        )
+        for url in config.controller_urls
+    ]
+    client: NodeClient = clients[0] if len(clients) == 1 else FailoverClient(list(clients))
 
     def child_pids() -> list[int]:
         return [s.pid for s in supervisor.statuses().values() if s.pid is not None and s.proven]
@@ -181,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         "node agent for host %s (node %s) talking to %s",
         config.host_id,
         config.record_id,
-        config.grid_url,
+        ", ".join(config.controller_urls),
     )
     try:
         agent.run(stop, force_stop=force.is_set)
