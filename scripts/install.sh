@@ -25,10 +25,17 @@ fi
 missing=()
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+# etcd (Debian's etcd-server) for the controller-cluster tests (tests/ha): they start a
+# three-member cluster on loopback ports themselves; nothing runs it as a service.
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "install: apt-get install ${missing[*]} (best effort)"
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } \
     >/dev/null 2>&1 || echo "install: could not install ${missing[*]}; the tests that need them skip"
+fi
+if command -v etcd >/dev/null 2>&1 && command -v systemctl >/dev/null 2>&1; then
+  # The package enables a system etcd on the default ports; the tests never use it.
+  { systemctl disable --now etcd; } >/dev/null 2>&1 || true
 fi
 scripts/install-engine.sh
 echo "installed: $(.venv/bin/grid --version)"

@@ -227,7 +227,7 @@ class HAService(ControllerService):
             self._refresh(now)
         if now - self._last_publish >= PUBLISH_S:
             self._last_publish = now
-            self.mirror.follow(self.ha)
+            self._follow()
 
     def _campaign(self, ctl: HAController, now: float, manifest_revision: int) -> None:
         with self.lease.campaigning():
@@ -253,11 +253,20 @@ class HAService(ControllerService):
         if force:
             self.mirror.reset_follow()
         self._rebuild(now)
-        self.mirror.follow(self.ha)
+        self._follow()
+
+    def _follow(self) -> None:
+        try:
+            self.mirror.follow(self.ha)
+        except GridError as err:  # etcd is unavailable: keep the last known view
+            log.warning("live view not followed: %s", err.message)
 
     def _rebuild(self, now: float) -> HAController:
         old = self.ha
         fresh = self.build(now)
+        if self.store.load_failed:  # etcd did not answer: keep what this controller knows
+            fresh.close()
+            return old
         self._resume_automatic = False  # the mode is etcd's now, as the leader last wrote it
         carry_registry(old.registry, fresh.registry)
         fresh.measured = old.measured

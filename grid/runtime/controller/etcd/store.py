@@ -89,6 +89,7 @@ class EtcdStore:
         self._referenced: set[str] = set()  # chunk digests the current manifest names
         self._texts: dict[tuple[str, ...], bytes] = {}  # a part's chunk digests -> its JSON text
         self._durable = True
+        self.load_failed = False  # the last load could not reach etcd (not a bad document)
 
     @property
     def manifest_key(self) -> str:
@@ -107,10 +108,11 @@ class EtcdStore:
 
     # ------------------------------------------------------------------ reading
     def load(self) -> LoadResult:
+        self._durable, self.load_failed = True, False
         try:
             found = self.client.get(self.manifest_key)
         except GridError as err:
-            self._durable = False
+            self._durable, self.load_failed = False, True
             return LoadResult(
                 document=None,
                 warning_code="state_unreadable",
@@ -126,7 +128,7 @@ class EtcdStore:
             return LoadResult(document=self._decode(found.value))
         except GridError as err:
             if err.code.startswith("etcd"):
-                self._durable = False
+                self._durable, self.load_failed = False, True
                 return LoadResult(None, "state_unreadable", f"the state chunks: {err.message}")
             return self.quarantine(err.message, raw=found.value)
         except (ValueError, KeyError, TypeError, RecursionError, UnicodeDecodeError) as exc:
