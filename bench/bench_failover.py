@@ -224,6 +224,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "stream_ok": streamed.get("ok", False),
                 }
             )
+            print(f"round {i}: failover {failover:.2f} s", file=sys.stderr)
         out["stops"] = stops(trio, node, args)
         client.stop.set()
         client.join(30)
