@@ -149,9 +149,9 @@ def up(
         str | None,
         typer.Option(
             "--store",
-            help="etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: keep state and the mutation lease "
-            "in etcd, so several controllers elect one leader (docs/high-availability.md). "
-            "Default: the state file in --state-dir.",
+            help="etcd://HOST:PORT,HOST:PORT,... (optionally ending in /PREFIX): keep state and "
+            "the mutation lease in etcd, so several controllers elect one leader "
+            "(docs/high-availability.md). Default: the state file in --state-dir.",
         ),
     ] = None,
     etcd_ca_file: Annotated[
