@@ -59,7 +59,7 @@ from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
 from grid.runtime.controller.generation import GenerationCounter, input_digest
-from grid.runtime.controller.lease import LeaseFile
+from grid.runtime.controller.lease import Lease
 from grid.runtime.controller.live_state import (
     ControllerState,
     StateField,
@@ -131,7 +131,7 @@ class Controller:
         *,
         now: float,
         config: ControllerConfig | None = None,
-        lease: LeaseFile | None = None,
+        lease: Lease | None = None,
         planner: Planner = make_plan,
     ) -> None:
         self.config = config or ControllerConfig()
