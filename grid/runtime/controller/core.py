@@ -88,8 +88,7 @@ from grid.runtime.controller.workload_inputs import (
     measured_hosts,
     prewarm_demand,
 )
-from grid.runtime.reconcile import reconcile
-from grid.runtime.reconcile.modes import parse_mode
+from grid.runtime.reconcile import parse_mode, reconcile
 
 
 class Controller:
@@ -521,6 +520,7 @@ class Controller:
                 tombstones=list(self.tombstones.values()),
                 now=now,
                 targets=need.targets,
+                plan_current=digest == need.digest,  # solved for this tick's inputs
             )
         except Exception as exc:
             report.error = f"reconciliation failed: {describe(exc)}"
