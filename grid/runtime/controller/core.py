@@ -88,7 +88,7 @@ from grid.runtime.controller.workload_inputs import (
     measured_hosts,
     prewarm_demand,
 )
-from grid.runtime.reconcile import parse_mode, reconcile
+from grid.runtime.reconcile import parse_mode, reconcile, with_failures
 
 
 class Controller:
@@ -411,7 +411,7 @@ class Controller:
 
     # ------------------------------------------------------------------------ ticks
     def snapshot(self, now: float) -> FleetSnapshot:
-        hosts = self.registry.snapshot_hosts()
+        hosts = with_failures(self.registry.snapshot_hosts(), self.book.history(), now, self.policy)
         models = [self.profiles[m] for m in sorted(self.profiles)]
         learned = self.timings.learned_startup(self.profiles, [h.host_id for h in hosts], now)
         self.tracker.prune(now)
