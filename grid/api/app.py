@@ -9,8 +9,10 @@ from fastapi import FastAPI
 from grid import __version__
 from grid.api import (
     routes_allocator,
+    routes_embeddings,
     routes_enroll,
     routes_evaluations,
+    routes_externals,
     routes_metrics,
     routes_nodes,
     routes_openai,
@@ -19,7 +21,10 @@ from grid.api.auth import Credentials
 from grid.api.errors import install_error_handlers
 from grid.api.limits import BodyLimit
 from grid.api.proxy_state import ProxyState
+from grid.api.routes_externals import start_external_prober
 from grid.api.settling import RouteWindow
+from grid.api.ui import actions as ui_actions
+from grid.api.ui import routes as ui_routes
 from grid.router.breaker import BreakerPolicy
 from grid.runtime.controller.service import ControllerService
 
@@ -53,6 +58,11 @@ def create_app(
     app.include_router(routes_evaluations.router)
     app.include_router(routes_metrics.router)
     app.include_router(routes_openai.router)
+    app.include_router(routes_embeddings.router)
+    app.include_router(routes_externals.router)
+    start_external_prober(app, service)
+    app.include_router(ui_actions.router)  # operator actions the dashboard offers
+    app.include_router(ui_routes.router)  # the live dashboard, /ui
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, Any]:

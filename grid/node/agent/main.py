@@ -26,7 +26,7 @@ from grid.node.agent.config import NodeConfig, load_config
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.agent.telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
 from grid.node.artifacts import ArtifactStore
-from grid.node.engines import LlamaCppConfig, LlamaCppSupervisor
+from grid.node.engines import LlamaCppConfig, LlamaCppSupervisor, detect_gpu_memory_mb
 from grid.wire import AllocatorClient
 
 log = logging.getLogger("grid.node")
@@ -124,6 +124,8 @@ def engine_config(config: NodeConfig, state_dir: Path) -> LlamaCppConfig:
 
 
 def build_agent(config: NodeConfig, state_dir: Path, token: str) -> NodeAgent:
+    if config.gpu_memory_mb is None:  # not listed by the operator: what nvidia-smi reports
+        config = config.model_copy(update={"gpu_memory_mb": detect_gpu_memory_mb()})
     supervisor = LlamaCppSupervisor(engine_config(config, state_dir))
     artifacts = ArtifactStore(state_dir / ARTIFACTS_DIR, hf_base_url=config.hf_base_url)
     telemetry: TelemetrySource

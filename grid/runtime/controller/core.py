@@ -12,13 +12,12 @@ availability commands once `success >= r`; drains and unloads additionally need 
 successful tick's safety revision to equal the current one, no membership grace, and pass the
 final revalidation in `delivery.py` after their delivery marker is durable.
 
-Plans. A tick solves with the configured engine within its budget and falls back to the
-heuristic if the engine fails; with a `config.plan_worker` the solve runs off the tick's critical
-path, and the tick acts on the newest plan still valid for its snapshot (plan_worker.py). When
-the plan's complete inputs (clock-derived facts included, see `plan_inputs`) equal those of the
-last proven-optimal or heuristic plan, that plan is kept and only reconciliation runs, so idle
-periodic passes and repeated heartbeats stay cheap; the plan generation changes exactly when
-those inputs do.
+Plans. A tick solves with the configured engine within its budget and falls back to the heuristic
+if the engine fails; with a `config.plan_worker` the solve runs off the tick's critical path, and
+the tick acts on the newest plan still valid for its snapshot (plan_worker.py). When the plan's
+complete inputs (clock-derived facts included, see `plan_inputs`) equal those of the last
+proven-optimal or heuristic plan, that plan is kept and only reconciliation runs, so idle passes
+and repeated heartbeats stay cheap; the plan generation changes exactly when those inputs do.
 
 Restart. Membership is not durable; after restoring a valid state, a grace period starting at
 the first tick (rebased if the clock moves back) suppresses destructive work, and restored
@@ -411,7 +410,8 @@ class Controller:
 
     # ------------------------------------------------------------------------ ticks
     def snapshot(self, now: float) -> FleetSnapshot:
-        hosts = with_failures(self.registry.snapshot_hosts(), self.book.history(), now, self.policy)
+        live = self.state.planning_hosts(self.registry.snapshot_hosts(), self.registry.hosts)
+        hosts = with_failures(live, self.book.history(), now, self.policy)
         models = [self.profiles[m] for m in sorted(self.profiles)]
         learned = self.timings.learned_startup(self.profiles, [h.host_id for h in hosts], now)
         self.tracker.prune(now)
