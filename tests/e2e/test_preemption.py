@@ -73,6 +73,22 @@ def _serves(node: EngineNode, model_id: str) -> int:
     return pid
 
 
+def _assert_staged(history: list[dict[str, Any]], host_id: str, low: str, high: str) -> None:
+    """Staged preemption on `host_id`: the victim drained and unloaded (both planner-authorized,
+    not cleanup), and only then was the beneficiary warmed."""
+    record = {
+        (r["kind"], r["model_id"]): r
+        for r in history
+        if r["host_id"] == host_id and r["status"] == "succeeded"
+    }
+    drain, unload = record.get(("drain", low)), record.get(("unload", low))
+    warm = record.get(("warm", high))
+    assert drain and unload and warm, dump(history)
+    assert drain["preemption"] and unload["preemption"], dump(history)
+    assert drain["finished_at"] <= unload["delivered_at"]
+    assert unload["finished_at"] <= warm["delivered_at"]
+
+
 def test_a_high_priority_burst_preempts_everywhere_and_the_displaced_model_returns(
     controller: ControllerProcess,
     make_node: NodeFactory,
@@ -110,18 +126,7 @@ def test_a_high_priority_burst_preempts_everywhere_and_the_displaced_model_retur
 
     assert set(returned.values()).isdisjoint(incumbents.values())  # new children, not survivors
     for host_id in HOSTS:
-        record = {
-            (r["kind"], r["model_id"]): r
-            for r in burst
-            if r["host_id"] == host_id and r["status"] == "succeeded"
-        }
-        drain, unload = record.get(("drain", low)), record.get(("unload", low))
-        warm = record.get(("warm", high))
-        assert drain and unload and warm, dump(burst)
-        assert drain["preemption"] and unload["preemption"], dump(burst)  # not cleanup
-        # Staged preemption: the victim drained and unloaded, and only then was gemma warmed.
-        assert drain["finished_at"] <= unload["delivered_at"]
-        assert unload["finished_at"] <= warm["delivered_at"]
+        _assert_staged(burst, host_id, low, high)
         back = [
             r
             for r in final
@@ -162,17 +167,4 @@ def test_a_higher_class_baseline_preempts_a_lower_class_last_baseline_replica(
         assert state(low) in {"cached", None}
         _serves(node, high)
         history = admin.status(history=200)["history"]
-    done = {
-        (r["kind"], r["model_id"]): r
-        for r in history
-        if r["host_id"] == "host-a" and r["status"] == "succeeded"
-    }
-    drain, unload, warm = (
-        done.get(("drain", low)),
-        done.get(("unload", low)),
-        done.get(("warm", high)),
-    )
-    assert drain and unload and warm, dump(history)
-    assert drain["preemption"] and unload["preemption"]
-    assert drain["finished_at"] <= unload["delivered_at"]
-    assert unload["finished_at"] <= warm["delivered_at"]
+    _assert_staged(history, "host-a", low, high)
