@@ -10,6 +10,7 @@ from grid.fleet.generation import PlanGeneration
 from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.core import Controller
+from grid.runtime.controller.engine_restarts import serving_view, stage_restarts
 from grid.runtime.controller.evidence_store import EvaluationRequest, RequestSignals, keeper_for
 from grid.runtime.controller.host_drains import set_host_drain
 from grid.runtime.controller.key_records import update_client_keys
@@ -52,7 +53,9 @@ __all__ = [
     "prewarm_demand",
     "process_marker",
     "restore_state",
+    "serving_view",
     "set_host_drain",
+    "stage_restarts",
     "status_document",
     "update_client_keys",
     "with_mapping",

@@ -24,6 +24,7 @@ from grid.fleet.errors import GridError
 from grid.fleet.generation import PlanGeneration
 from grid.fleet.models import ADMITTING_STATES, Host, HostState, ModelProfile, Plan, Policy
 from grid.runtime.controller.commands import CommandBook
+from grid.runtime.controller.engine_restarts import Grants
 from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
 from grid.runtime.controller.externals import ExternalInventory
 from grid.runtime.controller.generation import GenerationCounter
@@ -117,6 +118,7 @@ class ControllerState:
     externals: ExternalInventory = field(default_factory=ExternalInventory)  # issue 21
     # Replaced (never changed in place) on every change: readers index it by identity.
     client_keys: list[ClientKeyRecord] = field(default_factory=list)
+    restart_grants: Grants = field(default_factory=dict)  # live only (engine_restarts.py)
 
     def configure_tracking(self) -> None:
         """After a profile change: demand series, learned timings and outcome evidence follow
