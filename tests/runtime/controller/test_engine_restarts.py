@@ -4,6 +4,8 @@ a table of fleets, each with the hand-worked answer of which hosts get the new l
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grid.fleet.models import Host, HostState, ModelProfile, Policy, Residency, ResidencyState
 from grid.runtime.controller.engine_restarts import (
@@ -124,3 +126,42 @@ def test_a_rolling_change_never_leaves_a_replicated_model_without_a_serving_repl
                 warming[asking] = 2
             assert sum(s == "ready" for s in states.values()) >= 2
     assert order == ["a", "b", "c"] and not pending
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(min_value=2, max_value=4),
+    needs=st.lists(st.booleans(), min_size=4, max_size=4),
+    warm=st.lists(st.integers(min_value=1, max_value=6), min_size=4, max_size=4),
+    order=st.lists(st.integers(min_value=0, max_value=3), min_size=60, max_size=200),
+)
+def test_a_replicated_model_always_keeps_a_serving_replica(
+    n: int, needs: list[bool], warm: list[int], order: list[int]
+) -> None:
+    """Hosts ask in any order; the controller sees each host as of its own last reply (a
+    heartbeat carries the state before the reply); a host that needs a restart and gets the
+    facts while READY leaves the routes at once and is READY again `warm` asks later. Whatever
+    the order, at least one replica serves at every moment."""
+    names = "abcd"[:n]
+    truth = dict.fromkeys(names, "ready")
+    reported = dict(truth)
+    pending = {h for i, h in enumerate(names) if needs[i]}
+    left: dict[str, int] = {}
+    grants: Grants = {}
+    now = NOW
+    for pick in order:
+        asking = names[pick % n]
+        now += 1.0
+        for h in list(left):
+            left[h] -= 1
+            if left[h] <= 0:
+                del left[h]
+                truth[h] = "ready"
+        reported[asking] = truth[asking]
+        hosts = [host(h, s) for h, s in sorted(reported.items())]
+        got, grants = stage(hosts, asking, grants, now)
+        if got and asking in pending and truth[asking] == "ready":
+            pending.discard(asking)
+            truth[asking] = "warming"
+            left[asking] = warm[names.index(asking)]
+        assert any(s == "ready" for s in truth.values()), (truth, reported, grants)
