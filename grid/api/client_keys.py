@@ -25,6 +25,7 @@ them. A key is never logged, stored in clear or returned after its creation.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -171,7 +172,8 @@ def import_key_file(path: Path, keys: ClientKeys, now: float) -> int:
 
     before = len(keys.backend.records())
     keys.backend.update(merge, now)
-    os.replace(path, path.with_name(path.name + ".imported"))
+    with contextlib.suppress(OSError):  # left in place, it imports nothing new next time
+        os.replace(path, path.with_name(path.name + ".imported"))
     return len(keys.backend.records()) - before
 
 
