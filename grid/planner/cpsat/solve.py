@@ -40,6 +40,7 @@ from ortools.sat.python import cp_model
 from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.cpsat.build import add_hard_constraints
 from grid.planner.cpsat.exclusive import ExclusiveBound
+from grid.planner.cpsat.forced import forced_soft_bounds
 from grid.planner.cpsat.ledger import Ledger, placement_problems, repair_order
 from grid.planner.cpsat.neighbourhood import improve_stage
 from grid.planner.cpsat.objective import level_expressions
@@ -261,7 +262,11 @@ class _Run:
         return self._model
 
     def execute(self) -> SolveResult | None:
+        forced = False
         for index, stage in enumerate(self.stages):
+            if not forced and not all(lv.replica_level for lv in stage.levels):
+                forced = True
+                self.force_soft_bounds()
             if self.meets_bound(stage):
                 self.bounds.update({n: self.values[n] for n in stage.names})
                 self.reports.append(StageReport(stage.names, "BOUND", 0.0))
@@ -287,6 +292,14 @@ class _Run:
                 return failure
             self.fix(stage)
         return None
+
+    def force_soft_bounds(self) -> None:
+        """Every replica level proven at its static bound forces each model's count: the
+        soft levels get forced.py's bounds (quality, spare hosts), valid under those fixings."""
+        replica = [lv.name for s in self.stages for lv in s.levels if lv.replica_level]
+        if self.proven and all(self.values[n] == self.static[n] for n in replica):
+            for name, bound in forced_soft_bounds(self.problem, self.scorer.quality).items():
+                self.static[name] = min(self.static[name], bound)
 
     def meets_exclusive_bound(self, index: int) -> bool:
         """Does the incumbent meet the exclusive-host bound (exclusive.py) of a replica stage
