@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
 
+import grid.planner.deadline as budget  # every calibrated figure (CALIBRATION)
 from grid.fleet.models import Binding, ModelProfile, Preemption, Unsatisfied
 from grid.planner.cpsat.assumptions import Core, binding_core
 from grid.planner.cpsat.ledger import Blocker, Ledger
@@ -34,7 +35,6 @@ Key = tuple[str, str]
 CPSAT_MODELS = 20  # models explained with a CP-SAT core; the rest get the static ledger
 CPSAT_WORK = 0.1  # CP-SAT deterministic time per model (roughly a third of a second at most)
 CPSAT_TOTAL_WORK = 0.3  # for the whole plan, so explanations never dominate planning
-CORE_WALL_PER_WORK = 7.0  # wall s per unit of deterministic work (0.1: ~0.33 s idle, x2 busy)
 MIN_CORE_WORK = 0.005  # below this a core is not worth starting: the ledger explains instead
 LOCAL_HOSTS = 16  # hosts in one explanation model ...
 LOCAL_KEYS = 1500  # ... and candidate variables (the first host always counts)
@@ -407,7 +407,8 @@ class _Explainer:
             return []
         work = min(CPSAT_WORK, CPSAT_TOTAL_WORK - self.cpsat_work)
         if self.deadline is not None:  # a core may use only what the deadline has left
-            work = min(work, (self.deadline.remaining() - self.margin_s) / CORE_WALL_PER_WORK)
+            wall = budget.CALIBRATION.core_wall_per_work
+            work = min(work, (self.deadline.remaining() - self.margin_s) / wall)
             if work < MIN_CORE_WORK:
                 return None
         self.cpsat_models += 1

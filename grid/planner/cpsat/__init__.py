@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from grid.planner.cpsat.replicas import pinned_hosts, unpinned_allowance
     from grid.planner.cpsat.scoring import Scorer
     from grid.planner.cpsat.slots import add_slots
-    from grid.planner.cpsat.solve import BUILD_S_PER_KEY, BUILD_SHARE, solve_lexicographic
+    from grid.planner.cpsat.solve import solve_lexicographic
     from grid.planner.cpsat.type_ledgers import (
         TypeRoom,
         add_conflict_cuts,
@@ -68,14 +68,12 @@ _EXPORTS: dict[str, str] = {
     "grid.planner.cpsat.replicas": "pinned_hosts unpinned_allowance",
     "grid.planner.cpsat.scoring": "Scorer",
     "grid.planner.cpsat.slots": "add_slots",
-    "grid.planner.cpsat.solve": "BUILD_SHARE BUILD_S_PER_KEY solve_lexicographic",
+    "grid.planner.cpsat.solve": "solve_lexicographic",
     "grid.planner.cpsat.type_ledgers": "TypeRoom add_conflict_cuts add_type_ledgers fits_alone",
     "grid.planner.cpsat.variables": "Expr Guard PlacementVars",
 }
 
 __all__ = [
-    "BUILD_SHARE",
-    "BUILD_S_PER_KEY",
     "AggregateResult",
     "Blocker",
     "Core",

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
+import grid.planner.deadline as budget  # every calibrated figure (CALIBRATION)
 from grid.planner.cpsat.arcflow import (
     TypeFlow,
     add_type_flow,
@@ -79,14 +80,7 @@ from grid.planner.types import HostType, disaggregate, host_types, type_counts
 from grid.planner.vacate import vacate_improve
 
 SEED = 20240611
-# The three disaggregations together, per open replica: 0.27 s for 1,900 at 1,000 production
-# hosts (142 us), 1.87 s for 10,800 at 10,000 (173 us; 60 us each was counted before, and a
-# stage solved late then overran the budget by ~1.2 s).
-DISAGGREGATE_S_PER_REPLICA = 180e-6
-FIRST_STAGE_S = 1.0  # any stage may take this long: the first one pays the LP's warm-up
-WINDOW_SHARE = 0.5  # of what is left, at most, for one window of stages (`_reach_bounds`)
 RELAXED = 2**62  # a window's relaxed constraint: expr >= -RELAXED always holds
-FALLBACK_BUILDS = 3  # the stage-by-stage pass runs when this many model builds' time is left
 BALANCE_SCALE = 10**6  # `_balance`: integer weights of the relative memory load
 Expr = cp_model.LinearExpr
 # A solution of the host-type model: n[m,T] by (model, type_id), the individual hosts'
@@ -154,7 +148,7 @@ class _AggregateModel:
             self.top[var.index] = top
             self.n[(cand.model_id, htype.type_id)] = var
             ns.append(var)
-        add_type_ledgers(self.model, ns, cands, room, count, problem.excluded_pairs)
+        add_type_ledgers(self.model, ns, cands, room, count, problem.excluded_pairs, most_cut=True)
         if htype.type_id in self.exact:
             self._add_flow(htype, cands, ns)
 
@@ -271,9 +265,9 @@ class _AggregateModel:
 
 
 def disaggregation_s(problem: PlacementProblem) -> float:
-    """The three disaggregations' time after the last stage: DISAGGREGATE_S_PER_REPLICA per
+    """The three disaggregations' time after the last stage: disaggregate_s_per_replica per
     open replica (the stages leave that much of the budget)."""
-    return DISAGGREGATE_S_PER_REPLICA * sum(
+    return budget.CALIBRATION.disaggregate_s_per_replica * sum(
         problem.open_replicas(m.model_id) for m in problem.models
     )
 
@@ -305,7 +299,10 @@ def solve_aggregated(
         tight = _Attempt(problem, types, scorer, static, exact=result.unpacked)
         result = _better(problem, scorer, result, tight.run(hint, deadline, end, windows=True))
     # The second pass builds its model again: only while that leaves it time to solve.
-    if not result.proven and deadline - time.perf_counter() > FALLBACK_BUILDS * build_s:
+    if (
+        not result.proven
+        and deadline - time.perf_counter() > budget.CALIBRATION.fallback_builds * build_s
+    ):
         again = _Attempt(problem, types, scorer, static).run(hint, deadline, end, windows=False)
         result = _better(problem, scorer, result, again)
     return result
@@ -374,7 +371,9 @@ class _Attempt:
             built.hint(*solution[:2])
             if window > 0:  # the static bounds of the next `window` stages in one solution?
                 group = stages[index : index + window]
-                limit = min(WINDOW_SHARE * remaining, max(0.01, share * len(group)))
+                limit = min(
+                    budget.CALIBRATION.window_share * remaining, max(0.01, share * len(group))
+                )
                 targets = [(s.expression(exprs), s.signed(static)) for s in group]
                 reached, status = _reach_bounds(built, targets, limit)
                 if reached is None:  # infeasible: a shorter window; out of time: none
@@ -389,7 +388,7 @@ class _Attempt:
                 window *= 2
                 continue
             built.model.maximize(stage.expression(exprs))
-            solver = _solver(max(0.01, share, min(remaining, FIRST_STAGE_S)))
+            solver = _solver(max(0.01, share, min(remaining, budget.CALIBRATION.first_stage_s)))
             status = solver.solve(built.model)
             statuses.append(solver.status_name(status))
             if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
+import grid.planner.deadline as budget  # every calibrated figure (CALIBRATION)
 from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.cpsat.build import add_hard_constraints
 from grid.planner.cpsat.exclusive import ExclusiveBound
@@ -58,25 +59,13 @@ from grid.planner.levels import Level, compare
 from grid.planner.problem import PlacementProblem
 
 SEED = 20240611
-MIN_STAGE_S = 0.05
-BUILD_S_PER_KEY = 40e-6  # measured ~25 µs per candidate for the full model, with margin
-BUILD_SHARE = 0.5  # a model may take at most this share of the remaining budget to build
 # Presolve never paid for itself on these models: above ~3,000 candidates it can use a stage's
 # whole slice (~0.35 s on 9,500 variables) and leave it UNKNOWN; below, it roughly doubled the
 # wall time of a 64-host plan (measured 300 ms with it, 170 ms without, same levels proven).
 PRESOLVE_MAX_KEYS = 0
-# The caller still stages preemptions and explains shortfalls after the solve (up to ~0.7 s on
-# a few hundred hosts): the stages leave that much of the budget unused.
-ASSEMBLY_RESERVE_S = 0.75
-ASSEMBLY_RESERVE_SHARE = 0.2
 # A full model this large that leaves a replica stage unproven is followed by neighbourhood
 # solves on that stage (the 1,000 × 200 mixed fleet at 10 s: 79,106 candidates).
 NEIGHBOURHOOD_MIN_KEYS = 20_000
-# The exclusive-host relaxation of a stage (exclusive.py; ~12 ms per stage on the 1,000 x 200
-# mixed fleet, its tables ~25 ms once) is tried while this much is left, each solve at most
-# EXCLUSIVE_MAX_S.
-EXCLUSIVE_MIN_S = 0.02
-EXCLUSIVE_MAX_S = 0.2
 
 
 @dataclass
@@ -160,7 +149,7 @@ def solve_lexicographic(
     deterministic: bool,
     soft_stage_limit_s: float | None = None,
     reserve_s: float | None = None,
-    build_s_per_key: float = BUILD_S_PER_KEY,
+    build_s_per_key: float = 0.0,
     proven_bounds: dict[str, int] | None = None,
 ) -> SolveResult:
     """`soft_stage_limit_s` caps each stage below the failure-domain level (disruption, quality,
@@ -174,7 +163,7 @@ def solve_lexicographic(
     run = _Run(problem, hints, time_limit_s, deterministic, soft_stage_limit_s, reserve_s)
     if proven_bounds:
         run.static.update(proven_bounds)
-    run.build_s_per_key = max(BUILD_S_PER_KEY, build_s_per_key)
+    run.build_s_per_key = max(budget.CALIBRATION.model_build_s_per_key, build_s_per_key)
     failure = run.execute()
     if failure is not None:
         return failure
@@ -207,11 +196,14 @@ class _Run:
         self.problem = problem
         self.deterministic = deterministic
         self.soft_stage_limit_s = soft_stage_limit_s
-        self.build_s_per_key = BUILD_S_PER_KEY
+        self.build_s_per_key = budget.CALIBRATION.model_build_s_per_key
         reserve = (
             reserve_s
             if reserve_s is not None
-            else min(ASSEMBLY_RESERVE_S, ASSEMBLY_RESERVE_SHARE * max(0.0, time_limit_s))
+            else min(
+                budget.CALIBRATION.assembly_reserve_s,
+                budget.CALIBRATION.assembly_reserve_share * max(0.0, time_limit_s),
+            )
         )
         self.deadline = time.perf_counter() + max(0.0, time_limit_s - reserve)
         self.scorer = Scorer(problem)
@@ -251,7 +243,7 @@ class _Run:
             return self._model
         keys = self._scope_keys.get(stage.scope)
         size = len(keys) if keys is not None else scope_size(self.problem, stage.scope)
-        if self.build_s_per_key * size > BUILD_SHARE * self.remaining():
+        if self.build_s_per_key * size > budget.CALIBRATION.model_build_share * self.remaining():
             return None  # the keys are listed only for a model that will be built
         if keys is None:
             keys = self._scope_keys[stage.scope] = scope_keys(self.problem, stage.scope)
@@ -305,7 +297,7 @@ class _Run:
         """Does the incumbent meet the exclusive-host bound (exclusive.py) of a replica stage
         whose earlier stages are all proven? Then the stage is proven without a solve."""
         stage = self.stages[index]
-        if not self.proven or self.remaining() < EXCLUSIVE_MIN_S:
+        if not self.proven or self.remaining() < budget.CALIBRATION.exclusive_min_s:
             return False
         if self._exclusive is None:
             self._exclusive = ExclusiveBound(self.problem)
@@ -313,7 +305,7 @@ class _Run:
             return False
         position = {id(s): i for i, s in enumerate(self.stages)}
         achieved = {position[id(s)]: value for s, value in self._fixings}
-        limit = min(EXCLUSIVE_MAX_S, self.remaining())
+        limit = min(budget.CALIBRATION.exclusive_max_s, self.remaining())
         solver = _solver(limit, self.deterministic, True)
         bound = self._exclusive.stage_bound(self.stages, index, achieved, solver)
         return bound is not None and stage.signed(self.values) >= bound
@@ -362,7 +354,7 @@ class _Run:
     ) -> SolveResult | None:
         remaining = self.remaining()
         to_solve = sum(1 for s in rest if not self.meets_bound(s))
-        limit = min(remaining, max(MIN_STAGE_S, remaining / max(1, to_solve)))
+        limit = min(remaining, max(budget.CALIBRATION.min_stage_s, remaining / max(1, to_solve)))
         if self.soft_stage_limit_s is not None and _is_soft(stage):
             limit = min(limit, self.soft_stage_limit_s)
         built.model.maximize(stage.expression(built.exprs))
