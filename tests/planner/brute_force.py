@@ -89,9 +89,10 @@ def brute_force_levels(problem: PlacementProblem) -> dict[str, int]:
 def feasible_contents(problem: PlacementProblem, host_id: str) -> set[frozenset[str]]:
     """Every set of models that one host can hold on its own (reference.py's host rows)."""
     program = _Program(problem)
-    rows = _bound_rows(program)
+    program.rows = []  # the host's own rows only (not a model's rows over this host alone)
+    program._host_constraints(host_id)
+    mine = _bound_rows(program)
     columns = {program.index[k]: k[0] for k in program.keys if k[1] == host_id}
-    mine = [(coefs, hi) for coefs, hi in rows if set(coefs) <= set(columns)]
     out: set[frozenset[str]] = set()
     for r in range(len(columns) + 1):
         for pick in itertools.combinations(sorted(columns), r):
