@@ -93,13 +93,19 @@ def solve(run: Run) -> None:
     from grid.planner.cpsat import solve as cpsat_solve  # its module: tests wrap the solve
 
     problem, deadline = run.built, run.deadline
+    late = None
     if not run.solver_reachable():
-        run.outcome = _no_time_left(run, run.fallback or "loading and building")
-        return
-    reserve = run.reserve_s()
-    if deadline.remaining() - run.portfolio_s - reserve < run.setup_s():
-        run.outcome = _no_time_left(run, "the phases before it")
-        return
+        late = run.fallback or "loading and building"
+    elif deadline.remaining() - run.portfolio_s - run.reserve_s() < run.setup_s():
+        late = "the phases before it"
+    reserve = run.floor_s() if late else run.reserve_s()
+    if late is not None:
+        # No time for a search; proofs by bounds alone still pay while the floor of the later
+        # phases leaves the solver's setup and a short solve (not in deterministic plans).
+        left = deadline.remaining() - run.portfolio_s - reserve - run.setup_s()
+        if run.deterministic or left < budget.CALIBRATION.min_solve_s:
+            run.outcome = _no_time_left(run, late)
+            return
     aggregated, proven = run.aggregated, None
     hints = [run.placed]
     if run.greedy is not run.placed:
@@ -117,7 +123,17 @@ def solve(run: Run) -> None:
         soft_stage_limit_s=run.soft_stage_limit_s,
         reserve_s=reserve,
         build_s_per_key=run.build_s_per_key(),
+        prove_only=late is not None,
     )
+    if late is not None and result.placed is not None:
+        # No time for a search: the placement so far, with every level its bounds prove.
+        run.placed = result.placed
+        limit, elapsed = deadline.limit_s, deadline.elapsed()
+        note = f"the time limit of {limit:g} s left no time for a CP-SAT search ({late} took "
+        note += f"{elapsed:.1f} s): levels proven by bounds only"
+        message = f"{note}; {result.message}" if result.message else note
+        run.outcome = Outcome("cp-sat", result.status, message, result.bounds)
+        return
     if result.placed is None:
         run.placed = run.greedy
         message = result.message or "CP-SAT found no feasible solution within the time limit"

@@ -151,6 +151,7 @@ def solve_lexicographic(
     reserve_s: float | None = None,
     build_s_per_key: float = 0.0,
     proven_bounds: dict[str, int] | None = None,
+    prove_only: bool = False,
 ) -> SolveResult:
     """`soft_stage_limit_s` caps each stage below the failure-domain level (disruption, quality,
     spare hosts): a latency-bound caller (the controller's tick) may act on a placement whose
@@ -159,8 +160,11 @@ def solve_lexicographic(
     reserve below). `build_s_per_key`: the expected model-build cost per candidate, raised by a
     caller that measured a slow machine. `proven_bounds`: optimal values of some levels proven
     elsewhere (the host-type model, aggregate.py), replacing their static bounds: a stage whose
-    hint meets them is proven without a solve."""
+    hint meets them is proven without a solve. `prove_only`: no model is built and no stage
+    searched: the best hint is kept, and each stage it proves by a bound (static, proven,
+    exclusive-host or forced) is reported proven (a budget that leaves no solve its setup)."""
     run = _Run(problem, hints, time_limit_s, deterministic, soft_stage_limit_s, reserve_s)
+    run.prove_only = prove_only
     if proven_bounds:
         run.static.update(proven_bounds)
     run.build_s_per_key = max(budget.CALIBRATION.model_build_s_per_key, build_s_per_key)
@@ -218,6 +222,7 @@ class _Run:
         self._model: _Model | None = None
         self._scope_keys: dict[int, list[Key]] = {}
         self._exclusive: ExclusiveBound | None = None
+        self.prove_only = False
 
     def remaining(self) -> float:
         return self.deadline - time.perf_counter()
@@ -273,6 +278,10 @@ class _Run:
                 self.reports.append(
                     StageReport(stage.names, "BOUND", time.perf_counter() - started)
                 )
+                self.fix(stage)
+                continue
+            if self.prove_only:
+                self.unproven(stage, "SKIPPED")
                 self.fix(stage)
                 continue
             built = self.model_for(stage)
