@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from grid.fleet.faces import lazy_face
 
 if TYPE_CHECKING:
+    from grid.api.client_keys import check_open_access
     from grid.api.process import start_server, stop_server
     from grid.api.settings import (
         CONFIG_NAME,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 # module -> the names it gives the face, separated by spaces
 _EXPORTS: dict[str, str] = {
+    "grid.api.client_keys": "check_open_access",
     "grid.api.process": "start_server stop_server",
     "grid.api.settings": (
         "CONFIG_NAME DEFAULT_HOST DEFAULT_PORT Settings config_path default_state_dir"
@@ -39,6 +41,7 @@ __all__ = [
     "DEFAULT_PORT",
     "Settings",
     "check_bind",
+    "check_open_access",
     "check_server_files",
     "config_path",
     "default_state_dir",

@@ -48,6 +48,8 @@ class Settings:
     tls_key: str = ""
     ca_file: str = ""
     insecure_http: bool = False
+    # /v1 without a client key (grid/api/client_keys.py): an explicit choice, loopback only.
+    open_access: bool = False
 
     @property
     def credentials(self) -> Credentials:
@@ -133,6 +135,7 @@ def load_settings(state_dir: Path) -> Settings:
         controller if isinstance(controller, dict) else {},
         breaker,
         insecure_http=data.get("insecure_http") is True,
+        open_access=data.get("open_access") is True,
         **tls,
     )
 
@@ -147,7 +150,8 @@ def load_or_create_settings(
     state_dir: Path, *, port: int | None = None, listen: dict[str, Any] | None = None
 ) -> Settings:
     """The existing config (a new port or `listen` fields are recorded), or a fresh one with new
-    secrets. `listen` holds the given ones of host, tls_cert, tls_key, ca_file, insecure_http."""
+    secrets. `listen` holds the given ones of host, tls_cert, tls_key, ca_file, insecure_http,
+    open_access."""
     changes: dict[str, Any] = dict(listen or {})
     if port is not None:
         changes["port"] = port

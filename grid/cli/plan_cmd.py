@@ -150,7 +150,9 @@ def plan(
     if as_json:
         _emit_json(result.model_dump(mode="json"))
     else:
-        view = render_plan(snap, result, unmet_only=unmet_only, all_hosts=all_hosts)
+        view = render_plan(
+            snap, result, unmet_only=unmet_only, all_hosts=all_hosts, source=str(snapshot)
+        )
         Console(highlight=False).print(view)
     if _command_process():  # the plan is out: exit without freeing the problem (deadline.keep)
         sys.stdout.flush()

@@ -54,9 +54,8 @@ class Calibration:
     explanation_cores_limit_share: float = 0.05
     full_explanation_s: float = 0.1
     after_explain_per_candidate_s: float = 4e-6
-    # A core's wall per unit of CP-SAT deterministic work (0.1 units: ~0.33 s idle, x2 busy),
-    # and the wall cap of an explanation solve, which its deterministic budget ends first.
-    core_wall_per_work: float = 7.0
+    # The wall cap of an explanation's core solve, which its deterministic budget ends first
+    # (explain.py keeps its figure of wall seconds per unit of deterministic work).
     core_wall_safety_s: float = 2.0
     # -- validation, the JSON document and the exit (`output_s`) ------------------------------
     # 10,000 production hosts: validation 0.09 s, JSON 0.1 s, exit 0.06 s; office ~20 ms. The

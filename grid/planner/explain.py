@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
 
-import grid.planner.deadline as budget  # every calibrated figure (CALIBRATION)
 from grid.fleet.models import Binding, ModelProfile, Preemption, Unsatisfied
 from grid.planner.cpsat.assumptions import Core, binding_core
 from grid.planner.cpsat.ledger import Blocker, Ledger
 from grid.planner.deadline import SHORTENED_NOTE, Deadline, explanation_margin_s
 from grid.planner.eligibility import REASON_TEXT
+from grid.planner.gpus import gpus_wanted, refusal_text
 from grid.planner.levels import placed_counts
 from grid.planner.problem import PlacementProblem
 
@@ -35,6 +35,7 @@ Key = tuple[str, str]
 CPSAT_MODELS = 20  # models explained with a CP-SAT core; the rest get the static ledger
 CPSAT_WORK = 0.1  # CP-SAT deterministic time per model (roughly a third of a second at most)
 CPSAT_TOTAL_WORK = 0.3  # for the whole plan, so explanations never dominate planning
+CORE_WALL_PER_WORK = 7.0  # wall s per unit of deterministic work (0.1: ~0.33 s idle, x2 busy)
 MIN_CORE_WORK = 0.005  # below this a core is not worth starting: the ledger explains instead
 LOCAL_HOSTS = 16  # hosts in one explanation model ...
 LOCAL_KEYS = 1500  # ... and candidate variables (the first host always counts)
@@ -407,8 +408,7 @@ class _Explainer:
             return []
         work = min(CPSAT_WORK, CPSAT_TOTAL_WORK - self.cpsat_work)
         if self.deadline is not None:  # a core may use only what the deadline has left
-            wall = budget.CALIBRATION.core_wall_per_work
-            work = min(work, (self.deadline.remaining() - self.margin_s) / wall)
+            work = min(work, (self.deadline.remaining() - self.margin_s) / CORE_WALL_PER_WORK)
             if work < MIN_CORE_WORK:
                 return None
         self.cpsat_models += 1
@@ -467,7 +467,7 @@ class _Explainer:
         cand = self.problem.candidates.get((model_id, host_id))
         if cand is not None:
             for blocker in self.ledger.host_blockers(cand):
-                if blocker.family == family:
+                if blocker.family == family and family != "gpu":  # gpu: the wording below
                     return self.blocker_binding(model_id, blocker)
         load = self.ledger.hosts[host_id]
         budget = load.budget
@@ -479,6 +479,9 @@ class _Explainer:
             "colocation_exclusion": "a model it may not share a host with is placed there",
             "disk": f"{load.disk_mb} of {budget.disk_free_mb} MB of free disk claimed",
         }.get(family, family)
+        host = self.problem.snapshot.host(host_id)
+        if family == "gpu":  # grid/planner/gpus.py: the replicas placed there hold them
+            detail = f"{refusal_text(self.problem.model_by_id[model_id], [host])}, all held"
         return Binding(constraint=family, host_id=host_id, detail=detail)
 
     # -- static wording ------------------------------------------------------------------
@@ -516,10 +519,11 @@ class _Explainer:
             "missing_tag": f" (needs {_quoted(profile.required_tags, 'tag')})",
             "forbidden_tag": f" (forbids {_quoted(profile.forbidden_tags, 'tag')})",
         }.get(code, "")
+        detail = f"{shown + ': ' if len(hosts) > 1 else ''}{REASON_TEXT.get(code, code)}{wanted}"
+        if code == "gpu_shortfall":  # "needs 2 GPUs of ≥ 40 GB; gpu-02 has 1 of 48 GB"
+            detail = refusal_text(profile, [self.problem.snapshot.host(h) for h in hosts])
         return Binding(
-            constraint=code,
-            host_id=hosts[0] if len(hosts) == 1 else None,
-            detail=f"{shown + ': ' if len(hosts) > 1 else ''}{REASON_TEXT.get(code, code)}{wanted}",
+            constraint=code, host_id=hosts[0] if len(hosts) == 1 else None, detail=detail
         )
 
     def best_refusal_fix(self, profile: ModelProfile) -> str:
@@ -565,6 +569,7 @@ class _Explainer:
             "colocation_excluded": f"no model that {model_id} may not share a host with ran "
             f"on {host_id}",
             "colocation_or_slots_full": f"{host_id} had a free model slot",
+            "gpu_shortfall": f"{host_id} had {gpus_wanted(profile)}",
         }
         texts = list(dict.fromkeys(phrases.get(c, f"{host_id} accepted it ({c})") for c in codes))
         return " and ".join(texts)

@@ -17,6 +17,8 @@ the new models, the smallest colocation ceiling among each. The rules, one per f
     colocation_exclusion  no excluded partner among the placed, fixed and (for a new one) live
                           models
     disk                  a new uncached replica: disk + artifact ≤ known free disk
+    gpu                   the GPU rows of both ledgers (grid/planner/gpus.py: devices of each
+                          memory threshold held exclusively; gpu_ledger.GpuTable per problem)
 
 Adding a family: a rule function appended to RULES (its Blocker family names the constraint),
 the totals it reads kept by `HostLoad.add`/`remove`, and its CP-SAT module (cpsat/build.py).
@@ -30,7 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, KeysView, Mapping
 from dataclasses import dataclass, field
 
-from grid.fleet.models import ModelProfile
+from grid.fleet.models import Host, ModelProfile
+from grid.planner.gpu_ledger import GpuTable, gpu_table
 from grid.planner.problem import Candidate, HostBudget, PlacementProblem
 
 UNLIMITED = 1 << 62
@@ -58,6 +61,7 @@ class Rules:
 
     ceilings: Mapping[str, int]  # model -> max_colocated_models (0: none)
     partners: Mapping[str, frozenset[str]]  # model -> the models it may not share a host with
+    gpus: GpuTable | None = None  # None: no model needs a GPU
     _active: dict[str, tuple[Rule, ...]] = field(default_factory=dict, compare=False)
 
     def active(self, budget: HostBudget) -> tuple[Rule, ...]:
@@ -75,12 +79,15 @@ class Rules:
                 idle.add(_exclusion)
             if budget.disk_free_mb is None:
                 idle.add(_disk)
+            if self.gpus is None:
+                idle.add(_gpu)
             found = self._active[budget.host_id] = tuple(r for r in RULES if r not in idle)
         return found
 
     @classmethod
-    def of_models(cls, profiles: Iterable[ModelProfile]) -> Rules:
-        """From the profiles themselves (validate.py): exclusions are reciprocal."""
+    def of_snapshot(cls, profiles: Iterable[ModelProfile], hosts: Iterable[Host]) -> Rules:
+        """From the snapshot itself (validate.py): exclusions are reciprocal."""
+        profiles = list(profiles)
         ceilings = {m.model_id: m.max_colocated_models for m in profiles}
         partners: dict[str, set[str]] = {}
         for m in profiles:
@@ -88,14 +95,18 @@ class Rules:
                 if other != m.model_id:
                     partners.setdefault(m.model_id, set()).add(other)
                     partners.setdefault(other, set()).add(m.model_id)
-        return cls(ceilings, {k: frozenset(v) for k, v in partners.items()})
+        gpus = None
+        if any(m.gpu_demand[0] for m in profiles):
+            gpus = GpuTable(hosts, {m.model_id: m for m in profiles})
+        return cls(ceilings, {k: frozenset(v) for k, v in partners.items()}, gpus)
 
     @classmethod
     def of(cls, problem: PlacementProblem) -> Rules:
         found = problem.memo.get("ledger_rules")
         if found is None:
             ceilings = {m.model_id: m.max_colocated_models for m in problem.models}
-            found = problem.memo["ledger_rules"] = cls(ceilings, problem.exclusion_partners)
+            partners, gpus = problem.exclusion_partners, gpu_table(problem)
+            found = problem.memo["ledger_rules"] = cls(ceilings, partners, gpus)
         return found  # type: ignore[return-value]
 
 
@@ -234,7 +245,17 @@ def _disk(load: HostLoad, cand: Candidate, rules: Rules) -> Blocker | None:
     return Blocker("disk", cand.host_id, cand.disk_mb, free) if cand.disk_mb > free else None
 
 
-RULES: tuple[Rule, ...] = (_memory, _live_memory, _slots, _colocation, _exclusion, _disk)
+def _gpu(load: HostLoad, cand: Candidate, rules: Rules) -> Blocker | None:
+    gpus = rules.gpus
+    if gpus is None or not gpus.demand(cand.model_id)[0]:
+        return None
+    placed = ((m, c.incumbent is None) for m, c in load.placed.items())
+    if gpus.fits(cand.host_id, placed, cand.model_id, cand.incumbent is None):
+        return None
+    return Blocker("gpu", cand.host_id, gpus.demand(cand.model_id)[0])
+
+
+RULES: tuple[Rule, ...] = (_memory, _live_memory, _slots, _colocation, _exclusion, _disk, _gpu)
 
 
 def blockers(load: HostLoad, cand: Candidate, rules: Rules) -> list[Blocker]:
@@ -287,6 +308,10 @@ def admits(load: HostLoad, cand: Candidate, rules: Rules) -> bool:
             return False
         if new and not partners.isdisjoint(budget.live_models):
             return False
+    gpus = rules.gpus
+    if gpus is not None:  # gpu
+        placed_new = ((m, c.incumbent is None) for m, c in placed.items())
+        return gpus.fits(cand.host_id, placed_new, model_id, new)
     return True
 
 

@@ -260,7 +260,6 @@ def _exclusion_partners(excluded: frozenset[frozenset[str]]) -> dict[str, frozen
 
 
 def host_budget(host: Host, snap: FleetSnapshot, profiles: dict[str, ModelProfile]) -> HostBudget:
-    """A host's ledger budgets (module docstring), from the snapshot (validate.py too)."""
     alloc = allocatable_mb(host)
     live = [r for r in host.residencies if r.state in LIVE_STATES]
     fixed = [r for r in live if not r.is_managed]
@@ -307,6 +306,7 @@ def _signature(host: Host) -> HostSignature:
         tuple(sorted(host.data_tiers)),
         tuple(sorted(host.tags)),
         tuple(sorted(host.actuator_capabilities)),
+        tuple(map(str, host.devices_mb)),  # the GPU filter (gpus.pair_refusal)
     )
 
 

@@ -132,7 +132,7 @@ def violations(
                 )
             )
 
-    rules = Rules.of_models(snap.models)
+    rules = Rules.of_snapshot(snap.models, snap.hosts)
     for host_id, placed in variable.items():
         out += _host_violations(snap, hosts[host_id], placed, profiles, rules)
 
@@ -209,6 +209,7 @@ def _detail(blocker: Blocker, model_id: str) -> str:
         "colocation": f"{blocker.other} allows {blocker.free} models",
         "colocation_exclusion": f"{model_id} beside {blocker.other}",
         "disk": "artifacts exceed the free disk",
+        "gpu": "too few free GPUs with the memory it needs",
     }.get(blocker.family, blocker.family)
     return f"{what} ({model_id}: needs {blocker.need}, {blocker.free} free)"
 

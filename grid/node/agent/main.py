@@ -21,12 +21,18 @@ from pathlib import Path
 from types import FrameType
 
 from grid.fleet.errors import GridError
-from grid.fleet.wire import DEFAULT_ENGINE_ADDRESS, reply_key_path
+from grid.fleet.wire import reply_key_path
 from grid.node.agent.config import NodeConfig, load_config
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.agent.telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
+from grid.node.agent.tunnel import RelayTunnel
 from grid.node.artifacts import ArtifactStore
-from grid.node.engines import LlamaCppConfig, LlamaCppSupervisor
+from grid.node.engines import (
+    EngineState,
+    LlamaCppConfig,
+    LlamaCppSupervisor,
+    detect_gpu_memory_mb,
+)
 from grid.wire import AllocatorClient
 
 log = logging.getLogger("grid.node")
@@ -114,7 +120,7 @@ def engine_config(config: NodeConfig, state_dir: Path) -> LlamaCppConfig:
         state_dir=state_dir / ENGINES_DIR,
         binary=Path(config.llama_server) if config.llama_server else None,
         port_range=config.engine_port_range,
-        host=config.advertise_address or DEFAULT_ENGINE_ADDRESS,  # engines bind where routed
+        host=config.engine_address,  # loopback only: reached over the relay tunnel
         context_size=config.engine_context,
         threads=config.engine_threads,
         parallel=config.engine_parallel,
@@ -124,6 +130,8 @@ def engine_config(config: NodeConfig, state_dir: Path) -> LlamaCppConfig:
 
 
 def build_agent(config: NodeConfig, state_dir: Path, token: str) -> NodeAgent:
+    if config.gpu_memory_mb is None:  # not listed by the operator: what nvidia-smi reports
+        config = config.model_copy(update={"gpu_memory_mb": detect_gpu_memory_mb()})
     supervisor = LlamaCppSupervisor(engine_config(config, state_dir))
     artifacts = ArtifactStore(state_dir / ARTIFACTS_DIR, hf_base_url=config.hf_base_url)
     telemetry: TelemetrySource
@@ -146,6 +154,33 @@ def build_agent(config: NodeConfig, state_dir: Path, token: str) -> NodeAgent:
     return NodeAgent(config, state_dir, deps)
 
 
+def start_tunnel(config: NodeConfig, token: str, supervisor: LlamaCppSupervisor) -> RelayTunnel:
+    """The relay tunnel of this host, dialling out to the controller (grid/node/agent/tunnel.py).
+    A request reaches an engine only if the supervisor has it proven and ready on that port."""
+
+    def resolve(model_id: str, port: int) -> str | None:
+        status = supervisor.status(model_id)
+        if (
+            status is None
+            or not status.proven
+            or status.state is not EngineState.READY
+            or status.port != port
+        ):
+            return None
+        return status.base_url or supervisor.base_url(port)
+
+    tunnel = RelayTunnel(
+        grid_url=config.grid_url,
+        host_id=config.host_id,
+        token=token,
+        resolve=resolve,
+        engine_key=lambda: supervisor.engine_key,
+        ca_file=config.ca_file,
+    )
+    tunnel.start()
+    return tunnel
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grid-node-agent")
     parser.add_argument("--state-dir", required=True, type=Path)
@@ -159,10 +194,15 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(state_dir)
         token = read_token(config, from_stdin=args.token_stdin)
         agent = build_agent(config, state_dir, token)
+        supervisor = agent.deps.supervisor
+        assert isinstance(supervisor, LlamaCppSupervisor)
+        tunnel = start_tunnel(config, token, supervisor) if config.relay else None
     except GridError as err:
         print(refusal_text(err), file=sys.stderr)
         return 2
     agent.instance = args.instance
+    if tunnel is not None:
+        agent.tunnel_status = tunnel.snapshot
     stop = threading.Event()
     force = threading.Event()
 
@@ -186,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         agent.run(stop, force_stop=force.is_set)
     finally:
+        if tunnel is not None:
+            tunnel.stop()
         agent.deps.supervisor.close()
         agent.deps.artifacts.close()
         agent.deps.client.close()

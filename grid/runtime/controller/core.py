@@ -412,7 +412,7 @@ class Controller:
 
     # ------------------------------------------------------------------------ ticks
     def snapshot(self, now: float) -> FleetSnapshot:
-        hosts = self.registry.snapshot_hosts()
+        hosts = self.state.planning_hosts(self.registry.snapshot_hosts(), self.registry.hosts)
         models = [self.profiles[m] for m in sorted(self.profiles)]
         learned = self.timings.learned_startup(self.profiles, [h.host_id for h in hosts], now)
         self.tracker.prune(now)
