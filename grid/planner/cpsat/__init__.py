@@ -18,7 +18,13 @@ Levels     objective.py    one linear expression per level of levels.py (equal t
 Solve      solve.py        lexicographic stages (stages.py), hinted, within a time budget
 Explain    assumptions.py  a feasibility model with one assumption literal per (family, host) and
                            per protected model; its infeasibility core names the binding constraints
-ledger.py mirrors the hard constraints in plain Python (hint repair, explanation amounts).
+Types      aggregate.py    the replica levels over host types (n[m,T], per-type ledgers and cuts);
+           arcflow.py      exact packing of a type: its configuration graph (arc-flow) of one
+                           host's ledger, for given counts or linked to n[m,T]
+Bounds     bounds.py       capacity-blind; forced.py under forced counts (Martello-Toth L2);
+           exclusive.py    the exclusive-host relaxation of solo models
+ledger.py is the placement-wide ledger over grid/planner/ledger.py, the one per-host ledger
+(hint repair, disaggregation, vacate moves, explanation amounts).
 
 The face lists what the rest of the planner uses; names are imported on first use
 (grid/fleet/faces.py).
