@@ -10,6 +10,7 @@ from grid.fleet.faces import lazy_face
 
 if TYPE_CHECKING:
     from grid.api.client_keys import check_open_access
+    from grid.api.ha_setup import join_store
     from grid.api.process import start_server, stop_server
     from grid.api.settings import (
         CONFIG_NAME,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 # module -> the names it gives the face, separated by spaces
 _EXPORTS: dict[str, str] = {
     "grid.api.client_keys": "check_open_access",
+    "grid.api.ha_setup": "join_store",
     "grid.api.process": "start_server stop_server",
     "grid.api.settings": (
         "CONFIG_NAME DEFAULT_HOST DEFAULT_PORT Settings config_path default_state_dir"
@@ -46,6 +48,7 @@ __all__ = [
     "config_path",
     "default_state_dir",
     "generate_ca_and_server",
+    "join_store",
     "load_or_create_settings",
     "load_settings",
     "start_server",

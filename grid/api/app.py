@@ -28,9 +28,11 @@ from grid.api.relay import RelayHub
 from grid.api.relay_dial import Dialer
 from grid.api.routes_externals import start_external_prober
 from grid.api.settling import RouteWindow
+from grid.api.standby import StandbyRedirect
 from grid.api.ui import actions as ui_actions
 from grid.api.ui import routes as ui_routes
 from grid.router.breaker import BreakerPolicy
+from grid.runtime.controller.etcd import HAService
 from grid.runtime.controller.service import ControllerService
 
 
@@ -60,6 +62,8 @@ def create_app(
     app.state.route_window = RouteWindow()  # the first heartbeats after a start (settling.py)
     install_error_handlers(app)
     app.add_middleware(BodyLimit)  # before authentication and parsing: see limits.py
+    if isinstance(service, HAService):  # a standby never acts: mutations go to the leader
+        app.add_middleware(StandbyRedirect, service=service)
     # /v1 needs a client key (or open access); outermost, so a refused request is never read.
     keys = client_keys or ClientKeys(None, operator_token=credentials.operator_token)
     app.state.client_keys = keys

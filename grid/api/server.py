@@ -22,6 +22,7 @@ from fastapi import FastAPI
 
 from grid.api.app import create_app
 from grid.api.client_keys import KEYS_NAME, ClientKeys, check_open_access
+from grid.api.ha_setup import build_service
 from grid.api.settings import STATE_NAME, Settings, load_settings
 from grid.api.tls import check_bind, check_server_files
 from grid.demand.config import DemandConfig
@@ -68,14 +69,18 @@ def controller_config(overrides: dict[str, Any]) -> ControllerConfig:
 
 def build(state_dir: Path, settings: Settings) -> tuple[FastAPI, ControllerService]:
     config = controller_config(settings.controller)
-    state_path = state_dir / STATE_NAME
-    lease = LeaseFile(
-        state_path.with_name(STATE_NAME + ".lease"),
-        controller_id=secrets.token_hex(8),
-        ttl_s=config.lease_ttl_s,
-    )
-    controller = Controller(StateStore(state_path), now=time.time(), config=config, lease=lease)
-    service = ControllerService(controller)
+    service: ControllerService
+    if settings.store:  # several controllers on etcd (docs/high-availability.md)
+        service = build_service(state_dir, settings, config)
+    else:
+        state_path = state_dir / STATE_NAME
+        lease = LeaseFile(
+            state_path.with_name(STATE_NAME + ".lease"),
+            controller_id=secrets.token_hex(8),
+            ttl_s=config.lease_ttl_s,
+        )
+        store = StateStore(state_path)
+        service = ControllerService(Controller(store, now=time.time(), config=config, lease=lease))
     breaker = BreakerPolicy.from_overrides(settings.breaker)
     keys = ClientKeys(
         state_dir / KEYS_NAME,
@@ -120,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         settings.host,
         port,
         "TLS" if tls else "plain HTTP",
-        args.state_dir / STATE_NAME,
+        settings.store or args.state_dir / STATE_NAME,
     )
     try:
         uvicorn.run(

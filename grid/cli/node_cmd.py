@@ -281,6 +281,14 @@ def start(
             help="MODEL:KEY=VALUE over the profile's engine settings (MODEL may be *; repeat).",
         ),
     ] = None,
+    controller: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--controller",
+            help="A controller URL of a controller cluster on etcd (repeat for each); "
+            "heartbeats follow its leader. The first one stands for --grid.",
+        ),
+    ] = None,
 ) -> None:
     """Start this machine's node agent in the background (does nothing if it already runs).
 
@@ -288,6 +296,8 @@ def start(
     host-scoped credential. On another machine pass --grid and --token-file (a file written by
     `grid allocator token write FILE --host-id ID` on the controller), or set
     GRID_ALLOCATOR_NODE_TOKEN."""
+    if controller:
+        grid = grid or controller[0]
     folder = _folder(node_dir)
     running = running_agent(folder)
     if running is not None:
@@ -317,6 +327,8 @@ def start(
             recorded = load_settings(_state(state_dir)).ca_file
             ca_file = Path(recorded) if recorded else None
     updates: dict[str, Any] = {"grid_url": url, "host_id": chosen_host}
+    if controller:
+        updates["controllers"] = [c for c in dict.fromkeys(controller) if c != url]
     if token_file is not None and env_token is None:
         updates["token_file"] = str(token_file.expanduser().absolute())
     elif env_token is not None:

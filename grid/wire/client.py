@@ -140,8 +140,8 @@ class AllocatorClient:
             ) from None
         except httpx.TransportError as exc:
             raise transport_refusal(self.base_url, exc) from None
-        if response.status_code >= 400:
-            raise _refusal(response)
+        if response.status_code >= 400 or response.status_code in (307, 308):
+            raise _refusal(response)  # a redirect: a standby controller names its leader
         return response
 
     # -- allocator ---------------------------------------------------------------------------
@@ -253,7 +253,7 @@ def _refusal(response: httpx.Response) -> GridError:
         message,
         fix=str(error.get("fix") or _default_fix(response.status_code)),
         next_command=str(error.get("next_command", "")),
-        details={"http_status": response.status_code},
+        details={"http_status": response.status_code, "location": response.headers.get("location")},
     )
 
 

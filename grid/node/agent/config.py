@@ -69,6 +69,9 @@ class CatalogEntry(_Strict):
 class NodeConfig(_Strict):
     schema_version: Literal[1] = 1
     grid_url: str = Field(min_length=1)
+    # More controllers of the same cluster (docs/high-availability.md): heartbeats go to the
+    # one that leads, and follow a change of leader within one heartbeat.
+    controllers: list[str] = Field(default_factory=list, max_length=16)
     host_id: str
     node_id: str | None = None  # default: "<host_id>.allocator"
     token_file: str | None = None  # None: the token arrives on stdin at daemon start
@@ -152,6 +155,11 @@ class NodeConfig(_Strict):
         """Where the engines bind: always a loopback address (docs/addressing.md)."""
         advertised = self.advertise_address
         return advertised if advertised and is_loopback(advertised) else DEFAULT_ENGINE_ADDRESS
+
+    @property
+    def controller_urls(self) -> list[str]:
+        """`grid_url` first, then the other controllers, each once."""
+        return list(dict.fromkeys([self.grid_url, *self.controllers]))
 
     @property
     def record_id(self) -> str:

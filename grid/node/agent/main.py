@@ -17,12 +17,15 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from grid.fleet.errors import GridError
 from grid.fleet.wire import reply_key_path
 from grid.node.agent.config import NodeConfig, load_config
+from grid.node.agent.link import FailoverClient, NodeClient
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.agent.telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
 from grid.node.agent.tunnel import RelayTunnel
@@ -139,13 +142,18 @@ def build_agent(config: NodeConfig, state_dir: Path, token: str) -> NodeAgent:
         telemetry = LogicalTelemetry(state_dir, dedicated=config.dedicated)
     else:
         telemetry = HostTelemetry(dedicated=config.dedicated)
-    client = AllocatorClient(
-        config.grid_url,
-        node_token=token,
-        timeout_s=config.request_timeout_s,
-        reply_key=read_reply_key(config),
-        ca_file=config.ca_file,
-    )
+    reply_key = read_reply_key(config)
+    clients = [
+        AllocatorClient(
+            url,
+            node_token=token,
+            timeout_s=config.request_timeout_s,
+            reply_key=reply_key,
+            ca_file=config.ca_file,
+        )
+        for url in config.controller_urls
+    ]
+    client: NodeClient = clients[0] if len(clients) == 1 else FailoverClient(list(clients))
 
     def child_pids() -> list[int]:
         return [s.pid for s in supervisor.statuses().values() if s.pid is not None and s.proven]
@@ -154,9 +162,13 @@ def build_agent(config: NodeConfig, state_dir: Path, token: str) -> NodeAgent:
     return NodeAgent(config, state_dir, deps)
 
 
-def start_tunnel(config: NodeConfig, token: str, supervisor: LlamaCppSupervisor) -> RelayTunnel:
-    """The relay tunnel of this host, dialling out to the controller (grid/node/agent/tunnel.py).
-    A request reaches an engine only if the supervisor has it proven and ready on that port."""
+def start_tunnels(
+    config: NodeConfig, token: str, supervisor: LlamaCppSupervisor
+) -> list[RelayTunnel]:
+    """The relay tunnels of this host, dialling out (grid/node/agent/tunnel.py): one to each
+    controller it lists, so a standby of a controller cluster reaches this host's engines too
+    (docs/high-availability.md). A request reaches an engine only if the supervisor has it
+    proven and ready on that port."""
 
     def resolve(model_id: str, port: int) -> str | None:
         status = supervisor.status(model_id)
@@ -169,16 +181,33 @@ def start_tunnel(config: NodeConfig, token: str, supervisor: LlamaCppSupervisor)
             return None
         return status.base_url or supervisor.base_url(port)
 
-    tunnel = RelayTunnel(
-        grid_url=config.grid_url,
-        host_id=config.host_id,
-        token=token,
-        resolve=resolve,
-        engine_key=lambda: supervisor.engine_key,
-        ca_file=config.ca_file,
-    )
-    tunnel.start()
-    return tunnel
+    tunnels = [
+        RelayTunnel(
+            grid_url=url,
+            host_id=config.host_id,
+            token=token,
+            resolve=resolve,
+            engine_key=lambda: supervisor.engine_key,
+            ca_file=config.ca_file,
+        )
+        for url in config.controller_urls
+    ]
+    for tunnel in tunnels:
+        tunnel.start()
+    return tunnels
+
+
+def tunnels_status(tunnels: list[RelayTunnel]) -> Callable[[], dict[str, Any]]:
+    """The relay's status for node status: the first controller's tunnel, and with several
+    controllers every tunnel under `tunnels`."""
+
+    def snapshot() -> dict[str, Any]:
+        first = tunnels[0].snapshot()
+        if len(tunnels) > 1:
+            first["tunnels"] = [t.snapshot() for t in tunnels]
+        return first
+
+    return snapshot
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,13 +225,13 @@ def main(argv: list[str] | None = None) -> int:
         agent = build_agent(config, state_dir, token)
         supervisor = agent.deps.supervisor
         assert isinstance(supervisor, LlamaCppSupervisor)
-        tunnel = start_tunnel(config, token, supervisor) if config.relay else None
+        tunnels = start_tunnels(config, token, supervisor) if config.relay else []
     except GridError as err:
         print(refusal_text(err), file=sys.stderr)
         return 2
     agent.instance = args.instance
-    if tunnel is not None:
-        agent.tunnel_status = tunnel.snapshot
+    if tunnels:
+        agent.tunnel_status = tunnels_status(tunnels)
     stop = threading.Event()
     force = threading.Event()
 
@@ -221,12 +250,12 @@ def main(argv: list[str] | None = None) -> int:
         "node agent for host %s (node %s) talking to %s",
         config.host_id,
         config.record_id,
-        config.grid_url,
+        ", ".join(config.controller_urls),
     )
     try:
         agent.run(stop, force_stop=force.is_set)
     finally:
-        if tunnel is not None:
+        for tunnel in tunnels:
             tunnel.stop()
         agent.deps.supervisor.close()
         agent.deps.artifacts.close()

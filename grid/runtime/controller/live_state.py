@@ -113,6 +113,7 @@ class ControllerState:
             else h
             for h in hosts
         ]
+
     externals: ExternalInventory = field(default_factory=ExternalInventory)  # issue 21
 
     def configure_tracking(self) -> None:
