@@ -57,6 +57,13 @@ class Calibration:
     # The wall cap of an explanation's core solve, which its deterministic budget ends first
     # (explain.py keeps its figure of wall seconds per unit of deterministic work).
     core_wall_safety_s: float = 2.0
+    # The cores' deterministic work (explain.py): per model at most 0.1 (roughly a third of a
+    # second), 0.3 for the whole plan so explanations never dominate planning, 7 wall s per
+    # unit of work (0.1: ~0.33 s idle, x2 busy); below 0.005 the ledger explains instead.
+    core_work_per_model: float = 0.1
+    core_work_total: float = 0.3
+    core_wall_per_work_s: float = 7.0
+    core_work_min: float = 0.005
     # -- validation, the JSON document and the exit (`output_s`) ------------------------------
     # 10,000 production hosts: validation 0.09 s, JSON 0.1 s, exit 0.06 s; office ~20 ms. The
     # CLI's Rich view adds 0.1 ms per host (0.85 s at 10,000), 0.4 ms with --all-hosts.
@@ -74,6 +81,13 @@ class Calibration:
     portfolio_solve_per_key_s: float = 3e-5
     portfolio_solve_limit_share: float = 0.25
     portfolio_limit_share: float = 0.5
+    # Below this the portfolio's coordinate search decides alone (portfolio/attach.py).
+    portfolio_min_cpsat_s: float = 0.05
+    # The per-host portfolio model after an unpacked typed solution costs ~18 us per variable
+    # key to build (12.4 us at 256 production hosts, 12,000 keys; 17.8 us at 1,000, 152,000
+    # keys, 2.7 s) and runs only while this many builds' time is left (portfolio/solve.py).
+    portfolio_build_s_per_key: float = 18e-6
+    portfolio_fallback_builds: int = 2
     # -- the solve and the phases that share its budget --------------------------------------
     min_solve_s: float = 0.05  # below this a solve cannot improve on the heuristic's hint
     # Setups that do not shrink with their budget, as shares of the problem build just

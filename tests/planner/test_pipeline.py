@@ -118,3 +118,31 @@ def test_a_plan_that_breaks_a_hard_constraint_is_raised_before_it_is_returned(
     monkeypatch.setattr("grid.planner.validate.violations", lambda *a, **k: broken)
     with pytest.raises(InvalidPlan):
         make_plan(_fleet(), time_limit_s=5.0)
+
+
+# A demand rule, not the planner's budget: the cold-start lookahead's horizon (targets.py).
+NOT_BUDGET = {("targets.py", "LOOKAHEAD_CAP_S")}
+TIMING = ("_S", "_S_PER_KEY", "_WORK", "WORK", "_SHARE", "_BUILDS")
+
+
+def test_every_calibrated_time_figure_lives_in_the_calibration_table() -> None:
+    """No planner module but deadline.py binds a timing figure (seconds, work, shares of a
+    budget) to a number at module level: the budget has one owner (issue 20's review counted
+    46 such constants in 11 files)."""
+    found = []
+    for path in PLANNER.rglob("*.py"):
+        if path.name == "deadline.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            target = node.target if isinstance(node, ast.AnnAssign) else None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+            value = getattr(node, "value", None)
+            if not isinstance(target, ast.Name) or not isinstance(value, ast.Constant):
+                continue
+            name = target.id
+            if isinstance(value.value, (int, float)) and name.endswith(TIMING):
+                if (path.name, name) not in NOT_BUDGET:
+                    found.append(f"{path.relative_to(PLANNER)}:{node.lineno} {name}")
+    assert found == []
