@@ -14,7 +14,9 @@ Per instance, in the same run: one whole `grid plan SNAPSHOT --time-limit S --js
 (fork to exit: what the limit promises), one `grid plan --engine heuristic --json` process,
 and first-fit decreasing into the same hosts (computed here, independent of the planner).
 `--baseline DIR`: another checkout's `grid plan` on the same files, alternating with this one.
-Per set it prints the instances fully placed (every model placed: the optimum) by each, the
+It prints one line per instance (items: what the optimum places; hosts; what FFD and each
+plan place, the plan's status and wall), then per set the instances fully placed (every model
+placed: the optimum) by each, the
 CP-SAT process's wall (median, max) and CPU time (user + system, median: the machine is shared,
 wall time is pessimistic), how many plans prove their replica level (value = bound), and for
 each instance left short the replica level's value and the bound the plan reports. With
@@ -138,21 +140,46 @@ class PlanRun:
     exit_code: int
 
 
-def run_plan(tree: str, snapshot: Path, args: list[str]) -> PlanRun:
-    """One whole `grid plan` process from `tree`: wall fork to exit, CPU from wait4."""
+@dataclass(frozen=True)
+class Process:
+    wall_s: float  # fork to exit
+    cpu_s: float  # user + system, from wait4
+    rss_mb: int  # the child's peak RSS
+    exit_code: int
+    stdout: bytes
+
+
+def whole_grid(tree: str, argv: list[str]) -> Process:
+    """One whole `python -m grid ARGV` process of checkout `tree` (bench_plan_limit.py too)."""
     env = {**os.environ, "PYTHONPATH": tree}
-    argv = [sys.executable, "-m", "grid", "plan", str(snapshot), "--json", *args]
     with tempfile.TemporaryFile() as out:
         started = time.perf_counter()
-        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, cwd=tree, env=env)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "grid", *argv],
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            cwd=tree,
+            env=env,
+        )
         _pid, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - started
-        code = os.waitstatus_to_exitcode(status)
-        cpu = usage.ru_utime + usage.ru_stime
-        if code != 0:
-            return PlanRun(0, f"exit {code}", 0, 0, wall, cpu, code)
         out.seek(0)
-        plan = json.loads(out.read())
+        return Process(
+            wall,
+            usage.ru_utime + usage.ru_stime,
+            usage.ru_maxrss // 1024,  # kB on Linux
+            os.waitstatus_to_exitcode(status),
+            out.read(),
+        )
+
+
+def run_plan(tree: str, snapshot: Path, args: list[str]) -> PlanRun:
+    """One whole `grid plan` process from `tree`."""
+    done = whole_grid(tree, ["plan", str(snapshot), "--json", *args])
+    wall, cpu, code = done.wall_s, done.cpu_s, done.exit_code
+    if code != 0:
+        return PlanRun(0, f"exit {code}", 0, 0, wall, cpu, code)
+    plan = json.loads(done.stdout)
     level = next(o for o in plan["solver"]["objective"] if o["level"].endswith(":baseline:1"))
     return PlanRun(
         len(plan["assignments"]),
@@ -234,6 +261,23 @@ def summary(rows: list[InstanceRow]) -> list[dict[str, object]]:
     return out
 
 
+def print_instances(rows: list[InstanceRow]) -> None:
+    """One line per instance: the optimum, then what each plan and FFD placed, and walls."""
+    labels = list(rows[0].runs) if rows else []
+    head = f"{'instance':<9} {'items':>5} {'hosts':>5} {'ffd':>5}"
+    for label in labels:
+        head += f" | {label:>9} {'status':<9} {'wall s':>6}"
+    print(head)
+    print("-" * len(head))
+    for row in rows:
+        line = f"{row.name:<9} {row.items:>5} {row.hosts:>5} {row.ffd:>5}"
+        for label in labels:
+            run = row.runs[label]
+            line += f" | {run.placed:>9} {run.status[:9]:<9} {run.wall_s:>6.2f}"
+        print(line)
+    print()
+
+
 def print_summary(
     table: list[dict[str, object]], before: float, after: float, limit: float
 ) -> None:
@@ -290,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(json.dumps(document, indent=2))
     else:
+        print_instances(rows)
         print_summary(table, before, after, args.time_limit)
     return 0
 
