@@ -1,7 +1,7 @@
 """Packing against published optima: OR-Library's bin-packing sets as placement problems.
 
     .venv/bin/python bench/bench_binpack.py [--sets u120,t60,...] [--instances 20]
-        [--time-limit 10] [--hosts-delta 0] [--baseline DIR] [--json]
+        [--only u250_01,...] [--time-limit 10] [--hosts-delta 0] [--baseline DIR] [--json]
 
 Reads `../shared/data/benchmarks/binpack/` (Falkenauer 1996, OR-Library's binpack1-8.txt:
 u120, u250, u500, u1000, t60, t120, t249, t501; every optimum proven, see its README: u250_07
@@ -214,7 +214,10 @@ def bench(args: argparse.Namespace) -> tuple[list[InstanceRow], float, float]:
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
         for name in sets:
-            for instance in read_set(Path(args.data) / SETS[name])[: args.instances]:
+            chosen = read_set(Path(args.data) / SETS[name])[: args.instances]
+            if args.only:
+                chosen = [i for i in chosen if i.name in args.only.split(",")]
+            for instance in chosen:
                 hosts = instance.optimum + args.hosts_delta
                 path = Path(folder) / f"{instance.name}.json"
                 path.write_text(json.dumps(snapshot_document(instance, hosts)), encoding="utf-8")
@@ -314,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sets", default=",".join(SETS), help="comma-separated set names")
     parser.add_argument("--instances", type=int, default=20, help="first N instances per set")
+    parser.add_argument("--only", help="comma-separated instance names (e.g. u250_01)")
     parser.add_argument("--time-limit", type=float, default=10.0, help="grid plan budget (s)")
     parser.add_argument(
         "--hosts-delta", type=int, default=0, help="hosts = optimum + this (-1: none fits)"
