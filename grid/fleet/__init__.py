@@ -55,6 +55,15 @@ if TYPE_CHECKING:
         SolverReport,
         Unsatisfied,
     )
+    from grid.fleet.prefetch import (
+        CacheEviction,
+        Prediction,
+        PredictiveEntry,
+        PrefetchAdvisory,
+        PrefetchPolicy,
+        PrefetchReport,
+        PrefetchSkip,
+    )
     from grid.fleet.snapshot import load_snapshot, parse_snapshot
     from grid.fleet.wire import (
         ACK_STATUSES,
@@ -79,6 +88,7 @@ if TYPE_CHECKING:
         WireAllocator,
         WireCommand,
         WireLoad,
+        WirePredictiveEntry,
         WireResidency,
         WireResources,
         WireRoute,
@@ -117,12 +127,17 @@ _EXPORTS: dict[str, str] = {
         " Ownership Plan Policy Preemption REUSABLE_STATES Residency ResidencyState"
         " SolverReport Unsatisfied"
     ),
+    "grid.fleet.prefetch": (
+        "CacheEviction Prediction PredictiveEntry PrefetchAdvisory PrefetchPolicy"
+        " PrefetchReport PrefetchSkip"
+    ),
     "grid.fleet.snapshot": "load_snapshot parse_snapshot",
     "grid.fleet.wire": (
         "ACK_STATUSES ADDRESS_PATTERN AckAnswer CommandBrief DEFAULT_ENGINE_ADDRESS"
         " MAX_ROWS MAX_TEXT NODE_COMMAND_KINDS NODE_HEADER NodeCommandKind NodeReply"
         " NodeStatus NodeUpdate OPERATOR_HEADER REPLY_SIGNATURE_HEADER ReplyAllocator"
         " StatusReceipt StatusResidency WireAck WireAllocator WireCommand WireLoad"
+        " WirePredictiveEntry"
         " WireResidency WireResources WireRoute reply_is_signed reply_key_path"
         " reply_signature wire_json"
     ),
@@ -158,6 +173,7 @@ __all__ = [
     "AdmissionState",
     "Assignment",
     "Binding",
+    "CacheEviction",
     "CandidateRow",
     "CommandBrief",
     "Deferral",
@@ -185,7 +201,13 @@ __all__ = [
     "PortfolioPolicy",
     "PortfolioReport",
     "PortfolioSolver",
+    "Prediction",
+    "PredictiveEntry",
     "Preemption",
+    "PrefetchAdvisory",
+    "PrefetchPolicy",
+    "PrefetchReport",
+    "PrefetchSkip",
     "Receipt",
     "ReceiptStatus",
     "ReconcileResult",
@@ -204,6 +226,7 @@ __all__ = [
     "WireAllocator",
     "WireCommand",
     "WireLoad",
+    "WirePredictiveEntry",
     "WireResidency",
     "WireResources",
     "WireRoute",

@@ -32,6 +32,7 @@ from grid.planner.gcpause import gc_paused
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.levels import compare, score_placement
 from grid.planner.preemption import stage_changes
+from grid.planner.prefetch import attach_prefetch
 from grid.planner.problem import PlacementProblem, build_problem
 from grid.planner.targets import Target
 
@@ -89,7 +90,9 @@ def make_plan(
         )
     deadline = deadline if deadline is not None else Deadline(time_limit_s)
     with gc_paused():
-        return _make_plan(snap, engine, deadline, deterministic, targets, soft_stage_limit_s)
+        plan = _make_plan(snap, engine, deadline, deterministic, targets, soft_stage_limit_s)
+    # The predictive cache's advisories belong to the authoritative plan only (issue 23).
+    return attach_prefetch(snap, plan)
 
 
 def _make_plan(

@@ -15,6 +15,7 @@ from grid.runtime.controller.host_drains import set_host_drain
 from grid.runtime.controller.lease import LeaseFile, process_marker
 from grid.runtime.controller.live_state import ControllerState, restore_state
 from grid.runtime.controller.outbox import Outbox
+from grid.runtime.controller.prefetch_inputs import snapshot_demand
 from grid.runtime.controller.reports import Delivery, NodeReply, TickReport
 from grid.runtime.controller.service import ControllerService
 from grid.runtime.controller.status import StatusView, percentile, status_document
@@ -50,6 +51,7 @@ __all__ = [
     "process_marker",
     "restore_state",
     "set_host_drain",
+    "snapshot_demand",
     "status_document",
     "with_mapping",
 ]

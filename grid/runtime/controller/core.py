@@ -75,6 +75,7 @@ from grid.runtime.controller.planning import (
     plan_inputs,
     reusable_plan,
 )
+from grid.runtime.controller.prefetch_inputs import snapshot_demand
 from grid.runtime.controller.profiles import validate_profile
 from grid.runtime.controller.registry import Registry
 from grid.runtime.controller.reports import Counters, Delivery, NodeReply, TickReport
@@ -86,7 +87,6 @@ from grid.runtime.controller.workload_inputs import (
     classifier_config,
     mapped_inputs,
     measured_hosts,
-    prewarm_demand,
 )
 from grid.runtime.reconcile import reconcile
 from grid.runtime.reconcile.modes import parse_mode
@@ -418,13 +418,9 @@ class Controller:
         self.tracker.prune(now)
         workloads, outcomes = self.signals.snapshot_fields(now, self.profiles)
         workloads, mapping = mapped_inputs(workloads, self.last_plan)
-        demand = prewarm_demand(
-            self.signals.edges(now),
-            workloads,
-            mapping,
-            self.profiles,
-            self.tracker.forecast(now, models),
-        )
+        explained = self.tracker.explain(now, models)
+        edges = self.signals.edges(now)
+        demand, predictions = snapshot_demand(edges, workloads, mapping, self.profiles, explained)
         return FleetSnapshot(
             now=now,
             policy=self.policy,
@@ -434,6 +430,7 @@ class Controller:
             learned_startup=learned,
             workloads=workloads,
             outcomes=outcomes,
+            predictions=predictions,
         )
 
     def tick(self, now: float) -> TickReport:
