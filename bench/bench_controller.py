@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_controller.py [--sizes 8,64,256,1000] [--ticks 15] [--budget 2]
                                                [--engine cpsat] [--workers inline,process]
                                                [--interval 0.5] [--idle] [--niceness 10]
-                                               [--prefetch off,on] [--json]
+                                               [--stores file,etcd] [--prefetch off,on] [--json]
 
 Per size it registers a generated fleet (grid.lab.fleetgen) through the node wire contract,
 configures its model profiles, feeds five minutes of request observations matching the
@@ -16,6 +16,8 @@ the controller keeps the plan while its inputs (clock-derived facts included) ar
 and only reconciles. With 5 s of simulated time per tick keep `--ticks` under ~15: hosts
 without a heartbeat go stale after 90 s.
 It prints tick latency p50/p95/max and the solver status. Prints figures only; asserts nothing.
+`--stores file,etcd` runs every column on the state file (the baseline) and on a real
+three-member etcd cluster (the fenced, chunked store of a controller cluster) in the same run.
 
 `--prefetch off,on` runs every column once per setting of the predictive cache in the same run:
 every model gets an exact artifact source, every snapshot carries predictions for up to 32
@@ -148,12 +150,30 @@ def p95(ordered: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
+def etcd_store(args: argparse.Namespace, *key: object) -> tuple[Any, Any]:
+    """A fenced etcd store on the bench's three-member cluster, under its own prefix."""
+    from grid.runtime.controller.etcd import EtcdClient, EtcdLease, EtcdStore, parse_store_url
+
+    target = parse_store_url(f"{args.cluster.store_url}/bench-{'-'.join(map(str, key))}")
+    client = EtcdClient(target)
+    # Ticks run on a virtual clock: a long etcd lease outlives the run without renewals.
+    lease = EtcdLease(client, target.prefix, controller_id="bench", url="", ttl_s=3600)
+    with lease.campaigning():
+        lease.acquire(time.time())
+    store = EtcdStore(
+        client, target.prefix, fence=lease.fence, term_key=lease.term_key,
+        leader_key=lease.leader_key,
+    )  # fmt: skip
+    return store, lease
+
+
 def run_size(
     hosts: int,
     ticks: int,
     args: argparse.Namespace,
     worker: str,
     changing: bool,
+    store_kind: str = "file",
     prefetch: str | None = None,
 ) -> dict[str, Any]:
     models = MODELS_FOR_HOSTS.get(hosts, max(2, hosts // 3))
@@ -166,8 +186,12 @@ def run_size(
         membership_grace_s=0.0,
         plan_worker=worker,
     )
-    lease = LeaseFile(folder / "state.json.lease", controller_id="bench")
-    ctl = Controller(StateStore(folder / "state.json"), now=NOW, config=config, lease=lease)
+    if store_kind == "etcd":
+        store, lease = etcd_store(args, hosts, worker, changing, prefetch)
+    else:
+        lease = LeaseFile(folder / "state.json.lease", controller_id="bench")
+        store = StateStore(folder / "state.json")
+    ctl = Controller(store, now=NOW, config=config, lease=lease)
     if prefetch:
         ctl.policy = ctl.policy.model_copy(
             update={"prefetch": PrefetchPolicy(enabled=prefetch == "on")}
@@ -236,6 +260,7 @@ def run_size(
         advise_ms = round(statistics.median(timings), 2)
     report_doc = plan.prefetch
     return {
+        "store": store_kind,
         "prefetch": prefetch or "-",
         "advise_ms": advise_ms,
         "advisories": len(report_doc.advisories) if report_doc else 0,
@@ -285,23 +310,40 @@ def main() -> None:
         default="",
         help="comma-separated predictive-cache settings to compare (off,on); default: neither",
     )
+    parser.add_argument(
+        "--stores",
+        default="file",
+        help="comma-separated stores: file (the state file, the baseline) and etcd (a real "
+        "three-member cluster on loopback, started by the bench: tests/ha/cluster.py)",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
     plan_worker.WORKER_NICENESS = args.niceness
+    stores = args.stores.split(",")
     settings = [p for p in args.prefetch.split(",") if p] or [None]
-    rows = [
-        run_size(int(size), args.ticks, args, worker, changing, prefetch)
-        for size in args.sizes.split(",")
-        for changing in ((True, False) if args.idle else (True,))
-        for worker in args.workers.split(",")
-        for prefetch in settings
-    ]
+    args.cluster = None
+    if "etcd" in stores:
+        from tests.ha.cluster import EtcdCluster
+
+        args.cluster = EtcdCluster(Path(tempfile.mkdtemp(prefix="grid-bench-etcd-"))).start()
+    try:
+        rows = [
+            run_size(int(size), args.ticks, args, worker, changing, store, prefetch)
+            for size in args.sizes.split(",")
+            for changing in ((True, False) if args.idle else (True,))
+            for worker in args.workers.split(",")
+            for store in stores
+            for prefetch in settings
+        ]
+    finally:
+        if args.cluster is not None:
+            args.cluster.stop()
     if args.json:
         print(json.dumps(rows, indent=2))
         return
     print(f"process worker niceness {args.niceness}, {args.interval} s between ticks")
     print(
-        f"{'hosts':>5} {'models':>6} {'worker':>8} {'inputs':>8} {'prefetch':>8} "
+        f"{'hosts':>5} {'models':>6} {'store':>5} {'worker':>8} {'inputs':>8} {'prefetch':>8} "
         f"{'first ms':>8} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}  solver"
     )
     for r in rows:
@@ -313,7 +355,7 @@ def main() -> None:
                 f"{r['evictions']} evictions"
             )
         print(
-            f"{r['hosts']:>5} {r['models']:>6} {r['worker']:>8} {r['inputs']:>8} "
+            f"{r['hosts']:>5} {r['models']:>6} {r['store']:>5} {r['worker']:>8} {r['inputs']:>8} "
             f"{r['prefetch']:>8} "
             f"{r['first_ms']:>8} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['max_ms']:>8}  "
             f"{', '.join(r['solver'])} (sources {r['sources']}{extra}, caught up "

@@ -27,6 +27,7 @@ import typer
 from grid.api.settings import config_path as config_path_of_controller
 from grid.api.settings import default_state_dir, load_settings
 from grid.cli.allocator_cmd import write_credential_file
+from grid.cli.engine_flags import engine_overrides
 from grid.cli.hints import NODE_TOKEN_ENV, default_node_dir, serves_controller, with_dirs
 from grid.cli.text import local_time
 from grid.fleet.errors import GridError
@@ -258,6 +259,36 @@ def start(
             "--ca-file", help="CA that verifies an https controller (default: the system store)."
         ),
     ] = None,
+    threads: Annotated[
+        int | None, typer.Option("--threads", min=1, help="Engine threads (node default).")
+    ] = None,
+    context: Annotated[
+        int | None, typer.Option("--context", min=64, help="Engine context tokens (default).")
+    ] = None,
+    llama_server: Annotated[
+        Path | None, typer.Option("--llama-server", help="llama-server binary of this host.")
+    ] = None,
+    runtime: Annotated[
+        list[str] | None, typer.Option("--runtime", help="Runtime offered (repeat).")
+    ] = None,
+    gpu_memory_mb: Annotated[
+        list[int] | None, typer.Option("--gpu-memory-mb", min=0, help="One GPU's MB (repeat).")
+    ] = None,
+    engine_override: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--engine-override",
+            help="MODEL:KEY=VALUE over the profile's engine settings (MODEL may be *; repeat).",
+        ),
+    ] = None,
+    controller: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--controller",
+            help="A controller URL of a controller cluster on etcd (repeat for each); "
+            "heartbeats follow its leader. The first one stands for --grid.",
+        ),
+    ] = None,
 ) -> None:
     """Start this machine's node agent in the background (does nothing if it already runs).
 
@@ -265,6 +296,8 @@ def start(
     host-scoped credential. On another machine pass --grid and --token-file (a file written by
     `grid allocator token write FILE --host-id ID` on the controller), or set
     GRID_ALLOCATOR_NODE_TOKEN."""
+    if controller:
+        grid = grid or controller[0]
     folder = _folder(node_dir)
     running = running_agent(folder)
     if running is not None:
@@ -294,6 +327,8 @@ def start(
             recorded = load_settings(_state(state_dir)).ca_file
             ca_file = Path(recorded) if recorded else None
     updates: dict[str, Any] = {"grid_url": url, "host_id": chosen_host}
+    if controller:
+        updates["controllers"] = [c for c in dict.fromkeys(controller) if c != url]
     if token_file is not None and env_token is None:
         updates["token_file"] = str(token_file.expanduser().absolute())
     elif env_token is not None:
@@ -309,6 +344,12 @@ def start(
         ("telemetry", telemetry),
         ("advertise_address", advertise_address),
         ("ca_file", str(ca_file.expanduser().absolute()) if ca_file else None),
+        ("engine_threads", threads),
+        ("engine_context", context),
+        ("llama_server", str(llama_server.expanduser().absolute()) if llama_server else None),
+        ("runtimes", runtime),
+        ("gpu_memory_mb", gpu_memory_mb),
+        ("engine_overrides", engine_overrides(engine_override, existing)),
     ):
         if value is not None:
             updates[key] = value
@@ -397,6 +438,11 @@ def status(node_dir: NodeDirOpt = None, as_json: JsonOpt = False) -> None:
     )
     if agent.last_error:
         typer.echo(f"Last error: {agent.last_error}")
+    if agent.relay is not None:  # the tunnel the router reaches this host's engines over
+        relay = agent.relay
+        state = "connected" if relay.get("connected") else "not connected"
+        why = f" ({relay['last_error']})" if relay.get("last_error") else ""
+        typer.echo(f"Relay tunnel: {state}{why}, {relay.get('requests', 0)} requests served")
     if doc["override"]:
         o = doc["override"]
         until = f" until {local_time(o['expires_at'], time.time())}" if o.get("expires_at") else ""
@@ -405,6 +451,7 @@ def status(node_dir: NodeDirOpt = None, as_json: JsonOpt = False) -> None:
         typer.echo(
             f"  {row.model_id}: {row.state} {row.memory_mb} MB"
             + (f" pid {row.pid} port {row.port}" if row.pid else "")
+            + (f" {row.runtime or ''} {json.dumps(row.settings)}" if row.settings else "")
         )
     for receipt in agent.receipts[-5:]:
         typer.echo(

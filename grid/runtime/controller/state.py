@@ -15,8 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from grid.fleet.actions import Action, ActionKind, ActionRecord, Mode, Tombstone
+from grid.fleet.externals import ExternalEndpoint
 from grid.fleet.models import ModelProfile, Policy
-from grid.fleet.wire import WireCommand
+from grid.fleet.wire import WireCommand, WireLaunch
 
 STATE_SCHEMA_VERSION = 1
 MAX_TERMINAL_RECORDS = 512  # newest finished records kept for backoff and status
@@ -73,6 +74,7 @@ class Command(_Strict):
             artifact_size_mb=profile.artifact_size_mb if profile else None,
             chat_template=profile.chat_template if profile else None,
             predictive=a.predictive and a.kind is ActionKind.LOAD,
+            launch=WireLaunch.of(profile) if profile else None,
             schema_version=1,
         )
 
@@ -100,6 +102,8 @@ class ControllerDocument(_Strict):
     workflow: dict[str, Any] = Field(default_factory=dict)
     # Operator drains of hosts (host_id -> reason; absent in older files: none drained).
     host_drains: dict[str, str] = Field(default_factory=dict)
+    # Issue 21: external OpenAI-compatible endpoints the operator added (their health is live).
+    externals: list[ExternalEndpoint] = Field(default_factory=list)
 
 
 def bound_records(records: list[ActionRecord]) -> list[ActionRecord]:

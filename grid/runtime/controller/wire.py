@@ -162,6 +162,8 @@ def build_host(
         routes=sorted({r.model_id for r in envelope.routes}),
         residencies=residencies,
         predictive_cache=parse_predictive(envelope.predictive_cache, now),
+        gpu_count=len(resources.gpu_memory_mb) or resources.gpu_count,
+        gpu_memory_mb=list(resources.gpu_memory_mb),
     )
     return host, problems
 
