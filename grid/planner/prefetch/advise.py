@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 
 from grid.fleet.models import FleetSnapshot, Host, ModelProfile, Plan
 from grid.fleet.prefetch import (
@@ -171,18 +172,24 @@ def _pairs(ctx: Context, predictions: list[Prediction], report: PrefetchReport) 
         if pred.confidence < policy.min_confidence:
             report.skipped.append(_skip(pred.model_id, "low_confidence", edge=pred.edge))
             continue
-        hosts = [h for h in ctx.snap.hosts if ctx.compatibility(prof, h) is None]
-        if not hosts:
-            report.skipped.append(_skip(pred.model_id, "no_compatible_host", edge=pred.edge))
-            continue
         planned = ctx.planned.get(prof.model_id, set())
+        near = [
+            ctx.hosts[h] for h in ctx.mentions.get(prof.model_id, set()) | planned if h in ctx.hosts
+        ]
         holding = {
             h.host_id
-            for h in ctx.snap.hosts
+            for h in near
             if (ctx.cached(prof, h) or ctx.live(prof.model_id, h) or h.host_id in planned)
             and ctx.static_compatibility(prof, h) is None
         }
-        if len(holding) >= len(planned) + 1 or all(h.host_id in holding for h in hosts):
+        covered = len(holding) >= len(planned) + 1
+        compatible = (h for h in ctx.snap.hosts if ctx.compatibility(prof, h) is None)
+        # With enough copies only whether any host is compatible at all decides the code.
+        hosts = list(islice(compatible, 1) if covered else compatible)
+        if not hosts:
+            report.skipped.append(_skip(pred.model_id, "no_compatible_host", edge=pred.edge))
+            continue
+        if covered or all(h.host_id in holding for h in hosts):
             report.skipped.append(_skip(pred.model_id, "already_cached", edge=pred.edge))
             continue
         found = 0

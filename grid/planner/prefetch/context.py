@@ -23,6 +23,7 @@ from grid.fleet.models import (
     ModelProfile,
     Ownership,
     Plan,
+    Residency,
     ResidencyState,
 )
 from grid.fleet.prefetch import Prediction
@@ -56,6 +57,7 @@ class Context:
     snap: FleetSnapshot
     plan: Plan
     free: dict[str, int | None] = field(default_factory=dict)  # post-assignment free disk
+    _static: dict[tuple[str, str], str | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for host in self.snap.hosts:
@@ -116,16 +118,39 @@ class Context:
         return not any(r.startswith("heartbeat") for r in self.refusals.get(host_id, ["x"]))
 
     # -- per model and host ------------------------------------------------------------------
-    @staticmethod
-    def live(model_id: str, host: Host) -> bool:
-        return any(r.model_id == model_id and r.state in LIVE_STATES for r in host.residencies)
+    @cached_property
+    def _rows(self) -> dict[str, dict[str, list[Residency]]]:
+        """host -> model -> its residency rows (in report order)."""
+        out: dict[str, dict[str, list[Residency]]] = {}
+        for host in self.snap.hosts:
+            rows = out.setdefault(host.host_id, {})
+            for r in host.residencies:
+                rows.setdefault(r.model_id, []).append(r)
+        return out
 
-    @staticmethod
-    def cached(profile: ModelProfile, host: Host) -> bool:
+    @cached_property
+    def mentions(self) -> dict[str, set[str]]:
+        """model -> the hosts whose report names it (a cached model or a residency row)."""
+        out: dict[str, set[str]] = {}
+        for host in self.snap.hosts:
+            for model_id in [*host.cached_models, *self._rows.get(host.host_id, {})]:
+                out.setdefault(model_id, set()).add(host.host_id)
+        return out
+
+    def _model_rows(self, model_id: str, host: Host) -> list[Residency]:
+        rows = self._rows.get(host.host_id)
+        if rows is None:  # a host outside the snapshot: read it directly
+            return [r for r in host.residencies if r.model_id == model_id]
+        return rows.get(model_id, [])
+
+    def live(self, model_id: str, host: Host) -> bool:
+        return any(r.state in LIVE_STATES for r in self._model_rows(model_id, host))
+
+    def cached(self, profile: ModelProfile, host: Host) -> bool:
         """The exact artifact is on the host's disk (a CACHED row of another revision is not)."""
-        res = next((r for r in host.residencies if r.model_id == profile.model_id), None)
-        if res is not None and res.state is ResidencyState.CACHED:
-            return res.artifact_sha256 in (None, profile.artifact_sha256)
+        rows = self._model_rows(profile.model_id, host)
+        if rows and rows[0].state is ResidencyState.CACHED:
+            return rows[0].artifact_sha256 in (None, profile.artifact_sha256)
         return profile.model_id in host.cached_models
 
     def compatibility(self, profile: ModelProfile, host: Host) -> str | None:
@@ -136,7 +161,14 @@ class Context:
 
     def static_compatibility(self, profile: ModelProfile, host: Host) -> str | None:
         """The same without the host's current lifecycle and heartbeat: a host that is down or
-        paused now keeps its disk, so a copy there still counts once it is back."""
+        paused now keeps its disk, so a copy there still counts once it is back (memoized per
+        model and host: one plan's facts do not change)."""
+        key = (profile.model_id, host.host_id)
+        if key not in self._static:
+            self._static[key] = self._static_refusal(profile, host)
+        return self._static[key]
+
+    def _static_refusal(self, profile: ModelProfile, host: Host) -> str | None:
         if host.ownership is not Ownership.MANAGED or LOAD_CAPABILITY not in (
             host.actuator_capabilities
         ):
