@@ -73,6 +73,7 @@ if TYPE_CHECKING:
         PrefetchReport,
         PrefetchSkip,
     )
+    from grid.fleet.procstat import ProcStat, process_state, read_stat, start_ticks
     from grid.fleet.snapshot import load_snapshot, parse_snapshot
     from grid.fleet.wire import (
         ACK_STATUSES,
@@ -145,6 +146,7 @@ _EXPORTS: dict[str, str] = {
         "CacheEviction Prediction PredictiveEntry PrefetchAdvisory PrefetchPolicy"
         " PrefetchReport PrefetchSkip"
     ),
+    "grid.fleet.procstat": "ProcStat process_state read_stat start_ticks",
     "grid.fleet.snapshot": "load_snapshot parse_snapshot",
     "grid.fleet.wire": (
         "ACK_STATUSES ADDRESS_PATTERN AckAnswer CommandBrief DEFAULT_ENGINE_ADDRESS"
@@ -227,6 +229,7 @@ __all__ = [
     "PrefetchPolicy",
     "PrefetchReport",
     "PrefetchSkip",
+    "ProcStat",
     "Receipt",
     "ReceiptStatus",
     "ReconcileResult",
@@ -261,10 +264,13 @@ __all__ = [
     "load_snapshot",
     "parse_history",
     "parse_snapshot",
+    "process_state",
+    "read_stat",
     "refuse_unknown",
     "reply_is_signed",
     "reply_key_path",
     "reply_signature",
+    "start_ticks",
     "url_problem",
     "wire_json",
 ]
