@@ -19,6 +19,7 @@ from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.deadline import Deadline
 from grid.planner.gcpause import gc_paused
 from grid.planner.pipeline import Run, run_phases
+from grid.planner.prefetch import attach_prefetch
 from grid.planner.problem import PlacementProblem
 from grid.planner.targets import Target
 
@@ -64,4 +65,6 @@ def make_plan(
         soft_stage_limit_s=soft_stage_limit_s,
     )
     with gc_paused():
-        return run_phases(run)
+        plan = run_phases(run)
+    # The predictive cache's advisories belong to the authoritative plan only (issue 23).
+    return attach_prefetch(snap, plan)
