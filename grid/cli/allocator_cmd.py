@@ -28,6 +28,7 @@ from grid.cli.connection import (
     client,
 )
 from grid.cli.render_portfolio import workload_parts
+from grid.cli.render_prefetch import prefetch_parts
 from grid.cli.text import local_time, plural, relative
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
@@ -426,6 +427,7 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
             levels.add_row(level["level"], str(level["value"]), str(level["bound"]))
         parts.append(levels)
     parts += workload_parts(doc.get("workloads") or {})
+    parts += prefetch_parts(doc.get("prefetch"))
     reasons = doc.get("desired_reasons") or {}
     if reasons:
         table = _table("Desired replicas", ["model", "desired", "why"])

@@ -64,6 +64,15 @@ if TYPE_CHECKING:
         SolverReport,
         Unsatisfied,
     )
+    from grid.fleet.prefetch import (
+        CacheEviction,
+        Prediction,
+        PredictiveEntry,
+        PrefetchAdvisory,
+        PrefetchPolicy,
+        PrefetchReport,
+        PrefetchSkip,
+    )
     from grid.fleet.procstat import ProcStat, process_state, read_stat, start_ticks
     from grid.fleet.snapshot import load_snapshot, parse_snapshot
     from grid.fleet.wire import (
@@ -90,6 +99,7 @@ if TYPE_CHECKING:
         WireCommand,
         WireLaunch,
         WireLoad,
+        WirePredictiveEntry,
         WireResidency,
         WireResources,
         WireRoute,
@@ -132,6 +142,10 @@ _EXPORTS: dict[str, str] = {
         " Ownership Plan Policy Preemption REUSABLE_STATES Residency ResidencyState"
         " SolverReport Unsatisfied"
     ),
+    "grid.fleet.prefetch": (
+        "CacheEviction Prediction PredictiveEntry PrefetchAdvisory PrefetchPolicy"
+        " PrefetchReport PrefetchSkip"
+    ),
     "grid.fleet.procstat": "ProcStat process_state read_stat start_ticks",
     "grid.fleet.snapshot": "load_snapshot parse_snapshot",
     "grid.fleet.wire": (
@@ -139,6 +153,7 @@ _EXPORTS: dict[str, str] = {
         " MAX_ROWS MAX_TEXT NODE_COMMAND_KINDS NODE_HEADER NodeCommandKind NodeReply"
         " NodeStatus NodeUpdate OPERATOR_HEADER REPLY_SIGNATURE_HEADER ReplyAllocator"
         " StatusReceipt StatusResidency WireAck WireAllocator WireCommand WireLaunch WireLoad"
+        " WirePredictiveEntry"
         " WireResidency WireResources WireRoute reply_is_signed reply_key_path"
         " reply_signature wire_json"
     ),
@@ -175,6 +190,7 @@ __all__ = [
     "AdmissionState",
     "Assignment",
     "Binding",
+    "CacheEviction",
     "CandidateRow",
     "CommandBrief",
     "Deferral",
@@ -206,7 +222,13 @@ __all__ = [
     "PortfolioPolicy",
     "PortfolioReport",
     "PortfolioSolver",
+    "Prediction",
+    "PredictiveEntry",
     "Preemption",
+    "PrefetchAdvisory",
+    "PrefetchPolicy",
+    "PrefetchReport",
+    "PrefetchSkip",
     "ProcStat",
     "Receipt",
     "ReceiptStatus",
@@ -227,6 +249,7 @@ __all__ = [
     "WireCommand",
     "WireLaunch",
     "WireLoad",
+    "WirePredictiveEntry",
     "WireResidency",
     "WireResources",
     "WireRoute",

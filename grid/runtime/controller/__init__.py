@@ -17,6 +17,7 @@ from grid.runtime.controller.key_records import update_client_keys
 from grid.runtime.controller.lease import LeaseFile, process_marker
 from grid.runtime.controller.live_state import ControllerState, restore_state
 from grid.runtime.controller.outbox import Outbox
+from grid.runtime.controller.prefetch_inputs import snapshot_demand
 from grid.runtime.controller.reports import Delivery, NodeReply, TickReport
 from grid.runtime.controller.service import ControllerService
 from grid.runtime.controller.state import ClientKeyRecord
@@ -55,6 +56,7 @@ __all__ = [
     "restore_state",
     "serving_view",
     "set_host_drain",
+    "snapshot_demand",
     "stage_restarts",
     "status_document",
     "update_client_keys",

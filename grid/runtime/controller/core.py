@@ -74,6 +74,7 @@ from grid.runtime.controller.planning import (
     plan_inputs,
     reusable_plan,
 )
+from grid.runtime.controller.prefetch_inputs import snapshot_demand
 from grid.runtime.controller.profiles import validate_profile
 from grid.runtime.controller.registry import Registry
 from grid.runtime.controller.reports import Counters, Delivery, NodeReply, TickReport
@@ -85,7 +86,6 @@ from grid.runtime.controller.workload_inputs import (
     classifier_config,
     mapped_inputs,
     measured_hosts,
-    prewarm_demand,
 )
 from grid.runtime.reconcile import parse_mode, reconcile, with_failures
 
@@ -417,13 +417,9 @@ class Controller:
         self.tracker.prune(now)
         workloads, outcomes = self.signals.snapshot_fields(now, self.profiles)
         workloads, mapping = mapped_inputs(workloads, self.last_plan)
-        demand = prewarm_demand(
-            self.signals.edges(now),
-            workloads,
-            mapping,
-            self.profiles,
-            self.tracker.forecast(now, models),
-        )
+        explained = self.tracker.explain(now, models)
+        edges = self.signals.edges(now)
+        demand, predictions = snapshot_demand(edges, workloads, mapping, self.profiles, explained)
         return FleetSnapshot(
             now=now,
             policy=self.policy,
@@ -433,6 +429,7 @@ class Controller:
             learned_startup=learned,
             workloads=workloads,
             outcomes=outcomes,
+            predictions=predictions,
         )
 
     def tick(self, now: float) -> TickReport:

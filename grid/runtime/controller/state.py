@@ -11,14 +11,14 @@ host membership (hosts must re-register after a restart), secrets and the workfl
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grid.fleet.actions import Action, ActionRecord, Mode, Tombstone
+from grid.fleet.actions import Action, ActionKind, ActionRecord, Mode, Tombstone
 from grid.fleet.externals import ExternalEndpoint
 from grid.fleet.models import ModelProfile, Policy
-from grid.fleet.wire import NodeCommandKind, WireCommand, WireLaunch
+from grid.fleet.wire import WireCommand, WireLaunch
 
 STATE_SCHEMA_VERSION = 1
 MAX_TERMINAL_RECORDS = 512  # newest finished records kept for backoff and status
@@ -45,12 +45,17 @@ class Command(_Strict):
         holds it now), so a node verifies and, where authorized, fetches the exact artifact
         without asking for anything else; each is null when undeclared (additive fields). Every
         field is within the wire's limits by construction (a profile's model id is at most
-        `MAX_MODEL_ID` characters), so building it never fails at delivery.
+        `MAX_MODEL_ID` characters), so building it never fails at delivery. An evict (and a
+        predictive load) carries the exact SHA-256 the plan proved, not the profile's current
+        one: the node deletes only that artifact.
         """
         a = self.action
+        sha = profile.artifact_sha256 if profile else None
+        if a.artifact_sha256 and (a.kind is ActionKind.EVICT or a.predictive):
+            sha = a.artifact_sha256
         return WireCommand(
             action_id=a.action_id,
-            kind=cast(NodeCommandKind, a.kind.value),  # the four kinds (validated)
+            kind=a.kind.value,  # every action kind is a node command kind
             node_id=a.host_id,
             host_id=a.host_id,
             model_id=a.model_id,
@@ -66,9 +71,10 @@ class Command(_Strict):
             not_before=a.not_before,
             attempt=a.attempt,
             artifact_source=profile.artifact_source if profile else None,
-            artifact_sha256=profile.artifact_sha256 if profile else None,
+            artifact_sha256=sha,
             artifact_size_mb=profile.artifact_size_mb if profile else None,
             chat_template=profile.chat_template if profile else None,
+            predictive=a.predictive and a.kind is ActionKind.LOAD,
             launch=WireLaunch.of(profile) if profile else None,
             schema_version=1,
         )
