@@ -15,15 +15,18 @@ from rich.table import Table
 
 from grid.fleet.errors import GridError
 from grid.lab.scenario import (
+    ORACLE,
     STRATEGIES,
     WORDS,
     ScenarioConfig,
     document,
     graduate,
     oracle_document,
+    oracle_report,
     parse_option,
     read_trace,
     run_oracle,
+    run_oracle_strategy,
     run_scenario,
 )
 
@@ -72,11 +75,11 @@ def _ints(text: str, option: str) -> list[int]:
 
 
 def _check_strategy(strategy: str) -> None:
-    if strategy not in STRATEGIES:
+    if strategy not in (*STRATEGIES, ORACLE):
         raise GridError(
             "unknown_strategy",
-            f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}",
-            fix="pass --strategy smart, reactive, greedy or static",
+            f"strategy {strategy!r} is not one of {', '.join((*STRATEGIES, ORACLE))}",
+            fix="pass --strategy smart, reactive, greedy, static or oracle",
             path="--strategy",
             next_command=NEXT,
         )
@@ -97,7 +100,11 @@ def scenario_cmd(
     ] = "30m",
     seed: Annotated[int, typer.Option("--seed", help="Seed of topology, users and arrivals.")] = 42,
     strategy: Annotated[
-        str, typer.Option("--strategy", help="smart | reactive | greedy | static.")
+        str,
+        typer.Option(
+            "--strategy",
+            help="smart | reactive | greedy | static | oracle (the oracle's schedule replayed).",
+        ),
     ] = "smart",
     oracle: Annotated[
         bool, typer.Option("--oracle", help="Also solve the hindsight oracle on the run's trace.")
@@ -136,10 +143,16 @@ def scenario_cmd(
         traces=traces,
     )
     started = time.perf_counter()
-    run = run_scenario(cfg)
-    doc = document(run, timeline=timeline)
-    if oracle:
-        doc["oracle"] = run_oracle(run, oracle_time_limit)
+    if strategy == ORACLE:
+        replayed = run_oracle_strategy(cfg, time_limit_s=oracle_time_limit)
+        doc = document(replayed.run, timeline=timeline)
+        if oracle:
+            doc["oracle"] = oracle_report(replayed.run, replayed.problem, replayed.result)
+    else:
+        run = run_scenario(cfg)
+        doc = document(run, timeline=timeline)
+        if oracle:
+            doc["oracle"] = run_oracle(run, oracle_time_limit)
     doc["wall_s"] = round(time.perf_counter() - started, 3)
     if as_json:
         typer.echo(_dump(doc))
@@ -208,8 +221,10 @@ def _render(doc: dict[str, Any], timeline: bool) -> None:
     if "oracle" in doc:
         o = doc["oracle"]
         console.print(
-            f"oracle {o['status']}: ceiling {o['service_ceiling']:.1%}, potential gain "
-            f"{o['potential_gain']:.1%}, gap {o['gap']:.2%}; the run's placements serve "
+            f"oracle {o['status']}: ceiling {o['service_ceiling']:.1%}, bound "
+            f"{o['bound']:.2f}, potential gain {o['potential_gain']:.1%} (placement "
+            f"{o['placement_gain']:.1%}, routing {o['routing_gain']:.1%}), gap {o['gap']:.2%}; "
+            "the run's placements serve "
             f"{o['run_placements_served']:.2f} of the oracle's {o['served']:.2f} "
             f"({o['run_placement_changes']} changes); {o['winning_changes_total']} oracle "
             "residencies the run lacked"

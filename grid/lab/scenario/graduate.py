@@ -35,6 +35,7 @@ CELL_KEYS = (
     "score",
     "least_workload_service",
     "churn",
+    "mapping_changes",
     "loads",
     "unloads",
     "startup_s",
