@@ -15,6 +15,7 @@ from rich.table import Table
 
 from grid.fleet.errors import GridError
 from grid.lab.scenario import (
+    DEFAULT_ORACLE_TIME_LIMIT_S,
     ORACLE,
     STRATEGIES,
     WORDS,
@@ -245,13 +246,26 @@ def graduate_cmd(
     duration: Annotated[str, typer.Option("--duration", help="Virtual run length.")] = "2h",
     models: Annotated[int, typer.Option("--models", min=1, max=40, help="Catalogue models.")] = 8,
     users: Annotated[int, typer.Option("--users", min=1, max=5000, help="Users per cell.")] = 50,
+    oracle_time_limit: Annotated[
+        float,
+        typer.Option(
+            "--oracle-time-limit", min=0.1, help="Oracle budget per largest-fleet cell (s)."
+        ),
+    ] = DEFAULT_ORACLE_TIME_LIMIT_S,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """All four strategies on every (machines, seed) cell, then the graduation gates."""
     sizes, seed_list = _ints(machines, "--machines"), _ints(seeds, "--seeds")
     seconds = parse_duration(duration)
     started = time.perf_counter()
-    result = graduate(sizes, seed_list, models=models, users=users, duration_s=seconds)
+    result = graduate(
+        sizes,
+        seed_list,
+        models=models,
+        users=users,
+        duration_s=seconds,
+        oracle_time_limit_s=oracle_time_limit,
+    )
     result["wall_s"] = round(time.perf_counter() - started, 3)
     if as_json:
         typer.echo(_dump(result))
@@ -268,6 +282,7 @@ def _render_graduate(result: dict[str, Any]) -> None:
     cells.add_column("seed", justify="right")
     for name in STRATEGIES:
         cells.add_column(name, justify="right")
+    cells.add_column("oracle served", justify="right")
     for c in result["cells"]:
         row = [str(c["machines"]), str(c["seed"])]
         for name in STRATEGIES:
@@ -276,6 +291,8 @@ def _render_graduate(result: dict[str, Any]) -> None:
                 f"{v['served_fraction']:.1%} / {v['score']:.1f} / {v['churn']}"
                 f" / {v['startup_s']:.0f}"
             )
+        oracle = c.get("oracle")
+        row.append(f"{oracle['served_fraction']:.1%}" if oracle else "")
         cells.add_row(*row)
     console.print(cells)
     gates = Table(title="Gates", box=box.SIMPLE_HEAD)

@@ -123,9 +123,15 @@ def _report(stage: str, name: str, solver: cp_model.CpSolver, started: float) ->
 
 
 def _two_stages(
-    problem: Problem, rm: ResidencyModel, rows: Rows, bound: int, budget: Budget
+    problem: Problem,
+    rm: ResidencyModel,
+    rows: Rows,
+    bound: int,
+    budget: Budget,
+    mutations: bool = True,
 ) -> tuple[Rows, int, bool, list[dict[str, Any]]]:
-    """The whole-trace model: (rows, bound, proven, reports)."""
+    """The whole-trace model: (rows, bound, proven, reports); without `mutations` the second
+    stage is skipped (then the mutation level is not proven)."""
     reports = []
     best_served = _check(problem, rows)[1].total
     proven = best_served >= bound
@@ -142,6 +148,8 @@ def _two_stages(
             if total > best_served:
                 rows, best_served = got, total
         proven = name == "OPTIMAL" or best_served >= bound
+    if not mutations:
+        return rows, bound, False, reports
     rm.model.add(rm.served_expr() >= best_served)
     rm.model.minimize(rm.mutations_expr())
     started = time.perf_counter()
@@ -152,7 +160,11 @@ def _two_stages(
     return rows, bound, proven and name == "OPTIMAL", reports
 
 
-def solve_problem(problem: Problem, time_limit_s: float, deterministic: bool) -> OracleResult:
+def solve_problem(
+    problem: Problem, time_limit_s: float, deterministic: bool, *, mutations: bool = True
+) -> OracleResult:
+    """`mutations=False`: served only (the mutation stage and the window search's are skipped;
+    the status is then FEASIBLE), for callers that read only served, e.g. the graduate gate."""
     started = time.perf_counter()
     budget = Budget(time_limit_s, deterministic)
     greedy_rows = best_greedy(problem)
@@ -171,7 +183,7 @@ def solve_problem(problem: Problem, time_limit_s: float, deterministic: bool) ->
     if cells <= FULL_MODEL_CELLS:
         rm = ResidencyModel(problem)
         rm.add_minute_caps(caps)
-        rows, bound, proven, reports = _two_stages(problem, rm, hint_rows, bound, budget)
+        rows, bound, proven, reports = _two_stages(problem, rm, hint_rows, bound, budget, mutations)
     else:
         rows, reports = window_search(problem, hint_rows, caps, budget)
         proven = False  # windows never prove the mutation level

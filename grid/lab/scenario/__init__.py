@@ -8,7 +8,13 @@ virtual clock (docs/scenario.md). Pure and deterministic by seed.
     graduate(...), gates(cells)        -> the graduation matrix and its gates
 """
 
-from grid.lab.scenario.graduate import GATES, gates, graduate, run_cell
+from grid.lab.scenario.graduate import (
+    DEFAULT_ORACLE_TIME_LIMIT_S,
+    GATES,
+    gates,
+    graduate,
+    run_cell,
+)
 from grid.lab.scenario.lab import RunResult, run_scenario
 from grid.lab.scenario.oracle_bridge import (
     oracle_document,
@@ -25,6 +31,7 @@ from grid.lab.scenario.workday import WORDS
 from grid.lab.scenario.world import ScenarioConfig, World, build_world
 
 __all__ = [
+    "DEFAULT_ORACLE_TIME_LIMIT_S",
     "GATES",
     "ORACLE",
     "STRATEGIES",
