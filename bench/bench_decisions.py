@@ -184,8 +184,13 @@ def _row(c: dict[str, Any]) -> str:
             f"{v['least_workload_service']:.2f}/c{v['churn']}/m{v['mapping_changes']}"
         )
     o = c["oracle"]
+    if "score" in o:  # the oracle's schedule replayed: its report's figures
+        cols.append(
+            f"or {o['served_fraction']:.3f}/{o['score']:5.1f}/{o['least_workload_service']:.2f}"
+            f"/c{o['churn']}/m{o['mapping_changes']}"
+        )
     cols.append(
-        f"oracle {o['served_fraction']:.3f} (bound {o['bound_fraction']:.3f} {o['status']})"
+        f"oracle {o['oracle_served_fraction']:.3f} (bound {o['bound_fraction']:.3f} {o['status']})"
     )
     return f"{c['machines']:>2} x {c['seed']:>4} x {c['users']:>3}: " + "  ".join(cols)
 

@@ -7,7 +7,9 @@ State      the mapping in effect, μ₀(w) = snapshot.workloads[w].mapped_model 
            what serves now, and the next plan's mapping is the next tick's state.
 Held       μ_h = μ* with every such w set back to μ₀(w) (μ* the engine's decision), placed by
            the greedy ledger (search.place: incumbents first, so the replicas serving now are
-           reused) and scored with score.evaluate.
+           reused; no further replica takes a slot of the spare-slot reserve, which the decided
+           portfolio keeps too, so the two are compared on equal terms) and scored with
+           score.evaluate.
 Switch     μ* replaces μ_h only when, at the first level (score.LEVELS order) whose gain
            g = value(μ*) − value(μ_h) (sign by sense) leaves the margin band [−τ, τ], g > τ:
                covered, failures, pressure, spare_slots   τ = 0 (service is never traded)
@@ -22,6 +24,7 @@ Budget     a held workload is an incumbent, not an exploration: the exploitation
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from grid.planner.portfolio.context import Key, PortfolioContext
@@ -49,10 +52,11 @@ def in_effect(ctx: PortfolioContext) -> dict[str, str]:
     return out
 
 
-def margins(ctx: PortfolioContext) -> dict[str, int]:
+def margins(ctx: PortfolioContext, held_missing: int = 0) -> dict[str, int]:
     policy = ctx.policy
     out = dict.fromkeys(DECIDING, 0)
-    out["missing"] = policy.hysteresis_missing_replicas
+    relative = math.ceil(policy.hysteresis_missing_fraction * held_missing - 1e-9)
+    out["missing"] = max(policy.hysteresis_missing_replicas, relative)
     out["utility"] = round(10 * policy.hysteresis_utility_points)
     return out
 
@@ -78,10 +82,10 @@ def hold(
     if not changed:
         return Held(mapping, placement, exploit, ())
     kept = {**mapping, **current}
-    kept_place = place(ctx, kept)
+    kept_place = place(ctx, kept, keep_reserve=True)
     new = evaluate(ctx, mapping, placement)
     old = evaluate(ctx, kept, kept_place)
-    if justified(new, old, margins(ctx)):
+    if justified(new, old, margins(ctx, old["missing"])):
         return Held(mapping, placement, exploit, ())
     covered = {w: m for w, m in kept.items() if has_replica(ctx, m, kept_place)}
     held = tuple(w for w in changed if w in covered)

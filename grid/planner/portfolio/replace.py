@@ -10,8 +10,9 @@ replacement is capped at one canary."
 
 Trigger (preempt.py, after the stale and starvation-reclaim paths found nothing): a starved
 workload w (ordinary evidence, no feasible candidate) whose candidate pair is not weak. Victims
-on a host (`mature_victims`): READY managed replicas past their minimum residency of models
-with no pins, no configured minimum and no direct named demand, that are not another
+on a host (`mature_victims`): READY managed replicas past their minimum residency and READY for
+at least `policy.mature_victim_age_s` (30 minutes: two bursty workloads must not trade one room
+back and forth every few minutes) of models with no pins, no configured minimum and no direct named demand, that are not another
 speculative model's only active canary, each serving at most one workload of the decided
 mapping, which w beats on (failures, pressure) (a busy replica must serve one: live work that no
 workload explains is observed service); w's confidence-weighted device-time pressure,
@@ -93,7 +94,10 @@ def mature_victims(
     """Incumbents on the host a mature beneficiary of `workload` may replace (least valuable
     first), before the pressure test of the whole set (`beats`)."""
     out: list[tuple[int, bool, str]] = []
+    age = ctx.policy.mature_victim_age_s
     for res, profile in movable_on(ctx, host_id):
+        if res.loaded_at is None or ctx.snapshot.now - res.loaded_at < age:
+            continue
         serves = served_by(mapping, res.model_id)
         if len(serves) > 1 or (serves and not _beats(ctx, workload, serves[0])):
             continue
