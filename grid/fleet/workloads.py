@@ -146,9 +146,6 @@ class PortfolioPolicy(_Strict):
     # better by more than these margins at the level that decides (docs/portfolio.md item 14).
     hysteresis_missing_replicas: int = Field(default=2, ge=0)
     hysteresis_utility_points: float = Field(default=5.0, ge=0)
-    # ... and, on a loaded fleet, this share of the held portfolio's missing replicas when that
-    # is more (a switch must be meaningful relative to what is missing anyway)
-    hysteresis_missing_fraction: float = Field(default=0.0, ge=0, le=1)
     # A starved workload's mature beneficiary may replace an incumbent with at least this many
     # times the incumbent's confidence-weighted device-time pressure (docs/portfolio.md).
     mature_replacement_ratio: float = Field(default=1.5, ge=1.0)

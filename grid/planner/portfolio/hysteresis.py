@@ -24,7 +24,6 @@ Budget     a held workload is an incumbent, not an exploration: the exploitation
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from grid.planner.portfolio.context import Key, PortfolioContext
@@ -52,11 +51,10 @@ def in_effect(ctx: PortfolioContext) -> dict[str, str]:
     return out
 
 
-def margins(ctx: PortfolioContext, held_missing: int = 0) -> dict[str, int]:
+def margins(ctx: PortfolioContext) -> dict[str, int]:
     policy = ctx.policy
     out = dict.fromkeys(DECIDING, 0)
-    relative = math.ceil(policy.hysteresis_missing_fraction * held_missing - 1e-9)
-    out["missing"] = max(policy.hysteresis_missing_replicas, relative)
+    out["missing"] = policy.hysteresis_missing_replicas
     out["utility"] = round(10 * policy.hysteresis_utility_points)
     return out
 
@@ -85,7 +83,7 @@ def hold(
     kept_place = place(ctx, kept, keep_reserve=True)
     new = evaluate(ctx, mapping, placement)
     old = evaluate(ctx, kept, kept_place)
-    if justified(new, old, margins(ctx, old["missing"])):
+    if justified(new, old, margins(ctx)):
         return Held(mapping, placement, exploit, ())
     covered = {w: m for w, m in kept.items() if has_replica(ctx, m, kept_place)}
     held = tuple(w for w in changed if w in covered)

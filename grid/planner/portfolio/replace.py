@@ -12,21 +12,22 @@ Trigger (preempt.py, after the stale and starvation-reclaim paths found nothing)
 workload w (ordinary evidence, no feasible candidate) whose candidate pair is not weak. Victims
 on a host (`mature_victims`): READY managed replicas past their minimum residency and READY for
 at least `policy.mature_victim_age_s` (30 minutes: two bursty workloads must not trade one room
-back and forth every few minutes) of models with no pins, no configured minimum and no direct named demand, that are not another
-speculative model's only active canary, each serving at most one workload of the decided
-mapping, which w beats on (failures, pressure) (a busy replica must serve one: live work that no
-workload explains is observed service); w's confidence-weighted device-time pressure,
+back and forth every few minutes) of models with no pins, no configured minimum and no direct
+named demand, that are not another speculative model's only active canary, each serving at
+most one workload of the decided mapping, which w beats on (failures, pressure) (a busy replica
+must serve one: live work that no workload explains is observed service); w's
+confidence-weighted device-time pressure,
 offered × min(1, observations / service_full_requests), must be at least
 `policy.mature_replacement_ratio` (1.5) times the sum of the victims' workloads'. The path is
 the feasibility scan's first acceptable one (paths.py) with the victims' floors waived for the
 workloads w beats. The plan names the preemption and `portfolio.replacements[w]`.
 
-Carry (`carried`, `fulfil`): the controller copies `portfolio.replacements` into the next
-snapshot's forecasts (`WorkloadForecast.replacement`). While the authorization is in effect:
-the host is held (the portfolio adds nothing else there) and the live victims are staged again
-(their replicas leave the plan, so a cooldown hold cannot keep them); once the victims are gone
-the beneficiary is placed there (one replica: a canary until a fresh success validates it) and
-w is mapped to it; the pre-warm does not ask for a victim's model meanwhile
+Carry (context.carried_authorizations, `fulfil`): the controller copies `portfolio.replacements`
+into the next snapshot's forecasts (`WorkloadForecast.replacement`). While the authorization is
+in effect: the host is held (the portfolio adds nothing else there) and the live victims are
+staged again (their replicas leave the plan, so a cooldown hold cannot keep them); once the
+victims are gone the beneficiary is placed there (one replica: a canary until a fresh success
+validates it) and w is mapped to it; the pre-warm does not ask for a victim's model meanwhile
 (runtime/controller/workload_inputs.prewarm_demand). It ends when the beneficiary is READY
 there, or is dropped when w's evidence lapses (not admitted), the host stops admitting, or the
 room it was proved on is taken after all (intended capacity is never treated as free).
