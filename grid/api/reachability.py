@@ -5,6 +5,8 @@ to (address, port) when it reports it. A route that does not accept the connecti
 host `unhealthy` with the reason (`address_unreachable: ...`), so the planner gives it no new
 work and the router never dials it, until a later report probes clean. Nodes that state no
 address (older nodes, one machine) are not probed: their routes are on the controller's loopback.
+Nor are nodes that reach their engines over their relay tunnel (`relay` in the envelope): the
+controller never connects to such a node.
 
 Results are cached per (address, port): a success for `ok_ttl_s`, a failure for `fail_ttl_s`,
 so a heartbeat every few seconds costs at most one probe per route per window.
@@ -55,8 +57,8 @@ class Reachability:
         """The unreachable routes of an update that advertises an address ([] when all answer,
         or when no address is advertised)."""
         envelope = update.allocator
-        if envelope is None or envelope.advertise_address is None:
-            return []
+        if envelope is None or envelope.advertise_address is None or envelope.relay:
+            return []  # a relay node is never dialled: its engines are reached over its tunnel
         address = envelope.advertise_address
         out: list[str] = []
         for port in sorted({route.port for route in envelope.routes}):

@@ -10,11 +10,12 @@ from __future__ import annotations
 import secrets
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Path, Query
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from grid.api.auth import DEFAULT_NODE_TTL_S, MAX_NODE_TTL_S, Credentials
 from grid.api.deps import Service, get_credentials, require_operator
+from grid.api.routes_keys import keys_document
 from grid.demand import parse_observation
 from grid.fleet.errors import GridError
 from grid.runtime.controller.status import status_document
@@ -44,16 +45,22 @@ class CredentialRequest(BaseModel):
 
 @router.get("/status")
 def get_status(
-    service: Service, history: Annotated[int, Query(ge=0, le=512)] = 50
+    request: Request, service: Service, history: Annotated[int, Query(ge=0, le=512)] = 50
 ) -> dict[str, Any]:
-    return status_document(service.controller, service.clock(), history=history)
+    now = service.clock()
+    doc = status_document(service.controller, now, history=history)
+    # The router's side (docs/addressing.md "Relay"): live tunnels, each route's last failure.
+    doc["relay"] = request.app.state.relay.describe(now)
+    doc["route_failures"] = request.app.state.proxy.failure_rows()
+    doc["client_keys"] = keys_document(request.app.state.client_keys)
+    return doc
 
 
 @router.put("/models/{model_id}", dependencies=admin)
 def put_model(
     model_id: ModelId,
     service: Service,
-    profile: Annotated[dict[str, Any], Body(description="A model profile (DESIGN.md schema)")],
+    profile: Annotated[dict[str, Any], Body(description="A model profile (docs/snapshot.md)")],
 ) -> dict[str, Any]:
     saved = service.controller.put_profile(model_id, profile, service.clock())
     service.notify()

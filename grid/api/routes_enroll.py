@@ -7,7 +7,10 @@
   that host's credential (the same host-scoped credential `token write` mints, with its reply
   key). The token is marked used durably before the credential is returned, so a reused token is
   refused (`enrollment_token_used`) even across a controller restart; an expired one is
-  `enrollment_token_expired`, an unknown one `enrollment_token_invalid`.
+  `enrollment_token_expired`, an unknown one `enrollment_token_invalid`. On a controller cluster
+  (etcd) the reply also lists every controller's URL (`controllers`) and both routes answer on
+  the leader only (a standby redirects): the book is the leader's own file, so tokens issued
+  by one leader are void after a change of leader.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from grid.api.auth import DEFAULT_NODE_TTL_S, MAX_NODE_TTL_S, Credentials
 from grid.api.deps import Service, get_credentials, require_operator
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
+from grid.runtime.controller.etcd import HAService
 
 router = APIRouter(tags=["enrollment"])
 
@@ -147,4 +151,6 @@ def post_enroll(
         "token": token,
         "reply_key": credentials.reply_key(token),
         "expires_at": expires,
+        # A controller cluster on etcd: every controller's URL, so the node follows its leader.
+        "controllers": service.controller_urls() if isinstance(service, HAService) else [],
     }

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Response
 
 from grid.api.deps import Node, Service
+from grid.api.engine_launch import launch_for
 from grid.api.reachability import REACHABILITY
 from grid.fleet.wire import (
     REPLY_SIGNATURE_HEADER,
@@ -68,6 +69,7 @@ def put_node(node_id: NodeId, update: NodeUpdate, service: Service, node: Node) 
             commands=commands,
             held_destructive=held,
         ),
+        launch=launch_for(ctl, reply.host_id),
     )
     # Signed over the exact bytes sent, so the node can tell this controller from an impostor.
     body = json.dumps(wire_json(answer), separators=(",", ":")).encode()

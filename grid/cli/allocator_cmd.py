@@ -171,6 +171,14 @@ def model_set(
     scale_down_cooldown: Annotated[
         float | None, typer.Option("--scale-down-cooldown", help="Seconds.")
     ] = None,
+    chat_template: Annotated[
+        str | None,
+        typer.Option(
+            "--chat-template",
+            help="llama.cpp built-in chat template name (e.g. gemma, chatml) for a GGUF that "
+            "carries none; default: the GGUF's own.",
+        ),
+    ] = None,
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
@@ -218,10 +226,12 @@ def model_set(
         "warm_estimate_s": warm_estimate,
         "min_residency_s": min_residency,
         "scale_down_cooldown_s": scale_down_cooldown,
+        "chat_template": chat_template,
     }
     body.update({k: v for k, v in scalars.items() if v is not None})
     with client(grid, state_dir, token_file) as api:
         saved = api.put_model(model_id, body)
+        mode = str(api.healthz().get("mode", ""))
     if as_json:
         _emit(saved)
         return
@@ -230,7 +240,13 @@ def model_set(
         f"Saved profile {prof['model_id']}: {prof['memory_mb']} MB, replicas "
         f"{prof['min_replicas']}..{prof['max_replicas']}, runtimes "
         f"{', '.join(prof['runtimes'])}"
+        + (f", chat template {prof['chat_template']}" if prof.get("chat_template") else "")
     )
+    if mode != "automatic":
+        typer.echo(
+            f"The controller is in {mode} mode: it plans this model but loads nothing. "
+            "To let it act: " + _again("grid allocator mode automatic", grid, state_dir, token_file)
+        )
     typer.echo(
         "Next: "
         + _again("grid allocator tick", grid, state_dir, token_file)
@@ -325,6 +341,31 @@ def _table(title: str, columns: list[str]) -> Table:
     return table
 
 
+def weights_hint(model_id: str, host_id: str) -> str:
+    """How weights reach a node (the load fails with artifact_unknown, and retries after its
+    backoff, until one of these is done)."""
+    return (
+        f"To fix: {host_id} has no file for {model_id}. Either give the node the GGUF "
+        f"(on {host_id}: grid node stop && grid node start --model "
+        f"{model_id}=/path/to/file.gguf@SHA256), or let "
+        f"nodes fetch it: grid allocator model set {model_id} --memory-mb MB "
+        "--artifact-source file:///shared/path.gguf (or hf://owner/repo/file.gguf with the "
+        "node's hf_base_url) --artifact-sha256 SHA256 --artifact-size-mb MB "
+        "(docs/getting-started.md, 'How weights reach nodes')."
+    )
+
+
+def desired_reasons(api: Any) -> dict[str, dict[str, Any]]:
+    """Per model, the desired replica count and why (the dashboard's view document, which
+    reads the planner's targets for the controller's own snapshot); {} from an older one."""
+    try:
+        view = api.request("GET", "/ui/view.json", params={"history": 0})
+    except GridError:
+        return {}
+    models = view.get("models", []) if isinstance(view, dict) else []
+    return {m["model_id"]: {"desired": m["desired"], "why": m["reason"]} for m in models}
+
+
 def render_status(doc: dict[str, Any]) -> RenderableType:
     parts: list[RenderableType] = []
     rev = doc["revisions"]
@@ -385,6 +426,20 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
             levels.add_row(level["level"], str(level["value"]), str(level["bound"]))
         parts.append(levels)
     parts += workload_parts(doc.get("workloads") or {})
+    reasons = doc.get("desired_reasons") or {}
+    if reasons:
+        table = _table("Desired replicas", ["model", "desired", "why"])
+        for model_id, r in sorted(reasons.items()):
+            table.add_row(model_id, str(r["desired"]), r["why"])
+        parts.append(table)
+    if doc["mode"] != "automatic":
+        parts.append(
+            Text(
+                f"{doc['mode']} mode: Grid plans but loads and unloads nothing. "
+                "To let it act: grid allocator mode automatic",
+                style="yellow",
+            )
+        )
     if doc["unmet"]:
         unmet = _table("Unmet replicas", ["model", "code", "missing", "binding", "would fit if"])
         for u in doc["unmet"]:
@@ -405,6 +460,13 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
                 u.get("would_fit_if") or "-",
             )
         parts.append(unmet)
+        parts.append(
+            Text(
+                "Next: grid allocator snapshot -o fleet.json && grid capacity fleet.json "
+                "--add models/templates/gpu-server.json  (how many hosts would place them)",
+                style="cyan",
+            )
+        )
     rows = [
         (c["action_id"], c["kind"], c["host_id"], c["model_id"], c["status"])
         for c in doc["pending_commands"]
@@ -435,6 +497,10 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
             when = local_time(r["finished_at"], now) if r.get("finished_at") else "-"
             table.add_row(r["action_id"], r["kind"], r["host_id"], r["model_id"], when, why)
         parts.append(table)
+        for r in failures:
+            if "has no file for" in (r.get("outcome") or ""):  # the node's artifact_unknown
+                parts.append(Text(weights_hint(r["model_id"], r["host_id"]), style="cyan"))
+                break
     if doc["withdrawn_destructive"]:
         table = _table(
             "Withdrawn destructive (awaiting receipt)", ["action", "kind", "host", "model"]
@@ -464,6 +530,7 @@ def status(
     replicas, pending commands, revisions and warnings."""
     with client(grid, state_dir, admin=False) as api:
         doc = api.status(history=history)
+        doc["desired_reasons"] = desired_reasons(api)
     if as_json:
         _emit(doc)
     else:

@@ -28,7 +28,16 @@ if TYPE_CHECKING:
         apply_receipt,
         parse_history,
     )
+    from grid.fleet.engine_settings import EngineSettings, flags_problem_for
     from grid.fleet.errors import GridError, SnapshotError, refuse_unknown
+    from grid.fleet.externals import (
+        NAME_PATTERN,
+        ExternalEndpoint,
+        ExternalHealth,
+        ExternalSpec,
+        base_url,
+        url_problem,
+    )
     from grid.fleet.files import atomic_write_text, fsync_dir
     from grid.fleet.generation import PlanGeneration
     from grid.fleet.models import (
@@ -78,6 +87,7 @@ if TYPE_CHECKING:
         WireAck,
         WireAllocator,
         WireCommand,
+        WireLaunch,
         WireLoad,
         WireResidency,
         WireResources,
@@ -108,7 +118,11 @@ _EXPORTS: dict[str, str] = {
         " Mode Receipt ReceiptStatus ReconcileResult RecordStatus Tombstone Urgency"
         " Withdrawal action_id apply_receipt parse_history"
     ),
+    "grid.fleet.engine_settings": "EngineSettings flags_problem_for",
     "grid.fleet.errors": "GridError SnapshotError refuse_unknown",
+    "grid.fleet.externals": (
+        "ExternalEndpoint ExternalHealth ExternalSpec NAME_PATTERN base_url url_problem"
+    ),
     "grid.fleet.files": "atomic_write_text fsync_dir",
     "grid.fleet.generation": "PlanGeneration",
     "grid.fleet.models": (
@@ -122,7 +136,7 @@ _EXPORTS: dict[str, str] = {
         "ACK_STATUSES ADDRESS_PATTERN AckAnswer CommandBrief DEFAULT_ENGINE_ADDRESS"
         " MAX_ROWS MAX_TEXT NODE_COMMAND_KINDS NODE_HEADER NodeCommandKind NodeReply"
         " NodeStatus NodeUpdate OPERATOR_HEADER REPLY_SIGNATURE_HEADER ReplyAllocator"
-        " StatusReceipt StatusResidency WireAck WireAllocator WireCommand WireLoad"
+        " StatusReceipt StatusResidency WireAck WireAllocator WireCommand WireLaunch WireLoad"
         " WireResidency WireResources WireRoute reply_is_signed reply_key_path"
         " reply_signature wire_json"
     ),
@@ -145,6 +159,7 @@ __all__ = [
     "MAX_MODEL_ID",
     "MAX_ROWS",
     "MAX_TEXT",
+    "NAME_PATTERN",
     "NODE_COMMAND_KINDS",
     "NODE_HEADER",
     "OPERATOR_HEADER",
@@ -162,7 +177,11 @@ __all__ = [
     "CommandBrief",
     "Deferral",
     "DemandEntry",
+    "EngineSettings",
     "Evidence",
+    "ExternalEndpoint",
+    "ExternalHealth",
+    "ExternalSpec",
     "FleetSnapshot",
     "GridError",
     "Host",
@@ -203,6 +222,7 @@ __all__ = [
     "WireAck",
     "WireAllocator",
     "WireCommand",
+    "WireLaunch",
     "WireLoad",
     "WireResidency",
     "WireResources",
@@ -212,6 +232,8 @@ __all__ = [
     "action_id",
     "apply_receipt",
     "atomic_write_text",
+    "base_url",
+    "flags_problem_for",
     "fsync_dir",
     "load_snapshot",
     "parse_history",
@@ -220,6 +242,7 @@ __all__ = [
     "reply_is_signed",
     "reply_key_path",
     "reply_signature",
+    "url_problem",
     "wire_json",
 ]
 

@@ -22,12 +22,13 @@ import base64
 import hashlib
 import hmac
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from grid.fleet.actions import ReceiptStatus
-from grid.fleet.models import CHAT_TEMPLATE_PATTERN, MAX_MODEL_ID, ResidencyState
+from grid.fleet.engine_settings import EngineSettings
+from grid.fleet.models import CHAT_TEMPLATE_PATTERN, MAX_MODEL_ID, ModelProfile, ResidencyState
 
 OPERATOR_HEADER = "X-Grid-Allocator-Token"
 NODE_HEADER = "X-Grid-Allocator-Node-Token"
@@ -92,6 +93,11 @@ class WireResources(_Tolerant):
     data_tiers: list[str] = Field(default_factory=lambda: ["public", "internal"], max_length=16)
     max_models: int = Field(default=0, ge=0, le=4096)
     disk_free_mb: int | None = Field(default=None, ge=0, le=1 << 40)
+    # GPUs (issue 21): the device count and each device's memory (absent: none reported).
+    gpu_count: int = Field(default=0, ge=0, le=64)
+    gpu_memory_mb: list[Annotated[int, Field(ge=0, le=1 << 30)]] = Field(  # at most 1 PiB
+        default_factory=list, max_length=64
+    )
 
 
 class WireResidency(_Tolerant):
@@ -137,6 +143,9 @@ class WireAllocator(_Tolerant):
     # taken out by the registry on receipt (memory only) and never appears in any output.
     routes: list[WireRoute] = Field(default_factory=list, max_length=MAX_ROWS)
     engine_key: str | None = Field(default=None, min_length=1, max_length=512, repr=False)
+    # The node reaches its engines only over its relay tunnel (docs/addressing.md "Relay"): it
+    # sends no engine key, and the router sends these routes down the tunnel, never dials them.
+    relay: bool = False
     # The node's authority fence: the highest controller term it accepted and that term's
     # controller, so a controller that lost its state can take a higher term (issue 15).
     highest_term: int = Field(default=0, ge=0)
@@ -183,6 +192,30 @@ class NodeUpdate(_Tolerant):
 # ----------------------------------------------------------------------------- controller → node
 
 
+class WireLaunch(_Tolerant):
+    """How a model's engine is started, from its profile (docs/engines.md): every WARM and every
+    reply (for the models resident on the host) carries it; the node lays its own overrides on
+    top and restarts a running child whose command line changes."""
+
+    runtimes: list[str] = Field(default_factory=lambda: ["llama.cpp"], max_length=16)
+    kind: str = Field(default="text", max_length=32)
+    pooling: Literal["mean", "cls", "last", "rank", "none"] | None = None
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    gpu_count: int = Field(default=0, ge=0, le=64)
+    chat_template: StrictStr | None = Field(default=None, pattern=CHAT_TEMPLATE_PATTERN)
+
+    @classmethod
+    def of(cls, profile: ModelProfile) -> WireLaunch:
+        return cls(
+            chat_template=profile.chat_template,
+            runtimes=list(profile.runtimes),
+            kind=profile.kind.value,
+            pooling=profile.pooling,
+            engine=profile.engine,
+            gpu_count=profile.gpu_demand[0],
+        )
+
+
 class WireCommand(_Tolerant):
     """One command as a node receives it (spec "Local wire contract").
 
@@ -212,6 +245,7 @@ class WireCommand(_Tolerant):
     artifact_sha256: StrictStr | None = None
     artifact_size_mb: StrictInt | None = Field(default=None, ge=0)
     chat_template: StrictStr | None = Field(default=None, pattern=CHAT_TEMPLATE_PATTERN)
+    launch: WireLaunch | None = None  # the profile's engine facts (None: older controllers)
     schema_version: int = 1
 
     @property
@@ -246,6 +280,8 @@ class NodeReply(_Tolerant):
     model_last_used_at: dict[str, float] = Field(default_factory=dict)
     acknowledgements: list[AckAnswer] = Field(default_factory=list)
     allocator: ReplyAllocator = Field(default_factory=ReplyAllocator)
+    # The launch facts of the models resident on the host (settings changes restart them).
+    launch: dict[str, WireLaunch] = Field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- node status
@@ -266,6 +302,8 @@ class StatusResidency(_Tolerant):
     port: int | None = None
     engine: str | None = None  # the supervisor's view of the child (ready, failed, ...)
     reason: str = ""
+    runtime: str | None = None  # the engine adapter (llama.cpp, vllm)
+    settings: dict[str, Any] = Field(default_factory=dict)  # effective engine settings
 
 
 class StatusReceipt(_Tolerant):
@@ -305,3 +343,5 @@ class NodeStatus(_Tolerant):
     queue: list[CommandBrief] = Field(default_factory=list)
     residencies: list[StatusResidency] = Field(default_factory=list)
     receipts: list[StatusReceipt] = Field(default_factory=list)
+    # The relay tunnel as the node sees it (url, connected, connects, requests, last_error).
+    relay: dict[str, Any] | None = None

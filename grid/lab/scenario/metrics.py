@@ -86,6 +86,9 @@ class Metrics:
         self.words: dict[str, WordStats] = {}
         self.best = {w: designated(world.profiles, world.machines, w) for w in workday.WORDS}
         self.served_by_minute: list[float] = []
+        # Per workload and minute (the HTML report's demand and served curves).
+        self.word_demand: dict[str, list[float]] = {}
+        self.word_served: dict[str, list[float]] = {}
         self.serving: list[list[tuple[str, str]]] = []  # (host, model) READY per minute
         self.routed_hash = TraceHash()  # what this run's physics actually routed
         self.on_target = 0.0  # served by the oracle key's own model (the oracle's units)
@@ -164,10 +167,12 @@ class Metrics:
             w = self.words.setdefault(req.workload, WordStats())
             w.demand += req.units
             w.requests += 1
+            self.word_demand.setdefault(req.workload, [0.0] * self.minutes)[t] += req.units
             oracle_key = req.requested if req.requested != "auto" else self.best.get(req.workload)
             if r.model_id is None or r.served <= 0:
                 continue
             w.served += r.served
+            self.word_served.setdefault(req.workload, [0.0] * self.minutes)[t] += r.served
             if r.model_id == oracle_key:
                 self.on_target += r.served
             served_now += r.served

@@ -27,7 +27,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from grid.fleet.actions import ReceiptStatus
 from grid.fleet.models import ADMITTING_STATES, HostState, ResidencyState
@@ -35,6 +37,7 @@ from grid.fleet.wire import NodeReply, NodeUpdate
 from grid.node.agent.admission import local_free_mb, remaining_ttl
 from grid.node.agent.commands import CommandExecutor, Outcome
 from grid.node.agent.config import NodeConfig
+from grid.node.agent.engine_launch import node_launch
 from grid.node.agent.inbox import CommandInbox
 from grid.node.agent.link import ControllerLink, NodeClient
 from grid.node.agent.report import (
@@ -114,6 +117,7 @@ class NodeAgent:
         self.decision: Decision | None = None
         self.stopping = False
         self.instance = ""  # the launch's instance id, proved by `node start` via status.json
+        self.tunnel_status: Callable[[], dict[str, Any]] | None = None  # the relay, for status
         self._wake_loop = threading.Event()
         self.link = ControllerLink(deps.client, config.record_id, clock=clock, monotonic=monotonic)
         self.inbox = CommandInbox(self.keeper, config.host_id, clock=clock, monotonic=monotonic)
@@ -214,6 +218,8 @@ class NodeAgent:
             statuses=statuses,
             now=self.clock(),
         )
+        if self.tunnel_status is not None:
+            doc.relay = self.tunnel_status()
         try:
             write_status(self.state_dir, doc)
         except OSError as exc:
@@ -306,6 +312,9 @@ class NodeAgent:
         routes = child_routes(
             state.residencies, {m: supervisor.status(m) for m in state.residencies}
         )
+        # Over the relay the engine key stays here (the tunnel adds it); the direct loopback
+        # path hands it to the controller on this machine.
+        relay = self.config.relay
         block = envelope(
             lifecycle=lifecycle.value,
             throttle_fraction=throttle,
@@ -313,11 +322,13 @@ class NodeAgent:
             rows=rows,
             disk_free=disk,
             routes=routes,
-            engine_key=supervisor.engine_key if routes else None,
+            engine_key=supervisor.engine_key if routes and not relay else None,
         )
+        if relay:
+            block.relay = True
         if self.keeper.fault:
             block.problems = [self.keeper.fault[:300]]
-        if self.config.advertise_address:  # where the router dials the routes (and engines bind)
+        if self.config.advertise_address:  # this host's address (status shows it)
             block.advertise_address = self.config.advertise_address
         if state.highest_term:  # the fence, so a controller without state can out-term it
             block.highest_term = state.highest_term
@@ -365,6 +376,24 @@ class NodeAgent:
                 self.keeper.update(change)
             except OSError as exc:
                 log.error("cannot persist acknowledgements: %s", exc)
+        self._restart_changed_settings(reply)
+
+    def _restart_changed_settings(self, reply: NodeReply) -> None:
+        """A READY child whose launch facts (with this host's overrides) give another command
+        line is restarted by the worker, between commands (docs/engines.md)."""
+        residencies = self.keeper.read().residencies
+        for model_id, launch in reply.launch.items():
+            record = residencies.get(model_id)
+            if record is None or record.state is not ResidencyState.READY or not record.model_path:
+                continue
+            spec = node_launch(
+                self.config, model_id, launch, launch.chat_template, record.model_path
+            )
+            if self.deps.supervisor.settings_changed(model_id, spec):
+                log.info("%s: engine settings changed; restarting it when idle", model_id)
+                self.worker.submit(
+                    model_id, partial(self.executor.restart_for_settings, model_id, launch)
+                )
 
     def free_mb(self, state: AgentState, model_id: str) -> int | None:
         reading = read_memory(self.deps.child_pids())

@@ -16,12 +16,12 @@ from grid.fleet.actions import DESTRUCTIVE_KINDS, Action
 from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot, ResidencyState
 from grid.runtime.controller.config import ControllerConfig
-from grid.runtime.controller.lease import LeaseFile, LeaseRecord
+from grid.runtime.controller.lease import Lease, LeaseRecord
 from grid.runtime.controller.live_state import Warnings
 
 
 class LeaseKeeper:
-    def __init__(self, lease: LeaseFile | None, warnings: Warnings) -> None:
+    def __init__(self, lease: Lease | None, warnings: Warnings) -> None:
         self.lease = lease
         self.warnings = warnings
 
@@ -55,6 +55,17 @@ class LeaseKeeper:
             return None
         self.warnings.pop("lease_held", None)
         return self.lease.held.term
+
+    def authority(self, now: float, max_term: int, controller_id: str) -> dict[str, object]:
+        """Who may mutate (status `authority`): role, term, controller id, leader URL."""
+        if self.lease is None:
+            return {
+                "role": "leader",
+                "term": max_term,
+                "controller_id": controller_id,
+                "leader_url": None,
+            }
+        return self.lease.authority(now, max_term)
 
     def ttl(self, now: float) -> float:
         held = self.held

@@ -14,6 +14,7 @@ from grid.planner.eligibility import host_refusals
 from grid.planner.problem import allocatable_mb
 from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.config import ControllerConfig
+from grid.runtime.controller.externals import external_entry
 from grid.runtime.controller.live_state import ControllerState
 from grid.runtime.controller.outbox import Outbox
 from grid.runtime.controller.registry import Registry
@@ -50,7 +51,7 @@ def _shown_state(host: Host, res: Residency) -> str:
 def _hosts(registry: Registry, snap: FleetSnapshot, now: float) -> list[dict[str, Any]]:
     out = []
     for host in snap.hosts:
-        entry = registry.hosts[host.host_id]
+        entry = registry.hosts.get(host.host_id) or external_entry(host)  # issue 21
         live = [r for r in host.residencies if r.state in LIVE_STATES]
         out.append(
             {
@@ -191,6 +192,7 @@ class StatusView:
                 "ttl_s": round(self.keeper.ttl(now), 2),
                 "max_term": state.max_term,
             },
+            "authority": self.keeper.authority(now, state.max_term, self.controller_id),
             "revisions": {
                 "dirty": rev.dirty,
                 "processed": rev.processed,
@@ -217,6 +219,7 @@ class StatusView:
                 state.tombstones[m].model_dump(mode="json") for m in sorted(state.tombstones)
             ],
             "forecasts": _forecasts(state, now),
+            "externals": state.externals.view(),
             "demand": {
                 "ignored": state.tracker.ignored,
                 "series": state.tracker.footprint().series,

@@ -84,7 +84,7 @@ class StateStore:
             )
         try:
             text = raw.decode("utf-8")
-            if _bracket_depth(text) > MAX_DEPTH:
+            if bracket_depth(text) > MAX_DEPTH:
                 return self.quarantine(f"it nests deeper than {MAX_DEPTH} levels")
             document = json.loads(text)
             if not isinstance(document, dict):
@@ -144,7 +144,7 @@ class StateStore:
             ) from None
 
 
-def _bracket_depth(text: str) -> int:
+def bracket_depth(text: str) -> int:
     """The deepest `[`/`{` nesting of a JSON text (strings skipped), computed without recursion."""
     depth = deepest = 0
     for match in _BRACKETS.finditer(_STRINGS.sub("", text)):
