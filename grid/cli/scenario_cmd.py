@@ -157,9 +157,10 @@ def scenario_cmd(
     started = time.perf_counter()
     if strategy == ORACLE:
         replayed = run_oracle_strategy(cfg, time_limit_s=oracle_time_limit)
-        doc = document(replayed.run, timeline=timeline)
+        run = replayed.run
+        doc = document(run, timeline=timeline)
         if oracle:
-            doc["oracle"] = oracle_report(replayed.run, replayed.problem, replayed.result)
+            doc["oracle"] = oracle_report(run, replayed.problem, replayed.result)
     else:
         run = run_scenario(cfg)
         doc = document(run, timeline=timeline)
