@@ -108,6 +108,7 @@ if TYPE_CHECKING:
         PortfolioPolicy,
         PortfolioReport,
         PortfolioSolver,
+        ReplacementAuthorization,
         WorkloadForecast,
     )
 
@@ -143,7 +144,7 @@ _EXPORTS: dict[str, str] = {
     "grid.fleet.workloads": (
         "AdmissionRow AdmissionState CandidateRow DEFAULT_WORKLOAD_VOCABULARY Modality"
         " Outcome PortfolioLevel PortfolioPolicy PortfolioReport PortfolioSolver"
-        " WorkloadForecast"
+        " ReplacementAuthorization WorkloadForecast"
     ),
 }
 
@@ -209,6 +210,7 @@ __all__ = [
     "ReceiptStatus",
     "ReconcileResult",
     "RecordStatus",
+    "ReplacementAuthorization",
     "ReplyAllocator",
     "Residency",
     "ResidencyState",

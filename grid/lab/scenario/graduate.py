@@ -34,8 +34,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from grid.lab.oracle import compile_trace, parse_trace
-from grid.lab.oracle.solve import solve_problem
+from grid.lab.oracle import compile_trace, parse_trace, solve_problem
 from grid.lab.scenario.lab import run_scenario
 from grid.lab.scenario.oracle_bridge import world_document
 from grid.lab.scenario.report import document

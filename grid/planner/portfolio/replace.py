@@ -35,8 +35,8 @@ room it was proved on is taken after all (intended capacity is never treated as 
 
 from __future__ import annotations
 
+from grid.fleet import ReplacementAuthorization
 from grid.fleet.models import ModelProfile, Residency, ResidencyState
-from grid.fleet.workloads import ReplacementAuthorization
 from grid.planner.cpsat.ledger import Ledger
 from grid.planner.portfolio.context import Carried, Key, PortfolioContext
 from grid.planner.portfolio.gates import has_direct_demand
