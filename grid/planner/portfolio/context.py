@@ -36,7 +36,7 @@ from grid.planner.portfolio.gates import (
     weak_evidence,
 )
 from grid.planner.portfolio.reserve import reserved_hosts
-from grid.planner.portfolio.spare import spare_capacity_proof
+from grid.planner.portfolio.spare import effective_spare_reserve, spare_capacity_proof
 from grid.planner.portfolio.speed import UNIT, replica_weights
 from grid.planner.problem import PlacementProblem, build_problem
 from grid.planner.targets import HostIndex, Target, compute_targets, model_target
@@ -438,6 +438,13 @@ def build_context(
                 base_targets[m.model_id], desired=desired, reason="portfolio"
             )
     problem.targets = final
+    surplus = {m: max(0, counts[m] - n) for m, n in levels.items()}
+    asked_by_word = {
+        w: min(max(0, p.need - surplus.get(p.model_id, 0)) for p in options)
+        for w in sorted(gates)
+        if gates[w].admitted
+        and (options := [p for (ww, _m), p in pairs.items() if ww == w and p.feasible])
+    }
     return PortfolioContext(
         snapshot=snap,
         policy=policy,
@@ -447,12 +454,12 @@ def build_context(
         outside_hosts=outside | reserved,
         base_counts=dict(counts),
         base_level=levels,
-        surplus={m: max(0, counts[m] - n) for m, n in levels.items()},
+        surplus=surplus,
         base_desired={m: t.desired for m, t in base_targets.items()},
         gates=gates,
         pairs=pairs,
         room=room,
-        spare_reserve=policy.spare_slot_reserve,
+        spare_reserve=effective_spare_reserve(problem, base_keys, asked_by_word, policy),
         starved=starved,
         weights=replica_weights(snap, problem),
         authorized=authorized,
