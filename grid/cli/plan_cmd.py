@@ -25,6 +25,7 @@ from rich.console import Console
 from grid.cli.errors import report_grid_error
 from grid.cli.progress import plan_spinner
 from grid.cli.render import FOLD_HOSTS_ABOVE, render_plan, render_validation
+from grid.fleet import start_ticks
 from grid.fleet.errors import GridError, SnapshotError
 from grid.fleet.models import FleetSnapshot, Plan
 from grid.fleet.snapshot import load_snapshot
@@ -59,11 +60,11 @@ def process_age_s() -> float:
     (CLOCK_BOOTTIME, the same clock, so a calendar change does not move it); elsewhere
     psutil's create time against the calendar."""
     try:
-        with open("/proc/self/stat", encoding="ascii") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()  # the name may hold spaces
-        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime
-        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
-    except (OSError, ValueError, IndexError, AttributeError):
+        ticks = start_ticks("self")
+        if ticks is not None:
+            started = ticks / os.sysconf("SC_CLK_TCK")
+            return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
+    except (OSError, ValueError, AttributeError):
         pass
     try:
         import psutil

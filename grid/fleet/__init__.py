@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         SolverReport,
         Unsatisfied,
     )
+    from grid.fleet.procstat import ProcStat, process_state, read_stat, start_ticks
     from grid.fleet.snapshot import load_snapshot, parse_snapshot
     from grid.fleet.wire import (
         ACK_STATUSES,
@@ -132,6 +133,7 @@ _EXPORTS: dict[str, str] = {
         " Ownership Plan Policy Preemption REUSABLE_STATES Residency ResidencyState"
         " SolverReport Unsatisfied"
     ),
+    "grid.fleet.procstat": "ProcStat process_state read_stat start_ticks",
     "grid.fleet.snapshot": "load_snapshot parse_snapshot",
     "grid.fleet.wire": (
         "ACK_STATUSES ADDRESS_PATTERN AckAnswer CommandBrief DEFAULT_ENGINE_ADDRESS"
@@ -206,6 +208,7 @@ __all__ = [
     "PortfolioReport",
     "PortfolioSolver",
     "Preemption",
+    "ProcStat",
     "Receipt",
     "ReceiptStatus",
     "ReconcileResult",
@@ -240,10 +243,13 @@ __all__ = [
     "load_snapshot",
     "parse_history",
     "parse_snapshot",
+    "process_state",
+    "read_stat",
     "refuse_unknown",
     "reply_is_signed",
     "reply_key_path",
     "reply_signature",
+    "start_ticks",
     "url_problem",
     "wire_json",
 ]

@@ -31,7 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from grid.fleet.actions import ReceiptStatus
+from grid.fleet.actions import CONSTRUCTIVE_KINDS, ReceiptStatus
 from grid.fleet.models import ADMITTING_STATES, HostState, ResidencyState
 from grid.fleet.wire import NodeReply, NodeUpdate
 from grid.node.agent.admission import local_free_mb, remaining_ttl
@@ -192,7 +192,7 @@ class NodeAgent:
         lifecycle = self._lifecycle(decision)
         if lifecycle not in ADMITTING_STATES:
             self.inbox.cancel_queued(
-                lambda c: c.kind in ("load", "warm"),
+                lambda c: c.kind in CONSTRUCTIVE_KINDS,
                 "local_protection",
                 f"this host became {lifecycle.value} by its local protection",
             )

@@ -36,6 +36,9 @@ class ControllerConfig:
     destructive_margin_s: float = 30.0  # replacement routes need more than this left
     tick_wait_s: float = 10.0  # how long a command poll waits for a tick at its revision
     status_history: int = 50  # action records shown in status
+    # A replicated model's engines restart for a profile change one host at a time; a host that
+    # was not seen restarting within this long yields its turn (engine_restarts.py).
+    restart_hold_s: float = 60.0
     demand: DemandConfig = field(default_factory=DemandConfig)
 
     def plan_worker_for(self, hosts: int) -> str:

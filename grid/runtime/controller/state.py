@@ -3,7 +3,8 @@
 Kept: mode, policy, model profiles, retirement tombstones, the plan-generation counter, the
 highest controller term issued, action records (bounded history) with the command envelope of
 every open one, learned timings, the demand tracker's bounded state, per-model last-used
-watermarks, workload forecasts, outcome evidence and learned workflow transitions. Not kept:
+watermarks, workload forecasts, outcome evidence, learned workflow transitions and the digests
+of the client keys of /v1. Not kept:
 host membership (hosts must re-register after a restart), secrets and the workflow cursors
 (named with a per-process secret).
 """
@@ -73,6 +74,17 @@ class Command(_Strict):
         )
 
 
+class ClientKeyRecord(BaseModel):
+    """One client key of /v1 (grid/api/client_keys.py): only its SHA-256 is ever kept."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    prefix: str = Field(max_length=16)  # the key's first characters, to recognise it
+    created_at: float
+    revoked_at: float | None = None
+
+
 class ControllerDocument(_Strict):
     schema_version: Literal[1] = 1
     saved_at: float = Field(default=0.0, ge=0)
@@ -98,6 +110,9 @@ class ControllerDocument(_Strict):
     host_drains: dict[str, str] = Field(default_factory=dict)
     # Issue 21: external OpenAI-compatible endpoints the operator added (their health is live).
     externals: list[ExternalEndpoint] = Field(default_factory=list)
+    # Client keys of /v1, hashed: they follow the store (file or etcd), so every controller of
+    # a cluster accepts them (absent in older files: none, or imported from client_keys.json).
+    client_keys: list[ClientKeyRecord] = Field(default_factory=list)
 
 
 def bound_records(records: list[ActionRecord]) -> list[ActionRecord]:
