@@ -119,6 +119,7 @@ if TYPE_CHECKING:
         PortfolioPolicy,
         PortfolioReport,
         PortfolioSolver,
+        ReplacementAuthorization,
         WorkloadForecast,
     )
 
@@ -160,7 +161,7 @@ _EXPORTS: dict[str, str] = {
     "grid.fleet.workloads": (
         "AdmissionRow AdmissionState CandidateRow DEFAULT_WORKLOAD_VOCABULARY Modality"
         " Outcome PortfolioLevel PortfolioPolicy PortfolioReport PortfolioSolver"
-        " WorkloadForecast"
+        " ReplacementAuthorization WorkloadForecast"
     ),
 }
 
@@ -234,6 +235,7 @@ __all__ = [
     "ReceiptStatus",
     "ReconcileResult",
     "RecordStatus",
+    "ReplacementAuthorization",
     "ReplyAllocator",
     "Residency",
     "ResidencyState",
