@@ -70,6 +70,9 @@ class ReplacementAuthorization(_Strict):
     model_id: str = Field(min_length=1)
     host_id: str = Field(min_length=1)
     victims: list[str] = Field(default_factory=list)
+    # The workloads whose model the replacement takes away: the pressure test is checked
+    # against theirs again on every carry until the beneficiary is placed.
+    replaced: list[str] = Field(default_factory=list)
 
 
 class WorkloadForecast(_Strict):

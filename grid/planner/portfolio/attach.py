@@ -212,7 +212,9 @@ def attach_portfolio(
     left = {a.model_id for a in assignments}
     replaced = {w for s in staged for w in s.replaced}
     mapping = {w: m for w, m in mapping.items() if w not in replaced or m in left}
-    new_auth = [(s.workload, s.model_id, s.host_id, s.victims) for s in staged if s.authorized]
+    new_auth = [
+        (s.workload, s.model_id, s.host_id, s.victims, s.replaced) for s in staged if s.authorized
+    ]
     carried = {w: a for w, a in carried.items() if w not in {s.workload for s in staged}}
     explore = sorted(explorers(exploit, mapping))
     out = plan.model_copy(

@@ -85,6 +85,25 @@ class Carried:
     victims: tuple[str, ...]
     live: tuple[str, ...]  # victims still live on the host
     placed: bool  # the beneficiary is already live there (loading, warming)
+    replaced: tuple[str, ...] = ()  # workloads whose model the replacement takes away
+
+
+def confident_pressure(forecast: WorkloadForecast | None, policy: PortfolioPolicy) -> float:
+    """Confidence-weighted device-time pressure: offered × min(1, observations / full)."""
+    if forecast is None:
+        return 0.0
+    return forecast.offered_concurrency * min(
+        1.0, forecast.observations / policy.service_full_requests
+    )
+
+
+def still_beats(snap: FleetSnapshot, workload: str, replaced: tuple[str, ...] | list[str]) -> bool:
+    """The mature-beneficiary pressure test on these forecasts: w's confident pressure is at
+    least `mature_replacement_ratio` times the replaced workloads' together."""
+    policy = snap.policy.portfolio
+    mine = confident_pressure(snap.workloads.get(workload), policy)
+    against = sum(confident_pressure(snap.workloads.get(w), policy) for w in replaced)
+    return mine > 0 and mine >= policy.mature_replacement_ratio * against
 
 
 @dataclass
@@ -273,7 +292,11 @@ def carried_authorizations(snap: FleetSnapshot, problem: PlacementProblem) -> di
             continue
         live = tuple(v for v in auth.victims if states.get(v) in LIVE_STATES)
         placed = mine in (ResidencyState.LOADING, ResidencyState.WARMING)
-        out[w] = Carried(w, auth.model_id, auth.host_id, tuple(auth.victims), live, placed)
+        if not placed and not still_beats(snap, w, auth.replaced):
+            continue  # the demand moved before the room changed hands: the authority lapses
+        out[w] = Carried(
+            w, auth.model_id, auth.host_id, tuple(auth.victims), live, placed, tuple(auth.replaced)
+        )
     return out
 
 

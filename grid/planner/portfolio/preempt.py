@@ -118,7 +118,9 @@ def _restaged(ctx: PortfolioContext, placement: set[Key]) -> list[StagedWorkload
         if not auth.live or auth.placed:
             continue
         kept = tuple(v for v in auth.live if (v, auth.host_id) in placement)
-        out.append(StagedWorkload(w, auth.model_id, auth.host_id, auth.live, kept, authorized=True))
+        out.append(
+            StagedWorkload(w, auth.model_id, auth.host_id, auth.live, kept, True, auth.replaced)
+        )
     return out
 
 

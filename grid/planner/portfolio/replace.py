@@ -29,8 +29,10 @@ staged again (their replicas leave the plan, so a cooldown hold cannot keep them
 victims are gone the beneficiary is placed there (one replica: a canary until a fresh success
 validates it) and w is mapped to it; the pre-warm does not ask for a victim's model meanwhile
 (runtime/controller/workload_inputs.prewarm_demand). It ends when the beneficiary is READY
-there, or is dropped when w's evidence lapses (not admitted), the host stops admitting, or the
-room it was proved on is taken after all (intended capacity is never treated as free).
+there, or is dropped when w's evidence lapses (not admitted), the host stops admitting, the
+pressure test fails on the fresh forecasts against the workloads it replaced before the
+beneficiary is live there (the demand moved: context.still_beats), or the room it was proved
+on is taken after all (intended capacity is never treated as free).
 """
 
 from __future__ import annotations
@@ -38,14 +40,9 @@ from __future__ import annotations
 from grid.fleet import ReplacementAuthorization
 from grid.fleet.models import ModelProfile, Residency, ResidencyState
 from grid.planner.cpsat.ledger import Ledger
-from grid.planner.portfolio.context import Carried, Key, PortfolioContext
+from grid.planner.portfolio.context import Carried, Key, PortfolioContext, confident_pressure
 from grid.planner.portfolio.gates import has_direct_demand
 from grid.planner.portfolio.score import failures_of, pressure_of
-
-
-def confident_pressure(ctx: PortfolioContext, workload: str) -> float:
-    f = ctx.forecast(workload)
-    return f.offered_concurrency * min(1.0, f.observations / ctx.policy.service_full_requests)
 
 
 def fulfil(
@@ -73,15 +70,23 @@ def fulfil(
 
 
 def authorizations(
-    kept: dict[str, Carried], staged: list[tuple[str, str, str, tuple[str, ...]]]
+    kept: dict[str, Carried],
+    staged: list[tuple[str, str, str, tuple[str, ...], tuple[str, ...]]],
 ) -> dict[str, ReplacementAuthorization]:
     """What the plan authorizes: the carried ones still in effect and the new ones."""
     out = {
-        w: ReplacementAuthorization(model_id=a.model_id, host_id=a.host_id, victims=list(a.victims))
+        w: ReplacementAuthorization(
+            model_id=a.model_id,
+            host_id=a.host_id,
+            victims=list(a.victims),
+            replaced=list(a.replaced),
+        )
         for w, a in kept.items()
     }
-    for w, model_id, host_id, victims in staged:
-        out[w] = ReplacementAuthorization(model_id=model_id, host_id=host_id, victims=list(victims))
+    for w, model_id, host_id, victims, replaced in staged:
+        out[w] = ReplacementAuthorization(
+            model_id=model_id, host_id=host_id, victims=list(victims), replaced=list(replaced)
+        )
     return dict(sorted(out.items()))
 
 
@@ -165,6 +170,6 @@ def beats(
 ) -> bool:
     """The pressure test: w's confident pressure ≥ ratio × its victims' workloads'."""
     theirs = {w for v in victims for w in served_by(mapping, v)}
-    against = sum(confident_pressure(ctx, w) for w in theirs)
-    mine = confident_pressure(ctx, workload)
+    against = sum(confident_pressure(ctx.forecast(w), ctx.policy) for w in theirs)
+    mine = confident_pressure(ctx.forecast(workload), ctx.policy)
     return mine > 0 and mine >= ctx.policy.mature_replacement_ratio * against
