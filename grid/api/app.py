@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -9,6 +10,7 @@ from fastapi import FastAPI
 from grid import __version__
 from grid.api import (
     routes_allocator,
+    routes_credentials,
     routes_enroll,
     routes_evaluations,
     routes_metrics,
@@ -16,12 +18,24 @@ from grid.api import (
     routes_openai,
 )
 from grid.api.auth import Credentials
+from grid.api.credential_book import BOOK_NAME, CredentialBook
 from grid.api.errors import install_error_handlers
 from grid.api.limits import BodyLimit
 from grid.api.proxy_state import ProxyState
+from grid.api.reachability import Reachability
 from grid.api.settling import RouteWindow
 from grid.router.breaker import BreakerPolicy
 from grid.runtime.controller.service import ControllerService
+
+
+def credential_book(service: ControllerService) -> CredentialBook:
+    """The node credential book beside the controller's state file (memory only without one);
+    an unreadable one was moved aside, and the controller warns about it."""
+    location = service.controller.store.location
+    book = CredentialBook(Path(location).with_name(BOOK_NAME) if location else None)
+    if book.warning:
+        service.controller.warn("credential_book_quarantined", book.warning)
+    return book
 
 
 def create_app(
@@ -45,17 +59,20 @@ def create_app(
         breaker
     )  # in memory only: circuits and measurements die with the app
     app.state.route_window = RouteWindow()  # the first heartbeats after a start (settling.py)
+    app.state.reachability = Reachability()  # background probes of advertised routes
+    app.state.credential_book = credential_book(service)  # issued credentials, revocations
     install_error_handlers(app)
     app.add_middleware(BodyLimit)  # before authentication and parsing: see limits.py
     app.include_router(routes_nodes.router)
     app.include_router(routes_allocator.router)
+    app.include_router(routes_credentials.router)
     app.include_router(routes_enroll.router)
     app.include_router(routes_evaluations.router)
     app.include_router(routes_metrics.router)
     app.include_router(routes_openai.router)
 
     @app.get("/healthz", tags=["health"])
-    def healthz() -> dict[str, Any]:
+    async def healthz() -> dict[str, Any]:  # on the event loop: no worker thread to wait for
         return {"ok": True, "instance": instance, "mode": service.controller.mode.value}
 
     return app

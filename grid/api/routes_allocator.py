@@ -7,14 +7,12 @@ runs before the handler).
 
 from __future__ import annotations
 
-import secrets
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from grid.api.auth import DEFAULT_NODE_TTL_S, MAX_NODE_TTL_S, Credentials
-from grid.api.deps import Service, get_credentials, require_operator
+from grid.api.deps import Service, is_operator, require_operator
 from grid.demand import parse_observation
 from grid.fleet.errors import GridError
 from grid.runtime.controller.status import status_document
@@ -36,17 +34,15 @@ class ObservationBatch(BaseModel):
     observations: list[dict[str, Any]] = Field(max_length=MAX_OBSERVATIONS)
 
 
-class CredentialRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    host_id: str | None = Field(default=None, min_length=1, max_length=256, pattern=r"^\S+$")
-    ttl_seconds: float = Field(default=DEFAULT_NODE_TTL_S, gt=0, le=MAX_NODE_TTL_S)
-
-
 @router.get("/status")
 def get_status(
-    service: Service, history: Annotated[int, Query(ge=0, le=512)] = 50
+    service: Service,
+    operator: Annotated[bool, Depends(is_operator)],
+    history: Annotated[int, Query(ge=0, le=512)] = 50,
 ) -> dict[str, Any]:
-    return status_document(service.controller, service.clock(), history=history)
+    """Public; with a valid operator capability it also shows operator-only details (which
+    advertised engine ports the controller cannot reach)."""
+    return status_document(service.controller, service.clock(), history=history, detail=operator)
 
 
 @router.put("/models/{model_id}", dependencies=admin)
@@ -102,22 +98,3 @@ def post_observations(body: ObservationBatch, service: Service) -> dict[str, Any
     if counts["accepted"]:
         service.notify()
     return {**counts, "invalid": len(invalid), "errors": invalid[:20]}
-
-
-@router.post("/node-credentials", dependencies=admin)
-def post_node_credential(
-    body: CredentialRequest,
-    service: Service,
-    credentials: Annotated[Credentials, Depends(get_credentials)],
-) -> dict[str, Any]:
-    host_id = body.host_id or f"host-{secrets.token_hex(6)}"
-    token, expires = credentials.mint_node_token(
-        host_id, now=service.clock(), ttl_s=body.ttl_seconds
-    )
-    return {
-        "host_id": host_id,
-        "token": token,
-        "reply_key": credentials.reply_key(token),  # verifies the controller's replies
-        "expires_at": expires,
-        "generated_host_id": body.host_id is None,
-    }

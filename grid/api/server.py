@@ -31,6 +31,7 @@ from grid.runtime.controller.core import Controller
 from grid.runtime.controller.lease import LeaseFile
 from grid.runtime.controller.service import ControllerService
 from grid.runtime.controller.store import StateStore
+from grid.runtime.controller.trust import Attestor
 
 log = logging.getLogger("grid.server")
 
@@ -70,7 +71,12 @@ def build(state_dir: Path, settings: Settings) -> tuple[FastAPI, ControllerServi
         controller_id=secrets.token_hex(8),
         ttl_s=config.lease_ttl_s,
     )
-    controller = Controller(StateStore(state_path), now=time.time(), config=config, lease=lease)
+    # The key of the controller's attestations (term proofs, route grants) derives from the
+    # node-signing key: it survives a lost state.json, and every controller of the config shares it.
+    attestor = Attestor.derived(settings.credentials.node_signing_key)
+    controller = Controller(
+        StateStore(state_path), now=time.time(), config=config, lease=lease, attestor=attestor
+    )
     service = ControllerService(controller)
     breaker = BreakerPolicy.from_overrides(settings.breaker)
     app = create_app(service, settings.credentials, instance=settings.instance, breaker=breaker)

@@ -8,6 +8,7 @@ printed. `status --json` and `--json` elsewhere print exactly one JSON document 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -20,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grid.cli.connection import (
+    CaFileOpt,
     GridOpt,
     JsonOpt,
     StateOpt,
@@ -27,11 +29,12 @@ from grid.cli.connection import (
     _again,
     client,
 )
+from grid.cli.credential_cmd import credential_app
 from grid.cli.render_portfolio import workload_parts
 from grid.cli.text import local_time, plural, relative
 from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
 from grid.fleet.wire import reply_key_path
+from grid.node.agent import credential_text
 
 allocator_app = typer.Typer(
     name="allocator",
@@ -44,6 +47,7 @@ model_app = typer.Typer(
 token_app = typer.Typer(help="Write host-scoped node credentials.", no_args_is_help=True)
 allocator_app.add_typer(model_app, name="model")
 allocator_app.add_typer(token_app, name="token")
+allocator_app.add_typer(credential_app, name="node-credential")
 
 
 def _emit(document: Any) -> None:
@@ -174,6 +178,7 @@ def model_set(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create or replace a model placement profile."""
@@ -220,7 +225,7 @@ def model_set(
         "scale_down_cooldown_s": scale_down_cooldown,
     }
     body.update({k: v for k, v in scalars.items() if v is not None})
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         saved = api.put_model(model_id, body)
     if as_json:
         _emit(saved)
@@ -245,10 +250,11 @@ def model_remove(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Retire a model profile (drained and unloaded safely)."""
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         result = api.delete_model(model_id)
     if as_json:
         _emit(result)
@@ -271,6 +277,7 @@ def mode(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Select observe, recommend or automatic mode (recommend is the kill switch)."""
@@ -280,7 +287,7 @@ def mode(
             f"mode {value!r} is not observe, recommend or automatic",
             fix="use one of observe, recommend, automatic",
         )
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         result = api.set_mode(value)
     if as_json:
         _emit(result)
@@ -295,10 +302,11 @@ def tick(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a reconciliation pass now."""
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         result = api.tick()
     if as_json:
         _emit(result)
@@ -455,14 +463,19 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
 def status(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
+    token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
     history: Annotated[
         int, typer.Option("--history", min=0, max=512, help="Command records to include.")
     ] = 50,
 ) -> None:
     """Show hosts, the plan, workload admission and candidates, learned workflows, unmet
-    replicas, pending commands, revisions and warnings."""
-    with client(grid, state_dir, admin=False) as api:
+    replicas, pending commands, revisions and warnings. With the operator capability (found
+    as for admin commands, never required) it also shows operator-only details."""
+    with client(
+        grid, state_dir, token_file, admin=False, ca_file=ca_file, operator_if_known=True
+    ) as api:
         doc = api.status(history=history)
     if as_json:
         _emit(doc)
@@ -474,17 +487,18 @@ def status(
 
 
 def write_credential_file(target: Path, minted: dict[str, Any], *, force: bool) -> None:
-    """A minted node credential as a token file (mode 0600, the token alone) and its reply key
-    beside it in `<FILE>.reply-key` (0600; the node verifies the controller's replies with it)."""
+    """A minted node credential as one file (mode 0600): the token, then `reply-key <key>`,
+    the key the node verifies every controller reply with (grid/node/agent/credential.py). Copying
+    that one file carries both; GRID_ALLOCATOR_NODE_TOKEN="$(cat FILE)" too."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (0 if force else os.O_EXCL)
     fd = os.open(target, flags, 0o600)
     try:
         os.fchmod(fd, 0o600)
-        os.write(fd, (minted["token"] + "\n").encode())
+        os.write(fd, credential_text(minted["token"], str(minted["reply_key"])).encode())
     finally:
         os.close(fd)
-    if minted.get("reply_key"):
-        atomic_write_text(reply_key_path(target), str(minted["reply_key"]) + "\n")
+    with contextlib.suppress(OSError):  # an older sidecar key would only confuse a reader
+        reply_key_path(target).unlink()
 
 
 @token_app.command("write")
@@ -499,6 +513,7 @@ def token_write(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
 ) -> None:
     """Write an expiring credential valid only for one host; the secret is never printed."""
     target = file.expanduser()
@@ -508,12 +523,13 @@ def token_write(
             f"{target} already exists",
             fix="choose another path, or pass --force to replace it",
         )
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         minted = api.node_credential(host_id, ttl_s=ttl_seconds)
     write_credential_file(target, minted, force=force)
     if minted.get("generated_host_id"):
         typer.echo(f"Generated host id: {minted['host_id']}")
     typer.echo(
-        f"Wrote a credential for host {minted['host_id']} to {target} (mode 0600); "
-        "copy it to that machine over a secure channel."
+        f"Wrote a credential for host {minted['host_id']} to {target} (mode 0600): the token "
+        "and the reply key the node verifies the controller with, in one file; copy that file "
+        "to that machine over a secure channel."
     )

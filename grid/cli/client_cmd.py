@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
@@ -17,14 +16,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from grid.cli.connection import GridOpt, JsonOpt, StateOpt, client
+from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, client
 from grid.fleet.errors import GridError
 from grid.wire.client import transport_refusal
-
-CaFileOpt = Annotated[
-    Path | None,
-    typer.Option("--ca-file", help="CA that verifies an https controller (default: system store)."),
-]
 
 
 def models(

@@ -8,6 +8,7 @@ the same `--grid`, `--state-dir` and `--token-file`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -34,6 +35,10 @@ TokenFileOpt = Annotated[
     Path | None, typer.Option("--token-file", help="File holding the operator capability.")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+CaFileOpt = Annotated[
+    Path | None,
+    typer.Option("--ca-file", help="CA that verifies an https controller (default: system store)."),
+]
 
 
 def _read_token_file(path: Path) -> str:
@@ -109,10 +114,16 @@ def client(
     *,
     admin: bool = True,
     ca_file: Path | None = None,
+    operator_if_known: bool = False,
 ) -> AllocatorClient:
+    """`admin`: the operator capability is required; `operator_if_known`: sent when one is
+    found (a read then shows operator-only details), never required."""
     folder = (state_dir or default_state_dir()).expanduser()
     url = _url(grid, folder)  # no --grid and no local config: no controller to talk to
     token = _operator_token(folder, token_file, url) if admin else None
+    if token is None and operator_if_known:
+        with contextlib.suppress(GridError):
+            token = _operator_token(folder, token_file, url)
     return AllocatorClient(url, operator_token=token, ca_file=ca_file or _local_ca(grid, folder))
 
 

@@ -24,7 +24,7 @@ from typing import Annotated
 import typer
 
 from grid.cli.allocator_cmd import write_credential_file
-from grid.cli.connection import GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
+from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
 from grid.cli.node_cmd import NodeDirOpt
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
@@ -52,10 +52,11 @@ def enroll(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print a one-time enrollment token for one host (needs the operator capability)."""
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         issued = api.create_enrollment(host_id, ttl_s=ttl)
     if output is not None:
         atomic_write_text(output.expanduser(), issued["token"] + "\n", 0o600)

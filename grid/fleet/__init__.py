@@ -29,7 +29,14 @@ if TYPE_CHECKING:
         parse_history,
     )
     from grid.fleet.errors import GridError, SnapshotError, refuse_unknown
-    from grid.fleet.files import atomic_write_text, fsync_dir
+    from grid.fleet.files import (
+        MAX_JSON_DEPTH,
+        atomic_write_text,
+        fsync_dir,
+        json_depth,
+        loads_bounded,
+        read_json_file,
+    )
     from grid.fleet.generation import PlanGeneration
     from grid.fleet.models import (
         ADMITTING_STATES,
@@ -109,7 +116,8 @@ _EXPORTS: dict[str, str] = {
         " Withdrawal action_id apply_receipt parse_history"
     ),
     "grid.fleet.errors": "GridError SnapshotError refuse_unknown",
-    "grid.fleet.files": "atomic_write_text fsync_dir",
+    "grid.fleet.files": "MAX_JSON_DEPTH atomic_write_text fsync_dir json_depth loads_bounded"
+    " read_json_file",
     "grid.fleet.generation": "PlanGeneration",
     "grid.fleet.models": (
         "ADMITTING_STATES Assignment Binding DemandEntry Evidence FleetSnapshot Host"
@@ -142,6 +150,7 @@ __all__ = [
     "DEFAULT_WORKLOAD_VOCABULARY",
     "DESTRUCTIVE_KINDS",
     "LIVE_STATES",
+    "MAX_JSON_DEPTH",
     "MAX_MODEL_ID",
     "MAX_ROWS",
     "MAX_TEXT",
@@ -213,9 +222,12 @@ __all__ = [
     "apply_receipt",
     "atomic_write_text",
     "fsync_dir",
+    "json_depth",
     "load_snapshot",
+    "loads_bounded",
     "parse_history",
     "parse_snapshot",
+    "read_json_file",
     "refuse_unknown",
     "reply_is_signed",
     "reply_key_path",

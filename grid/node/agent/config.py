@@ -18,7 +18,6 @@ Layout of a node state folder:
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
+from grid.fleet.files import atomic_write_text, read_json_file
 from grid.fleet.wire import ADDRESS_PATTERN
 
 CONFIG_NAME = "node.json"
@@ -157,7 +156,7 @@ def parse_config(data: object, where: str = CONFIG_NAME) -> NodeConfig:
 def load_config(state_dir: Path) -> NodeConfig:
     path = config_path(state_dir)
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        data: Any = read_json_file(path)  # depth-checked like state.json
     except FileNotFoundError:
         raise GridError(
             "no_node_config",

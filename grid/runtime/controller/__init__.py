@@ -19,10 +19,12 @@ from grid.runtime.controller.service import ControllerService
 from grid.runtime.controller.status import StatusView, percentile, status_document
 from grid.runtime.controller.store import MemoryStore, StateStore, Store
 from grid.runtime.controller.timings import TimingTable
+from grid.runtime.controller.trust import Attestor, RouteJudge
 from grid.runtime.controller.wire import NodeUpdate
 from grid.runtime.controller.workload_inputs import prewarm_demand, with_mapping
 
 __all__ = [
+    "Attestor",
     "Controller",
     "ControllerConfig",
     "ControllerService",
@@ -38,6 +40,7 @@ __all__ = [
     "Outbox",
     "PlanGeneration",
     "RequestSignals",
+    "RouteJudge",
     "StateStore",
     "StatusView",
     "Store",
