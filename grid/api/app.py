@@ -59,7 +59,8 @@ def create_app(
         breaker
     )  # in memory only: circuits and measurements die with the app
     app.state.route_window = RouteWindow()  # the first heartbeats after a start (settling.py)
-    app.state.reachability = Reachability()  # background probes of advertised routes
+    # Background probes of advertised routes; a changed verdict is applied at once.
+    app.state.reachability = Reachability(on_result=service.controller.set_unreachable)
     app.state.credential_book = credential_book(service)  # issued credentials, revocations
     install_error_handlers(app)
     app.add_middleware(BodyLimit)  # before authentication and parsing: see limits.py

@@ -9,7 +9,8 @@ are not probed: their routes are on the controller's loopback.
 
 Probes never run on the request path. `problems(host)` answers from what earlier probes found,
 at once; `submit(host, address, ports)` after the update records the host's current routes and
-queues the probes that are due on a small pool of background threads. Bounded three ways: at
+queues the probes that are due on a few daemon threads, and a verdict that changed is handed to
+`on_result` (the controller applies it at once, between heartbeats). Bounded three ways: at
 most `per_host` ports of one host are probed (a host with more routes than any real node has is
 not given more), at most `max_pending` probes wait in total (more are dropped and asked again by
 a later heartbeat), and each result is cached (a success for `ok_ttl_s`, a failure for
@@ -19,11 +20,12 @@ says how many routes do not answer).
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 PROBE_TIMEOUT_S = 1.0
 OK_TTL_S = 30.0
@@ -64,6 +66,7 @@ class Reachability:
         per_host: int = PER_HOST,
         max_pending: int = MAX_PENDING,
         workers: int = WORKERS,
+        on_result: Callable[[str, list[str]], None] | None = None,
     ) -> None:
         self._probe = probe
         self._clock = clock
@@ -72,11 +75,15 @@ class Reachability:
         self.per_host = per_host
         self.max_pending = max_pending
         self._workers = workers
+        # Told (host, its problems now) when a probe's verdict changed: applied at once.
+        self._on_result = on_result
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, int], tuple[float, str | None]] = {}
         self._pending: set[tuple[str, int]] = set()
         self._targets: dict[str, tuple[str, tuple[int, ...]]] = {}  # host -> (address, ports)
-        self._pool: ThreadPoolExecutor | None = None
+        # Daemon workers: a probe in flight never holds up the controller's exit.
+        self._queue: queue.Queue[tuple[str, int] | None] = queue.Queue()
+        self._threads: list[threading.Thread] = []
         self.probes_run = 0  # for tests and benchmarks
         self.dropped = 0
 
@@ -118,13 +125,20 @@ class Reachability:
                     continue
                 self._pending.add(key)
                 due.append(key)
-            if due and self._pool is None:
-                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="grid-probe")
-            pool = self._pool
+            if due and not self._threads:
+                for index in range(self._workers):
+                    worker = threading.Thread(
+                        target=self._work, name=f"grid-probe-{index}", daemon=True
+                    )
+                    worker.start()
+                    self._threads.append(worker)
         for key in due:
-            assert pool is not None
-            pool.submit(self._run, key)
+            self._queue.put(key)
         return len(due)
+
+    def _work(self) -> None:
+        while (key := self._queue.get()) is not None:
+            self._run(key)
 
     def _run(self, key: tuple[str, int]) -> None:
         try:
@@ -137,7 +151,17 @@ class Reachability:
             self._pending.discard(key)
             if len(self._cache) >= MAX_CACHE:
                 self._cache.clear()
+            previous = self._cache.get(key)
             self._cache[key] = (self._clock() + ttl, reason)
+            changed = previous is None or previous[1] != reason
+            hosts = [
+                h
+                for h, (a, ports) in self._targets.items()
+                if (a, key[1]) == key and key[1] in ports
+            ]
+        if changed and self._on_result is not None:
+            for host_id in hosts:
+                self._on_result(host_id, self.problems(host_id))
 
     def settle(self, timeout_s: float = 5.0) -> bool:
         """Wait until no probe is pending (tests); False on timeout."""
@@ -150,7 +174,12 @@ class Reachability:
         return False
 
     def close(self) -> None:
+        """Stop the workers once the probes in flight end; queued ones are dropped."""
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            threads, self._threads = self._threads, []
+            self._pending.clear()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._queue.get_nowait()
+        for _ in threads:
+            self._queue.put(None)

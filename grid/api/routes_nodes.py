@@ -45,19 +45,14 @@ def put_node(
     node_id: NodeId, update: NodeUpdate, request: Request, service: Service, node: Node
 ) -> Response:
     ctl = service.controller  # `node`: the credential, within its host's budget (deps.py)
-    reach: Reachability = request.app.state.reachability
-    unreachable = reach.problems(node.host_id)  # what earlier probes found: never a probe here
-    with ctl.lock:
-        if unreachable:
-            ctl.registry.unreachable[node.host_id] = unreachable
-        else:
-            ctl.registry.unreachable.pop(node.host_id, None)
     reply = ctl.node_update(node_id, node.host_id, update, service.clock())
-    if update.allocator is not None:
+    if update.allocator is not None:  # probe the accepted routes in the background, never here
+        reach: Reachability = request.app.state.reachability
         with ctl.lock:
             entry = ctl.registry.hosts.get(reply.host_id)
             ports = [r.port for r in entry.routes] if entry is not None else []
         reach.submit(reply.host_id, update.allocator.advertise_address, ports)
+        ctl.set_unreachable(reply.host_id, reach.problems(reply.host_id))  # cached verdicts
     commands: list[dict[str, Any]] = []
     held: list[str] = []
     if update.request_commands and ctl.gate.may_force_tick(node.host_id, service.clock()):

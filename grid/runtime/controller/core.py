@@ -566,6 +566,12 @@ class Controller:
             out.commands = self.gate.attest(commands)
             return out
 
+    def set_unreachable(self, host_id: str, problems: list[str]) -> None:
+        """Background reachability results for a host (grid.api.reachability), at once."""
+        with self.lock:
+            if self.registry.set_unreachable(host_id, problems):
+                self._bump(safety=True)
+
     def forget_routes(self, host_id: str) -> bool:
         """Drop a host's routes at once (its credential was revoked; see grid.api)."""
         with self.lock:

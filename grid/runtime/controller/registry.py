@@ -57,6 +57,11 @@ class HostEntry:
     refused_routes: dict[str, str] = field(default_factory=dict)
     # Where the router dials this host's routes (its advertised address; older nodes: loopback).
     address: str = DEFAULT_ENGINE_ADDRESS
+    # The host and problems as its last update reported them, before the reachability overlay.
+    reported: tuple[Host, list[str]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.reported = (self.host, list(self.problems))
 
 
 @dataclass(frozen=True)
@@ -127,16 +132,6 @@ class Registry:
         host, problems = build_host(host_id, resources, allocator, now=now, manual=manual)
         if allocator is not None:  # what the node itself reports wrong (e.g. unwritable state)
             problems += [f"node: {p[:300]}" for p in allocator.problems]
-        unreachable = self.unreachable.get(host_id, [])
-        if unreachable:  # never routed to, never given new work (docs/addressing.md)
-            # Which ports answer is an operator's detail (status with the operator capability):
-            # the public line says only how many, so status is no port scanner.
-            problems.append(
-                f"address_unreachable: {len(unreachable)} advertised engine route(s) of this "
-                "host do not answer the controller; operators see which in "
-                "`grid allocator status --json`"
-            )
-            host = host.model_copy(update={"state": HostState.UNHEALTHY})
         before = safety_signature(entry.host) if entry is not None else None
         if entry is None:
             entry = HostEntry(
@@ -148,7 +143,8 @@ class Registry:
                 registered_at=now,
             )
             self.hosts[host_id] = entry
-        entry.host = host
+        entry.reported = (host, problems)
+        self._overlay(entry)
         entry.resources = resources
         entry.allocator = allocator
         entry.routes = list(allocator.routes) if allocator is not None else []
@@ -165,14 +161,13 @@ class Registry:
             )
             entry.refused_routes = refused
         entry.received_at = now
-        entry.problems = problems
         entry.load = update.load or entry.load
         entry.role = role
         entry.node_ids.add(node_id)
         self.node_to_host[node_id] = host_id
         return ApplyResult(
             host_id=host_id,
-            safety_changed=before != safety_signature(host),
+            safety_changed=before != safety_signature(entry.host),
             refused_routes=refused if update.allocator is not None else {},
         )
 
@@ -197,6 +192,39 @@ class Registry:
         if squatter is not None:
             squatter.node_ids.discard(node_id)
         del self.node_to_host[node_id]
+
+    def _overlay(self, entry: HostEntry) -> None:
+        """The host as reported, made unhealthy while its advertised routes do not answer
+        (never routed to, never given new work: docs/addressing.md). Which ports fail is an
+        operator's detail (`unreachable`, shown with the operator capability); the public line
+        says only how many, so status is no port scanner."""
+        host, problems = entry.reported
+        unreachable = self.unreachable.get(entry.host_id, [])
+        if unreachable:
+            problems = [
+                *problems,
+                f"address_unreachable: {len(unreachable)} advertised engine route(s) of this "
+                "host do not answer the controller; operators see which in "
+                "`grid allocator status --json`",
+            ]
+            host = host.model_copy(update={"state": HostState.UNHEALTHY})
+        entry.host, entry.problems = host, list(problems)
+
+    def set_unreachable(self, host_id: str, problems: list[str]) -> bool:
+        """What the background probes found for a host, applied at once; True when that
+        changed what destructive safety reads (the caller bumps the safety revision)."""
+        if problems == self.unreachable.get(host_id, []):
+            return False
+        if problems:
+            self.unreachable[host_id] = list(problems)
+        else:
+            self.unreachable.pop(host_id, None)
+        entry = self.hosts.get(host_id)
+        if entry is None:
+            return False
+        before = safety_signature(entry.host)
+        self._overlay(entry)
+        return before != safety_signature(entry.host)
 
     def fences(self) -> list[FenceReport]:
         return [

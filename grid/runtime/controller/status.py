@@ -73,8 +73,11 @@ def _hosts(
         live = [r for r in host.residencies if r.state in LIVE_STATES]
         stale = now - entry.received_at > lease_s
         row: dict[str, Any] = {}
+        problems = list(entry.problems)
         if detail:  # operators only: which advertised ports the controller cannot reach
             row["reachability"] = list(registry.unreachable.get(host.host_id, []))
+            problems = [p for p in problems if not p.startswith("address_unreachable")]
+            problems += row["reachability"]
         out.append(
             {
                 "host_id": host.host_id,
@@ -90,7 +93,7 @@ def _hosts(
                 "max_models": host.max_models,
                 "heartbeat_age_s": round(max(0.0, now - entry.received_at), 1),
                 "refusals": host_refusals(host, snap),
-                "problems": list(entry.problems),
+                "problems": problems,
                 "suspicions": gate.of(host.host_id, now),
                 "refused_routes": dict(sorted(entry.refused_routes.items())),
                 "address": entry.address,
