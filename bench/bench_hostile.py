@@ -41,6 +41,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from grid.fleet.errors import GridError  # noqa: E402
 from grid.node.agent.config import CatalogEntry  # noqa: E402
 from grid.node.artifacts import SMOLLM2_MODEL_ID, SMOLLM2_SHA256, smollm2_path  # noqa: E402
 from grid.node.engines.binary import llama_server_binary  # noqa: E402
@@ -121,7 +122,11 @@ def restarts(
         def converged(peak: list[int] = peak, killed: float = killed) -> bool:
             kids = children(fleet.root, http)
             if len(kids) > max(peak[0], 2):  # an extra replica: keep the evidence
-                doc = fleet.status() or {}
+                try:
+                    with fleet.controller.public() as public:
+                        doc = public.status(history=30)
+                except GridError:
+                    doc = {}
                 EXTRA.append(
                     {
                         "after_kill_s": round(time.monotonic() - killed, 2),
@@ -131,6 +136,10 @@ def restarts(
                             for h in doc.get("hosts", [])
                         },
                         "grace": doc.get("grace"),
+                        "commands": [
+                            (r["kind"], r["host_id"], r["status"], r["action_id"][-8:])
+                            for r in doc.get("history", [])[-8:]
+                        ],
                     }
                 )
             peak[0] = max(peak[0], len(kids))
@@ -166,6 +175,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             with httpx.Client(trust_env=False) as http:
                 if not wait(lambda: fleet.converged(http), 180, 0.25):
                     raise SystemExit(f"the fleet never converged: {fleet.diagnose(http)}")
+                if args.only_restarts:
+                    totals, after_up, most = restarts(fleet, http, args.restarts, rng)
+                    out["restarts"] = {
+                        **summary(totals),
+                        "after_the_controller_answers": summary(after_up),
+                        "most_children_at_once": max(most, default=0),
+                        "extra_replica_events": EXTRA,
+                    }
+                    out["load_average_end"] = os.getloadavg()[0]
+                    return out
                 probe = UserProbe(fleet.controller.url, fleet.entry.model_id)
                 probe.start()
                 time.sleep(args.seconds)
@@ -268,6 +287,7 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=20, help="controller SIGKILL trials")
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--only-restarts", action="store_true", help="phase 3 alone")
     args = parser.parse_args()
     result = run(args)
     if args.json:

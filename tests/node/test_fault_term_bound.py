@@ -89,3 +89,34 @@ def test_a_credential_without_a_reply_key_does_not_start_the_agent(tmp_path: Pat
         read_credential(config, from_stdin=False)
     assert refusal.value.code == "no_reply_key"
     assert refusal.value.next_command == "grid allocator token write FILE --host-id ID"
+
+
+def test_a_credential_file_is_reused_only_for_its_host_with_its_key_and_time_left(
+    tmp_path: Path,
+) -> None:
+    """Issue 22: every agent start minted another 30-day credential; a file is now reused when
+    it names the host, carries its reply key, and lives past a day."""
+    import base64
+    import json
+
+    from grid.node.agent.credential import REUSE_MARGIN_S, credential_text, reusable
+
+    def token(host: str, expires: float) -> str:
+        claims = json.dumps({"h": host, "exp": expires, "n": "abcd"}).encode()
+        return "gan1." + base64.urlsafe_b64encode(claims).decode().rstrip("=") + ".sig"
+
+    now = 1_800_000_000.0
+    path = tmp_path / "node.token"
+    good = token("h1", now + 30 * 86_400)
+    cases = [
+        (credential_text(good, "k"), "h1", good),
+        (credential_text(good, "k"), "h2", None),  # another host's
+        (good + "\n", "h1", None),  # no reply key
+        (credential_text(token("h1", now + REUSE_MARGIN_S - 1), "k"), "h1", None),  # expiring
+        ("junk\n", "h1", None),
+    ]
+    for text, host, expected in cases:
+        path.write_text(text)
+        assert reusable(path, host, now) == expected, (text, host)
+    path.unlink()
+    assert reusable(path, "h1", now) is None
