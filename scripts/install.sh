@@ -30,5 +30,21 @@ if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } \
     >/dev/null 2>&1 || echo "install: could not install ${missing[*]}; the tests that need them skip"
 fi
+# The dashboard's browser tests (tests/ui) drive Debian's Chromium through its chromedriver.
+# Same best effort, but retried once after a fresh package index: CI must run those tests.
+browser=()
+[ -x /usr/bin/chromium ] || browser+=(chromium)
+[ -x /usr/bin/chromedriver ] || browser+=(chromium-driver)
+if [ "${#browser[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "install: apt-get install ${browser[*]} (best effort)"
+  for attempt in 1 2; do
+    if { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends "${browser[@]}"; } >/dev/null 2>&1; then
+      break
+    fi
+    [ "$attempt" = 2 ] && echo "install: could not install ${browser[*]}; the browser tests skip"
+    sleep 5
+  done
+fi
 scripts/install-engine.sh
 echo "installed: $(.venv/bin/grid --version)"

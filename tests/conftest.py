@@ -35,3 +35,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         path = item.nodeid.split("::", 1)[0]
         if path in SMOKE_FILES and not any(item.get_closest_marker(m) for m in NEVER_SMOKE):
             item.add_marker(pytest.mark.smoke)
+
+
+@pytest.fixture(autouse=True)
+def _own_current_controller(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test has its own current-controller file (grid/cli/context.py) and no $GRID_URL:
+    a test's `grid up` or `grid test start` never points another test (or the user's shell)
+    at its fleet."""
+    monkeypatch.setenv("GRID_CONTEXT", str(tmp_path_factory.mktemp("context") / "context.json"))
+    monkeypatch.delenv("GRID_URL", raising=False)

@@ -11,8 +11,10 @@ from grid import __version__
 from grid.api import (
     routes_allocator,
     routes_credentials,
+    routes_embeddings,
     routes_enroll,
     routes_evaluations,
+    routes_externals,
     routes_metrics,
     routes_nodes,
     routes_openai,
@@ -23,7 +25,10 @@ from grid.api.errors import install_error_handlers
 from grid.api.limits import BodyLimit
 from grid.api.proxy_state import ProxyState
 from grid.api.reachability import Reachability
+from grid.api.routes_externals import start_external_prober
 from grid.api.settling import RouteWindow
+from grid.api.ui import actions as ui_actions
+from grid.api.ui import routes as ui_routes
 from grid.router.breaker import BreakerPolicy
 from grid.runtime.controller.service import ControllerService
 
@@ -71,6 +76,11 @@ def create_app(
     app.include_router(routes_evaluations.router)
     app.include_router(routes_metrics.router)
     app.include_router(routes_openai.router)
+    app.include_router(routes_embeddings.router)
+    app.include_router(routes_externals.router)
+    start_external_prober(app, service)
+    app.include_router(ui_actions.router)  # operator actions the dashboard offers
+    app.include_router(ui_routes.router)  # the live dashboard, /ui
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, Any]:  # on the event loop: no worker thread to wait for

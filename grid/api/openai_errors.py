@@ -13,7 +13,10 @@ import json
 from typing import Any
 
 OPENAI_PREFIX = "/v1"
-ENDPOINTS = "GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions"
+ENDPOINTS = (
+    "GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions, "
+    "POST /v1/embeddings"
+)
 ENGINE_CODES = {
     400: "invalid_request",
     401: "engine_unauthorized",

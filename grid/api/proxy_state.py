@@ -9,10 +9,12 @@ anything a client can see.
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
+from grid.api.externals import external_dial, external_routes
 from grid.fleet.workloads import PortfolioReport
 from grid.router import (
     AffinityKey,
@@ -84,10 +86,17 @@ class Upstream:
     engine_key: str = field(repr=False)
     by_affinity: bool = False
     finished: bool = False
+    # An external endpoint (grid/api/externals.py): its base URL and TLS verification.
+    base: str | None = None
+    verify: ssl.SSLContext | bool = True
+
+    @property
+    def external(self) -> bool:
+        return self.base is not None
 
     @property
     def base_url(self) -> str:
-        return self.route.base_url
+        return self.base if self.base is not None else self.route.base_url
 
 
 def _routes(
@@ -123,6 +132,7 @@ def _routes(
                         address=entry.address,
                     )
                 )
+        routes += external_routes(ctl, active, model_id)
     # Proxy-owned counters survive heartbeats (the node's own slot count lags behind them).
     return [replace(r, active=active[r.breaker_key]) for r in routes], keys
 
@@ -182,6 +192,9 @@ class ProxyState:
             route = decision.route
             self._active[route.breaker_key] += 1
             self.breakers.begin(route.breaker_key, now)
+            dial = external_dial(ctl, route.host_id)
+            if dial is not None:
+                return Upstream(route, "", decision.by_affinity, base=dial[0], verify=dial[1])
             return Upstream(route, keys[route.host_id], decision.by_affinity)
 
     def choose_auto(

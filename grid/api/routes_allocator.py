@@ -49,7 +49,7 @@ def get_status(
 def put_model(
     model_id: ModelId,
     service: Service,
-    profile: Annotated[dict[str, Any], Body(description="A model profile (DESIGN.md schema)")],
+    profile: Annotated[dict[str, Any], Body(description="A model profile (docs/snapshot.md)")],
 ) -> dict[str, Any]:
     saved = service.controller.put_profile(model_id, profile, service.clock())
     service.notify()

@@ -24,6 +24,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request, Response
 
 from grid.api.deps import Node, Service
+from grid.api.engine_launch import launch_for
 from grid.api.reachability import Reachability
 from grid.fleet.wire import (
     REPLY_SIGNATURE_HEADER,
@@ -78,6 +79,7 @@ def put_node(
             commands=commands,
             held_destructive=held,
         ),
+        launch=launch_for(ctl, reply.host_id),
     )
     # Signed over the exact bytes sent, so the node can tell this controller from an impostor.
     body = json.dumps(wire_json(answer), separators=(",", ":")).encode()

@@ -31,7 +31,9 @@ from starlette.concurrency import run_in_threadpool
 
 from grid.api.deps import Service
 from grid.api.errors import status_for
+from grid.api.externals import is_tls_failure, openai_shaped
 from grid.api.openai_errors import engine_error
+from grid.api.openai_kinds import external_failure, kind_refusal
 from grid.api.openai_support import (
     AUTO_MODEL,
     MAX_BODY_BYTES,
@@ -169,6 +171,8 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
         return openai_error(status_for(err), err.code, err.message, err.fix)
     if affinity is not None:
         facts = replace(facts, affinity_digest=affinity.digest)
+    if (wrong := kind_refusal(ctl.profiles, facts.model_id, family)) is not None:
+        return wrong  # a chat request to an embedding model, or the reverse (issue 21)
     proxy = proxy_state(request)
     window: RouteWindow = request.app.state.route_window  # just started: await heartbeats
     if facts.auto:
@@ -225,12 +229,14 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
     facts = facts.served_by(
         Served(route.model_id, route.artifact_sha256, route.host_id, route.engine_id, route.queued)
     )
-    client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, trust_env=False)
+    client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, trust_env=False, verify=chosen.verify)
     try:
         upstream_request = _build_upstream(chosen, path, body, request)
         reply = await client.send(upstream_request, stream=True)
     except httpx.HTTPError as exc:
         await client.aclose()
+        if chosen.external and is_tls_failure(exc):  # never retried over plain http
+            return external_failure(proxy, chosen, service, facts, started, "engine_tls_failed")
         timed_out = isinstance(exc, httpx.TimeoutException)
         return _transport_failure(proxy, chosen, service, facts, started, timed_out)
     except BaseException:  # a client that left, or any surprise: free the route, count nothing
@@ -250,6 +256,8 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
     finally:
         await reply.aclose()
         await client.aclose()
+    if chosen.external and 200 <= reply.status_code < 300 and not openai_shaped(content, path):
+        return external_failure(proxy, chosen, service, facts, started, "external_not_openai")
     elapsed = time.perf_counter() - started
     usage = usage_of(content) if 200 <= reply.status_code < 300 else None
     completion = usage.completion_tokens if usage is not None else None
@@ -303,8 +311,9 @@ def _build_upstream(chosen: Upstream, path: str, body: bytes, request: Request) 
     headers = {
         "Content-Type": "application/json",
         "Accept": accept if accept.isascii() and accept.isprintable() else "application/json",
-        "Authorization": f"Bearer {chosen.engine_key}",
     }
+    if chosen.engine_key:  # an external endpoint gets no Grid key
+        headers["Authorization"] = f"Bearer {chosen.engine_key}"
     return httpx.Request("POST", chosen.base_url + path, content=body, headers=headers)
 
 

@@ -83,6 +83,7 @@ def generate_ca_and_server(
     not_before: dt.datetime | None = None,
     not_after: dt.datetime | None = None,
     common_name: str = "Grid private CA",
+    ca_days: int = 60,
 ) -> IssuedFiles:
     """A fresh CA and a server certificate for `addresses` (IPs or DNS names), written to
     `folder` (ca.pem, server.pem, server-key.pem; keys 0600). For logical fleets and tests."""
@@ -104,7 +105,7 @@ def generate_ca_and_server(
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=60))
+        .not_valid_after(now + dt.timedelta(days=ca_days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(

@@ -8,9 +8,7 @@ printed. `status --json` and `--json` elsewhere print exactly one JSON document 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,12 +27,10 @@ from grid.cli.connection import (
     _again,
     client,
 )
-from grid.cli.credential_cmd import credential_app
+from grid.cli.credential_cmd import credential_app, write_credential_file
 from grid.cli.render_portfolio import workload_parts
 from grid.cli.text import local_time, plural, relative
 from grid.fleet.errors import GridError
-from grid.fleet.wire import reply_key_path
-from grid.node.agent import credential_text
 
 allocator_app = typer.Typer(
     name="allocator",
@@ -175,6 +171,14 @@ def model_set(
     scale_down_cooldown: Annotated[
         float | None, typer.Option("--scale-down-cooldown", help="Seconds.")
     ] = None,
+    chat_template: Annotated[
+        str | None,
+        typer.Option(
+            "--chat-template",
+            help="llama.cpp built-in chat template name (e.g. gemma, chatml) for a GGUF that "
+            "carries none; default: the GGUF's own.",
+        ),
+    ] = None,
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
@@ -223,10 +227,12 @@ def model_set(
         "warm_estimate_s": warm_estimate,
         "min_residency_s": min_residency,
         "scale_down_cooldown_s": scale_down_cooldown,
+        "chat_template": chat_template,
     }
     body.update({k: v for k, v in scalars.items() if v is not None})
     with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         saved = api.put_model(model_id, body)
+        mode = str(api.healthz().get("mode", ""))
     if as_json:
         _emit(saved)
         return
@@ -235,7 +241,13 @@ def model_set(
         f"Saved profile {prof['model_id']}: {prof['memory_mb']} MB, replicas "
         f"{prof['min_replicas']}..{prof['max_replicas']}, runtimes "
         f"{', '.join(prof['runtimes'])}"
+        + (f", chat template {prof['chat_template']}" if prof.get("chat_template") else "")
     )
+    if mode != "automatic":
+        typer.echo(
+            f"The controller is in {mode} mode: it plans this model but loads nothing. "
+            "To let it act: " + _again("grid allocator mode automatic", grid, state_dir, token_file)
+        )
     typer.echo(
         "Next: "
         + _again("grid allocator tick", grid, state_dir, token_file)
@@ -333,6 +345,31 @@ def _table(title: str, columns: list[str]) -> Table:
     return table
 
 
+def weights_hint(model_id: str, host_id: str) -> str:
+    """How weights reach a node (the load fails with artifact_unknown, and retries after its
+    backoff, until one of these is done)."""
+    return (
+        f"To fix: {host_id} has no file for {model_id}. Either give the node the GGUF "
+        f"(on {host_id}: grid node stop && grid node start --model "
+        f"{model_id}=/path/to/file.gguf@SHA256), or let "
+        f"nodes fetch it: grid allocator model set {model_id} --memory-mb MB "
+        "--artifact-source file:///shared/path.gguf (or hf://owner/repo/file.gguf with the "
+        "node's hf_base_url) --artifact-sha256 SHA256 --artifact-size-mb MB "
+        "(docs/getting-started.md, 'How weights reach nodes')."
+    )
+
+
+def desired_reasons(api: Any) -> dict[str, dict[str, Any]]:
+    """Per model, the desired replica count and why (the dashboard's view document, which
+    reads the planner's targets for the controller's own snapshot); {} from an older one."""
+    try:
+        view = api.request("GET", "/ui/view.json", params={"history": 0})
+    except GridError:
+        return {}
+    models = view.get("models", []) if isinstance(view, dict) else []
+    return {m["model_id"]: {"desired": m["desired"], "why": m["reason"]} for m in models}
+
+
 def render_status(doc: dict[str, Any]) -> RenderableType:
     parts: list[RenderableType] = []
     rev = doc["revisions"]
@@ -393,6 +430,20 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
             levels.add_row(level["level"], str(level["value"]), str(level["bound"]))
         parts.append(levels)
     parts += workload_parts(doc.get("workloads") or {})
+    reasons = doc.get("desired_reasons") or {}
+    if reasons:
+        table = _table("Desired replicas", ["model", "desired", "why"])
+        for model_id, r in sorted(reasons.items()):
+            table.add_row(model_id, str(r["desired"]), r["why"])
+        parts.append(table)
+    if doc["mode"] != "automatic":
+        parts.append(
+            Text(
+                f"{doc['mode']} mode: Grid plans but loads and unloads nothing. "
+                "To let it act: grid allocator mode automatic",
+                style="yellow",
+            )
+        )
     if doc["unmet"]:
         unmet = _table("Unmet replicas", ["model", "code", "missing", "binding", "would fit if"])
         for u in doc["unmet"]:
@@ -413,6 +464,13 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
                 u.get("would_fit_if") or "-",
             )
         parts.append(unmet)
+        parts.append(
+            Text(
+                "Next: grid allocator snapshot -o fleet.json && grid capacity fleet.json "
+                "--add models/templates/gpu-server.json  (how many hosts would place them)",
+                style="cyan",
+            )
+        )
     rows = [
         (c["action_id"], c["kind"], c["host_id"], c["model_id"], c["status"])
         for c in doc["pending_commands"]
@@ -443,6 +501,10 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
             when = local_time(r["finished_at"], now) if r.get("finished_at") else "-"
             table.add_row(r["action_id"], r["kind"], r["host_id"], r["model_id"], when, why)
         parts.append(table)
+        for r in failures:
+            if "has no file for" in (r.get("outcome") or ""):  # the node's artifact_unknown
+                parts.append(Text(weights_hint(r["model_id"], r["host_id"]), style="cyan"))
+                break
     if doc["withdrawn_destructive"]:
         table = _table(
             "Withdrawn destructive (awaiting receipt)", ["action", "kind", "host", "model"]
@@ -477,6 +539,7 @@ def status(
         grid, state_dir, token_file, admin=False, ca_file=ca_file, operator_if_known=True
     ) as api:
         doc = api.status(history=history)
+        doc["desired_reasons"] = desired_reasons(api)
     if as_json:
         _emit(doc)
     else:
@@ -484,21 +547,6 @@ def status(
 
 
 # ----------------------------------------------------------------------------- tokens
-
-
-def write_credential_file(target: Path, minted: dict[str, Any], *, force: bool) -> None:
-    """A minted node credential as one file (mode 0600): the token, then `reply-key <key>`,
-    the key the node verifies every controller reply with (grid/node/agent/credential.py). Copying
-    that one file carries both; GRID_ALLOCATOR_NODE_TOKEN="$(cat FILE)" too."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (0 if force else os.O_EXCL)
-    fd = os.open(target, flags, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, credential_text(minted["token"], str(minted["reply_key"])).encode())
-    finally:
-        os.close(fd)
-    with contextlib.suppress(OSError):  # an older sidecar key would only confuse a reader
-        reply_key_path(target).unlink()
 
 
 @token_app.command("write")

@@ -26,6 +26,7 @@ from grid.planner.problem import allocatable_mb
 
 if TYPE_CHECKING:
     from grid.lab.capacity import CapacityAnswer
+    from grid.lab.capacity_survive import SurviveAnswer
     from grid.lab.whatif_drill import Drill
 
 capacity_app = typer.Typer(
@@ -71,6 +72,26 @@ def _answer_view(answer: CapacityAnswer, templates: list[Host]) -> list[object]:
     return parts
 
 
+def _survive_view(answer: SurviveAnswer, templates: list[Host]) -> list[object]:
+    style = "bold green" if answer.status == "SURVIVES" else "bold red"
+    counts = ", ".join(f"{answer.added.get(t.host_id, 0)} × {t.host_id}" for t in templates)
+    tried = "every" if answer.exhaustive else f"the {answer.failure_sets} largest-host"
+    head = Text.assemble(
+        (f"Surviving {answer.survive} failure(s): ", "bold"),
+        (answer.status, style),
+        f" · add {counts} · {tried} failure set(s) of {answer.survive} host(s) planned",
+    )
+    parts: list[object] = [head]
+    if answer.worst:
+        parts.append(Text(f"  hardest failure: {', '.join(answer.worst)}"))
+    for b in answer.binding:
+        parts.append(Text(f"  {b['constraint']}  {b.get('detail', '')}"))
+    for p in answer.pinned:
+        hosts = ", ".join(str(h) for h in p["pinned_hosts"])  # type: ignore[attr-defined]
+        parts.append(Text(f"  {p['model_id']} is pinned to {hosts}: it goes down with it"))
+    return parts
+
+
 def _drill_view(result: Drill) -> list[object]:
     table = Table(box=box.SIMPLE_HEAD, title="N−1 drill: if this host failed")
     for column in ("Host", "Replicas", "Unmet", "Unmet models", "Last replica", "Lost"):
@@ -102,6 +123,16 @@ def capacity_cmd(
         float,
         typer.Option("--time-limit", help="Solver budget in seconds per plan and count solve."),
     ] = 5.0,
+    survive: Annotated[
+        int,
+        typer.Option(
+            "--survive",
+            min=0,
+            max=3,
+            help="Also size for failures: every desired replica still placed after any N hosts "
+            "fail (1 = N−1 sizing), each failure planned on the proposed fleet.",
+        ),
+    ] = 0,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
     ] = False,
@@ -140,8 +171,22 @@ def capacity_cmd(
         )
         document = answer.to_dict()
         parts += _answer_view(answer, templates)
+    proposed = snap
+    if templates and survive:
+        from grid.lab.capacity_survive import size_to_survive
+
+        surviving = size_to_survive(
+            snap, templates, survive=survive, max_per_template=max_hosts, time_limit_s=time_limit
+        )
+        document["survive"] = surviving.to_dict()
+        parts += _survive_view(surviving, templates)
+        proposed = whatif.augment(snap, surviving.added, templates)[0]
+    elif templates:
+        proposed = whatif.augment(snap, answer.added, templates)[0]
     if with_drill:
-        result = drill(snap, before, time_limit_s=time_limit)
+        # The drill runs on the proposed fleet (the snapshot when nothing is added).
+        base = before if proposed is snap else whatif.plan(proposed, time_limit_s=time_limit)
+        result = drill(proposed, base, time_limit_s=time_limit)
         if templates:
             document["drill"] = result.to_dict()
         else:

@@ -82,7 +82,7 @@ def chat(
     try:
         with api, api.stream("POST", "/v1/chat/completions", json=body) as reply:
             if reply.status_code >= 400:
-                raise _refused(reply, model)
+                raise _refused(reply, model, _mode(api))
             served_by = reply.headers.get("X-Grid-Served-By", "")
             if reply.headers.get("content-type", "").startswith("application/json"):
                 reply.read()  # an engine that answered in one piece
@@ -116,13 +116,29 @@ def _deltas(lines: Any) -> Any:
                 yield content
 
 
-def _refused(reply: httpx.Response, model: str) -> GridError:
+def _mode(api: Any) -> str | None:
+    try:
+        return str(api.healthz().get("mode"))
+    except GridError:
+        return None
+
+
+def _refused(reply: httpx.Response, model: str, mode: str | None = None) -> GridError:
     reply.read()
     try:
         error = reply.json().get("error", {})
     except ValueError:
         error = {}
     code = str(error.get("code") or f"http_{reply.status_code}")
+    if code == "model_unavailable" and mode in ("recommend", "observe"):
+        # The router's "retry shortly" holds only when the allocator acts on demand.
+        return GridError(
+            code,
+            f"{model} has no ready engine, and the controller is in {mode} mode: it records "
+            "the demand and plans, but loads nothing",
+            fix="let Grid load demanded models with `grid allocator mode automatic`, then retry",
+            next_command="grid allocator mode automatic",
+        )
     return GridError(
         code,
         str(error.get("message") or f"the router answered HTTP {reply.status_code}"),

@@ -1,9 +1,11 @@
 """How the allocator commands reach a controller: its URL and the operator capability.
 
-`--grid URL`, else the local controller of `--state-dir`. Admin commands take the operator
-capability from `--token-file`, then GRID_ALLOCATOR_CONTROL_TOKEN, then `<state-dir>/config.json`;
-when none has it the refusal names the credential and the three places. Hints built here keep
-the same `--grid`, `--state-dir` and `--token-file`.
+`--grid URL`; else, without `--state-dir`, the current controller (context.py: $GRID_URL, then
+the context file `grid up` and `grid test start` write); else the local controller of
+`--state-dir`. Admin commands take the operator capability from `--token-file`, then
+GRID_ALLOCATOR_CONTROL_TOKEN, then the current controller's recorded config.json, then
+`<state-dir>/config.json`; when none has it the refusal names the credential and the places.
+Hints built here keep the same `--grid`, `--state-dir` and `--token-file`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Annotated
 import typer
 
 from grid.api.settings import config_path, default_state_dir, load_settings
+from grid.cli.context import current_context
 from grid.cli.hints import CONTROL_TOKEN_ENV, current_command, with_dirs
 from grid.fleet.errors import GridError
 from grid.wire import AllocatorClient
@@ -119,6 +122,13 @@ def client(
     """`admin`: the operator capability is required; `operator_if_known`: sent when one is
     found (a read then shows operator-only details), never required."""
     folder = (state_dir or default_state_dir()).expanduser()
+    ctx = current_context() if grid is None and state_dir is None else None
+    if ctx is not None:
+        if token_file is None and ctx.token_file and not os.environ.get(TOKEN_ENV, "").strip():
+            token_file = Path(ctx.token_file)
+        token = _operator_token(folder, token_file, ctx.url) if admin else None
+        chosen_ca = ca_file or (Path(ctx.ca_file) if ctx.ca_file else None)
+        return AllocatorClient(ctx.url, operator_token=token, ca_file=chosen_ca)
     url = _url(grid, folder)  # no --grid and no local config: no controller to talk to
     token = _operator_token(folder, token_file, url) if admin else None
     if token is None and operator_if_known:

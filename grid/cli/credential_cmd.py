@@ -4,12 +4,17 @@
   expires, last seen, state); never a token or a key.
 - `revoke ID` or `revoke --host-id H`: the credential (or every credential of the host) is
   refused from the host's next request on, and its routes stop being used at once.
+
+`write_credential_file` is how every command that hands out a credential writes it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -19,11 +24,29 @@ from rich.table import Table
 from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
 from grid.cli.text import local_time
 from grid.fleet.errors import GridError
+from grid.fleet.wire import reply_key_path
+from grid.node.agent import credential_text
 
 credential_app = typer.Typer(
     help="List and revoke the host-scoped node credentials this controller issued.",
     no_args_is_help=True,
 )
+
+
+def write_credential_file(target: Path, minted: dict[str, Any], *, force: bool) -> None:
+    """A minted node credential as one file (mode 0600): the token, then `reply-key <key>`,
+    the key the node verifies every controller reply with (grid/node/agent/credential.py). Copying
+    that one file carries both; GRID_ALLOCATOR_NODE_TOKEN="$(cat FILE)" too."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (0 if force else os.O_EXCL)
+    fd = os.open(target, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, credential_text(minted["token"], str(minted["reply_key"])).encode())
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):  # an older sidecar key would only confuse a reader
+        reply_key_path(target).unlink()
+
 
 HostOpt = Annotated[str | None, typer.Option("--host-id", help="Only this host's credentials.")]
 

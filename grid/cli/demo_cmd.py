@@ -25,7 +25,14 @@ from typing import Annotated, Any
 
 import typer
 
-from grid.cli.demo_personas import PersonaRound, chat, genuine, persona_round, text_of
+from grid.cli.demo_personas import (
+    PersonaRound,
+    answer_problem,
+    chat,
+    genuine,
+    persona_round,
+    text_of,
+)
 from grid.fleet.errors import GridError
 from grid.lab.logical_fleet import LogicalFleet
 from grid.lab.logical_fleet_settings import (
@@ -180,7 +187,8 @@ def run_demo(
         url = report.url
         ready = report.ready_hosts
         reply = chat(url, baseline, "Say hello in five words.") if ready else None
-        answered = reply is not None and reply.status_code == 200 and bool(text_of(reply))
+        problem = answer_problem(text_of(reply)) if reply is not None else "no answer"
+        answered = reply is not None and reply.status_code == 200 and not problem
         steps.append(
             _step(
                 "baseline_ready_and_answering",
@@ -189,6 +197,7 @@ def run_demo(
                 ready_hosts=ready,
                 status=reply.status_code if reply is not None else None,
                 text=text_of(reply) if reply is not None else "",
+                problem=problem,
             )
         )
         if not answered:
@@ -238,20 +247,24 @@ def run_demo(
         if not loaded:
             return _report(steps, watcher, started)
         named = chat(url, coder, NAMED_PROMPT)
+        problem = answer_problem(text_of(named))
         steps.append(
             _step(
                 "named_call_returns_real_output",
-                named.status_code == 200 and bool(text_of(named)),
+                named.status_code == 200 and not problem,
                 model_id=coder,
                 status=named.status_code,
                 text=text_of(named),
+                problem=problem,
             )
         )
         again = chat(url, "auto", CODING_REQUESTS[0][1], CODING_REQUESTS[0][0])
         steps.append(
             _step(
                 "auto_coding_request_is_served_by_the_candidate",
-                again.status_code == 200 and again.headers.get("X-Grid-Model") == coder,
+                again.status_code == 200
+                and again.headers.get("X-Grid-Model") == coder
+                and not answer_problem(text_of(again)),
                 status=again.status_code,
                 served_model=again.headers.get("X-Grid-Model"),
                 text=text_of(again),

@@ -105,12 +105,30 @@ def persona_round(url: str, models: list[str], plan: PersonaRound) -> list[dict[
         return list(pool.map(lambda job: _one(url, job[0], job[1], job[2], plan), jobs))
 
 
+# Chat-template tokens in an answer mean the engine formatted the chat with the wrong template
+# (gemma's GGUF carries none: without `--chat-template gemma` it answers ChatML garbage).
+CHAT_MARKUP = ("<|im_end|>", "<|im_start|>", "<start_of_turn>", "<end_of_turn>", "<eos>", "<|")
+
+
+def answer_problem(text: str) -> str:
+    """Why `text` is not a real answer ("" when it is): empty, or chat-template markup (the
+    engine formatted the chat with a wrong or missing template). What a 270M model says is not
+    judged beyond that: its quality is the evaluations' business, not the demo's."""
+    if not text.strip():
+        return "the answer is empty"
+    marks = [m for m in CHAT_MARKUP if m in text]
+    if marks:
+        return f"the answer carries chat-template markup {marks[0]!r}: wrong or missing template"
+    return ""
+
+
 def genuine(row: dict[str, Any]) -> bool:
-    """A genuine answer: 200, non-empty assistant text, a response ID and a usage report."""
+    """A genuine answer: 200, real assistant text (answer_problem), a response ID and a usage
+    report."""
     usage = row.get("usage") or {}
     return (
         row["status"] == 200
-        and bool(str(row["text"]).strip())
+        and not answer_problem(str(row["text"]))
         and bool(row["response_id"])
         and int(usage.get("completion_tokens") or 0) > 0
     )

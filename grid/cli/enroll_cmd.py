@@ -23,9 +23,18 @@ from typing import Annotated
 
 import typer
 
-from grid.cli.allocator_cmd import write_credential_file
 from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
-from grid.cli.node_cmd import NodeDirOpt
+from grid.cli.credential_cmd import write_credential_file
+from grid.cli.node_cmd import (
+    CapacityOpt,
+    EnginePortsOpt,
+    FailureDomainOpt,
+    HeartbeatOpt,
+    ModelOpt,
+    NodeDirOpt,
+    ReservedOpt,
+    TagOpt,
+)
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
 from grid.wire import AllocatorClient
@@ -58,6 +67,8 @@ def enroll(
     """Print a one-time enrollment token for one host (needs the operator capability)."""
     with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         issued = api.create_enrollment(host_id, ttl_s=ttl)
+        url = api.base_url
+    line = join_line(url, output, _controller_ca(grid, state_dir), host_id)
     if output is not None:
         atomic_write_text(output.expanduser(), issued["token"] + "\n", 0o600)
         where = f"Wrote the enrollment token to {output} (mode 0600)"
@@ -71,15 +82,45 @@ def enroll(
                     "expires_at": issued["expires_at"],
                     "token": None if output else issued["token"],
                     "file": str(output) if output else None,
+                    "join": line,
                 }
             )
         )
         return
     typer.echo(where)
+    saved = "" if output else f" Save the token above as {host_id}.enroll there, then:"
     typer.echo(
-        f"One-time token for host {issued['host_id']}, valid {ttl:g} s. On the new machine: "
-        "grid allocator join CONTROLLER_URL --enrollment-token FILE"
+        f"One-time token for host {issued['host_id']}, valid {ttl:g} s. Copy it to the new "
+        f"machine over a secure channel{' with the CA file' if '--ca-file' in line else ''}."
+        f"{saved} On the new machine run:"
     )
+    typer.echo(f"  {line}")
+    typer.echo(
+        "  (add the node's settings to it: --capacity-mb MB, --reserved-mb MB, --tag TAG, "
+        "--engine-ports LOW-HIGH, --model ID=PATH; see grid allocator join --help)"
+    )
+
+
+def _controller_ca(grid: str | None, state_dir: Path | None) -> str | None:
+    """The CA file `grid up` recorded for this machine's controller (None: the system store)."""
+    from grid.api.settings import default_state_dir, load_settings
+
+    if grid is not None:
+        return os.environ.get("GRID_CA_FILE") or None
+    try:
+        return load_settings((state_dir or default_state_dir()).expanduser()).ca_file or None
+    except GridError:
+        return None
+
+
+def join_line(url: str, token_file: Path | None, ca_file: str | None, host_id: str) -> str:
+    """The exact command to paste on the new machine (the files named as they will be there:
+    the token file and the CA file keep their names in the current folder)."""
+    token = token_file.name if token_file is not None else f"{host_id}.enroll"
+    line = f"grid allocator join {url} --enrollment-token {token}"
+    if ca_file:
+        line += f" --ca-file {Path(ca_file).name}"
+    return line
 
 
 def join(
@@ -110,8 +151,16 @@ def join(
         str | None,
         typer.Option("--telemetry", help="host: this machine's sensors; logical: a lab partition."),
     ] = None,
+    failure_domain: FailureDomainOpt = None,
+    capacity_mb: CapacityOpt = None,
+    reserved_mb: ReservedOpt = None,
+    tag: TagOpt = None,
+    model: ModelOpt = None,
+    engine_ports: EnginePortsOpt = None,
+    heartbeat_s: HeartbeatOpt = None,
 ) -> None:
-    """Exchange a one-time enrollment token for this host's credential and start the node."""
+    """Exchange a one-time enrollment token for this host's credential and start the node with
+    these settings (memory share, reserve, tags, engine ports, pre-pulled models)."""
     from grid.cli import node_cmd
 
     token = _read_enrollment_token(enrollment_token.expanduser())
@@ -128,14 +177,14 @@ def join(
         grid=url,
         token_file=target,
         host_id=minted["host_id"],
-        failure_domain=None,
-        capacity_mb=None,
-        reserved_mb=None,
-        tag=None,
-        model=None,
-        engine_ports=None,
+        failure_domain=failure_domain,
+        capacity_mb=capacity_mb,
+        reserved_mb=reserved_mb,
+        tag=tag,
+        model=model,
+        engine_ports=engine_ports,
         dedicated=dedicated,
-        heartbeat_s=None,
+        heartbeat_s=heartbeat_s,
         telemetry=telemetry,
         state_dir=None,
         advertise_address=advertise_address,

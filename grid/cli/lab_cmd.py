@@ -91,7 +91,7 @@ def generate_fleet_cmd(
 
 @lab_app.command("oracle")
 def oracle_cmd(
-    trace: Annotated[Path, typer.Argument(help="Demand trace (JSON, DESIGN.md Oracle contract).")],
+    trace: Annotated[Path, typer.Argument(help="Demand trace (JSON, format in docs/oracle.md).")],
     time_limit: Annotated[
         float,
         typer.Option(

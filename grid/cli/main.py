@@ -56,8 +56,8 @@ def test_app() -> typer.Typer:
 _ALLOCATOR_GROUP = lazy_group(
     {
         "node": LazyCommand(
-            "grid.cli.node_cmd",
-            "node_app",
+            "grid.cli.external_cmd",
+            "node_root_app",
             "Run this machine's allocator node agent and fence it locally.",
         ),
         "enroll": LazyCommand(
@@ -118,6 +118,12 @@ ROOT_COMMANDS = {
     ),
     "lab": LazyCommand(
         "grid.cli.lab_cmd", "lab_app", "Scenario lab: generated fleets, the hindsight oracle."
+    ),
+    "node": LazyCommand(
+        "grid.cli.external_cmd",
+        "node_root_app",
+        "This machine's node agent (the same as `grid allocator node`), and the external "
+        "OpenAI-compatible endpoints Grid does not run.",
     ),
     "capacity": LazyCommand(
         "grid.cli.capacity_cmd",

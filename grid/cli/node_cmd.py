@@ -25,7 +25,8 @@ import typer
 
 from grid.api.settings import config_path as config_path_of_controller
 from grid.api.settings import default_state_dir, load_settings
-from grid.cli.allocator_cmd import write_credential_file
+from grid.cli.credential_cmd import write_credential_file
+from grid.cli.engine_flags import engine_overrides
 from grid.cli.hints import NODE_TOKEN_ENV, default_node_dir, serves_controller, with_dirs
 from grid.cli.text import local_time
 from grid.fleet.errors import GridError
@@ -71,6 +72,36 @@ NodeDirOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+
+
+FailureDomainOpt = Annotated[
+    str | None,
+    typer.Option("--failure-domain", help="Failure domain (rack, room, site) of this host."),
+]
+CapacityOpt = Annotated[
+    int | None,
+    typer.Option("--capacity-mb", min=0, help="Memory share for models, MB (default: all RAM)."),
+]
+ReservedOpt = Annotated[
+    int | None,
+    typer.Option("--reserved-mb", min=0, help="Memory kept free for the host itself, MB."),
+]
+TagOpt = Annotated[list[str] | None, typer.Option("--tag", help="Placement tag (repeat).")]
+ModelOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model",
+        help="Pre-pulled GGUF as MODEL_ID=PATH[@SHA256] (repeat): how weights reach this node "
+        "without an artifact source.",
+    ),
+]
+EnginePortsOpt = Annotated[
+    str | None, typer.Option("--engine-ports", help="Engine port range LOW-HIGH.")
+]
+HeartbeatOpt = Annotated[
+    float | None,
+    typer.Option("--heartbeat-seconds", min=0.1, help="Seconds between heartbeats."),
+]
 
 
 def _folder(node_dir: Path | None) -> Path:
@@ -207,36 +238,17 @@ def start(
         Path | None, typer.Option("--token-file", help="File holding the node credential.")
     ] = None,
     host_id: Annotated[str | None, typer.Option("--host-id", help="Stable host id.")] = None,
-    failure_domain: Annotated[
-        str | None,
-        typer.Option("--failure-domain", help="Failure domain (rack, room, site) of this host."),
-    ] = None,
-    capacity_mb: Annotated[
-        int | None,
-        typer.Option(
-            "--capacity-mb", min=0, help="Memory share for models, MB (default: all RAM)."
-        ),
-    ] = None,
-    reserved_mb: Annotated[
-        int | None,
-        typer.Option("--reserved-mb", min=0, help="Memory kept free for the host itself, MB."),
-    ] = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="Placement tag (repeat).")] = None,
-    model: Annotated[
-        list[str] | None,
-        typer.Option("--model", help="Pre-pulled GGUF as MODEL_ID=PATH[@SHA256] (repeat)."),
-    ] = None,
-    engine_ports: Annotated[
-        str | None, typer.Option("--engine-ports", help="Engine port range LOW-HIGH.")
-    ] = None,
+    failure_domain: FailureDomainOpt = None,
+    capacity_mb: CapacityOpt = None,
+    reserved_mb: ReservedOpt = None,
+    tag: TagOpt = None,
+    model: ModelOpt = None,
+    engine_ports: EnginePortsOpt = None,
     dedicated: Annotated[
         bool | None,
         typer.Option("--dedicated/--workstation", help="Always-on server (ignore user activity)."),
     ] = None,
-    heartbeat_s: Annotated[
-        float | None,
-        typer.Option("--heartbeat-seconds", min=0.1, help="Seconds between heartbeats."),
-    ] = None,
+    heartbeat_s: HeartbeatOpt = None,
     telemetry: Annotated[
         str | None,
         typer.Option("--telemetry", help="host: this machine's sensors; logical: a lab partition."),
@@ -261,6 +273,28 @@ def start(
         Path | None,
         typer.Option(
             "--ca-file", help="CA that verifies an https controller (default: the system store)."
+        ),
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option("--threads", min=1, help="Engine threads (node default).")
+    ] = None,
+    context: Annotated[
+        int | None, typer.Option("--context", min=64, help="Engine context tokens (default).")
+    ] = None,
+    llama_server: Annotated[
+        Path | None, typer.Option("--llama-server", help="llama-server binary of this host.")
+    ] = None,
+    runtime: Annotated[
+        list[str] | None, typer.Option("--runtime", help="Runtime offered (repeat).")
+    ] = None,
+    gpu_memory_mb: Annotated[
+        list[int] | None, typer.Option("--gpu-memory-mb", min=0, help="One GPU's MB (repeat).")
+    ] = None,
+    engine_override: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--engine-override",
+            help="MODEL:KEY=VALUE over the profile's engine settings (MODEL may be *; repeat).",
         ),
     ] = None,
 ) -> None:
@@ -317,6 +351,12 @@ def start(
         ("telemetry", telemetry),
         ("advertise_address", advertise_address),
         ("ca_file", str(ca_file.expanduser().absolute()) if ca_file else None),
+        ("engine_threads", threads),
+        ("engine_context", context),
+        ("llama_server", str(llama_server.expanduser().absolute()) if llama_server else None),
+        ("runtimes", runtime),
+        ("gpu_memory_mb", gpu_memory_mb),
+        ("engine_overrides", engine_overrides(engine_override, existing)),
     ):
         if value is not None:
             updates[key] = value
@@ -413,6 +453,7 @@ def status(node_dir: NodeDirOpt = None, as_json: JsonOpt = False) -> None:
         typer.echo(
             f"  {row.model_id}: {row.state} {row.memory_mb} MB"
             + (f" pid {row.pid} port {row.port}" if row.pid else "")
+            + (f" {row.runtime or ''} {json.dumps(row.settings)}" if row.settings else "")
         )
     for receipt in agent.receipts[-5:]:
         typer.echo(
@@ -470,3 +511,35 @@ def resume(node_dir: NodeDirOpt = None) -> None:
     """Clear the local override (local protection still applies)."""
     cleared = clear_override(_folder(node_dir))
     typer.echo("Local override cleared." if cleared else "No local override was set.")
+
+
+@node_app.command("install-service")
+def install_service(
+    node_dir: NodeDirOpt = None,
+    unit_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--unit-dir",
+            help="Where to write the unit (default /etc/systemd/system as root, else "
+            "~/.config/systemd/user).",
+        ),
+    ] = None,
+) -> None:
+    """Write a systemd unit that runs this node agent with its recorded settings, so the node
+    survives a reboot (starts nothing; prints the systemctl line)."""
+    from grid.cli.service_units import NODE_UNIT, install_unit
+
+    folder = _folder(node_dir)
+    if not config_path(folder).exists():
+        raise GridError(
+            "no_node_config",
+            f"no node settings in {folder}: the unit would have nothing to run",
+            fix="start the node once so its settings and credential are recorded "
+            "(grid allocator join URL --enrollment-token FILE, or grid allocator node start)",
+            next_command="grid allocator node start",
+        )
+    path, command = install_unit(NODE_UNIT, folder, unit_dir)
+    typer.echo(f"Wrote {path}: the node agent of {folder} (not started)")
+    if running_agent(folder) is not None:
+        typer.echo("The node agent runs now: stop it first (grid allocator node stop).")
+    typer.echo(f"Next: {command}")

@@ -155,7 +155,9 @@ def plan(
     if as_json:
         _emit_json(result.model_dump(mode="json"))
     else:
-        view = render_plan(snap, result, unmet_only=unmet_only, all_hosts=all_hosts)
+        view = render_plan(
+            snap, result, unmet_only=unmet_only, all_hosts=all_hosts, source=str(snapshot)
+        )
         Console(highlight=False).print(view)
     # Every engine's plan must pass the independent checker; a failure is a Grid bug.
     found = violations(snap, result)

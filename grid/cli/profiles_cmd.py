@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from grid.cli import snapshot_cmd  # noqa: F401  (registers `grid allocator snapshot`)
 from grid.cli.allocator_cmd import allocator_app, model_app
 from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, TokenFileOpt, _again, client
 from grid.fleet.errors import GridError

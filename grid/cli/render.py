@@ -7,6 +7,7 @@ unmanaged live residency (Grid cannot stop those), against the host's allocatabl
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rich import box
@@ -170,7 +171,27 @@ def _legend() -> Text:
     return text
 
 
-def _unmet(plan: Plan) -> RenderableType:
+MEMORY_BINDINGS = ("memory", "live_memory")
+
+
+def memory_ledger(snap: FleetSnapshot, host_id: str) -> str:
+    """The free-memory terms of one host, so a binding's "N MB free" adds up: allocatable less
+    live residencies less the headroom new loads keep free."""
+    host = next((h for h in snap.hosts if h.host_id == host_id), None)
+    if host is None:
+        return ""
+    alloc = allocatable_mb(host)
+    live = sum(r.memory_mb for r in host.residencies if r.state in LIVE_STATES)
+    fraction = snap.policy.memory_headroom_fraction
+    headroom = math.ceil(fraction * alloc)
+    free = max(0, alloc - live - headroom)
+    return (
+        f"{host_id}: allocatable {alloc} MB − live {live} MB − headroom {headroom} MB "
+        f"({fraction:.0%} of allocatable) = {free} MB free for a new load"
+    )
+
+
+def _unmet(plan: Plan, snap: FleetSnapshot | None = None) -> RenderableType:
     if not plan.unsatisfied:
         return Text("Unmet replicas: none", style="green")
     parts: list[RenderableType] = [Text("Unmet replicas", style="bold")]
@@ -190,6 +211,10 @@ def _unmet(plan: Plan) -> RenderableType:
             if b.detail:
                 line.append(f": {b.detail}", style="dim")
             parts.append(line)
+            if snap is not None and b.host_id and b.constraint in MEMORY_BINDINGS:
+                ledger = memory_ledger(snap, b.host_id)
+                if ledger:
+                    parts.append(Text(f"        ledger {ledger}", style="dim"))
         if u.would_fit_if:
             parts.append(Text(f"      would fit if: {u.would_fit_if}", style="cyan"))
     return Group(*parts)
@@ -263,17 +288,72 @@ def plan_summary(plan: Plan) -> Text:
     return text
 
 
+def _desired(snap: FleetSnapshot, plan: Plan) -> RenderableType:
+    """Why each model wants its replica count (the planner's targets with the numbers behind
+    them); models held at a plain min_replicas baseline fold into one line."""
+    from grid.api.ui import desired_reason
+    from grid.planner.targets import compute_targets
+
+    targets = compute_targets(snap)
+    table = Table(title="Desired replicas (why)", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("Model", "Desired", "Why"):
+        table.add_column(column, justify="right" if column == "Desired" else "left")
+    folded = 0
+    for model in snap.models:
+        target = targets.get(model.model_id)
+        if target is not None and target.reason == "baseline" and not target.pins:
+            folded += 1
+            continue
+        demand = snap.demand.get(model.model_id)
+        why = desired_reason(
+            target,
+            demand.model_dump() if demand else None,
+            model.model_dump(mode="json"),
+            demand_headroom=snap.policy.demand_headroom_fraction,
+        )
+        table.add_row(model.model_id, str(plan.desired_replicas.get(model.model_id, 0)), why)
+    parts: list[RenderableType] = [table] if table.row_count else []
+    if folded:
+        parts.append(Text(f"{plural(folded, 'model')} at min_replicas with no demand", "dim"))
+    return Group(*parts)
+
+
+def _next_capacity(plan: Plan, source: str) -> RenderableType:
+    if not plan.unsatisfied:
+        return Text("")
+    return Text(
+        f"Next: grid capacity {source} --add models/templates/gpu-server.json "
+        "(how many hosts would place every replica; --survive 1 sizes for a failure too)",
+        style="cyan",
+    )
+
+
 def render_plan(
-    snap: FleetSnapshot, plan: Plan, *, unmet_only: bool = False, all_hosts: bool = False
+    snap: FleetSnapshot,
+    plan: Plan,
+    *,
+    unmet_only: bool = False,
+    all_hosts: bool = False,
+    source: str = "SNAPSHOT.json",
 ) -> RenderableType:
     if unmet_only:
-        return Group(plan_summary(plan), Text(""), _unmet(plan), Text(""), _solver_line(plan))
+        return Group(
+            plan_summary(plan),
+            Text(""),
+            _unmet(plan, snap),
+            _next_capacity(plan, source),
+            Text(""),
+            _solver_line(plan),
+        )
     return Group(
         plan_summary(plan),
         _hosts_table(snap, plan, all_hosts=all_hosts),
         _legend(),
         Text(""),
-        _unmet(plan),
+        _desired(snap, plan),
+        Text(""),
+        _unmet(plan, snap),
+        _next_capacity(plan, source),
         Text(""),
         _preemptions(plan),
         Text(""),

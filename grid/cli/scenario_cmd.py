@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -118,6 +120,15 @@ def scenario_cmd(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one stable JSON document.")
     ] = False,
+    html_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the report as pictures (served and demand per workload, residencies "
+            "per machine, every strategy compared on the same seed) to this HTML file; the "
+            "dashboard serves the newest one at /ui/scenario.",
+        ),
+    ] = None,
 ) -> None:
     """Run one seeded workday on logical machines with the production planner and reconciler."""
     _check_strategy(strategy)
@@ -141,10 +152,26 @@ def scenario_cmd(
     if oracle:
         doc["oracle"] = run_oracle(run, oracle_time_limit)
     doc["wall_s"] = round(time.perf_counter() - started, 3)
+    note = _write_scenario_html(html_out, cfg, run, doc) if html_out is not None else ""
     if as_json:
         typer.echo(_dump(doc))
-        return
-    _render(doc, timeline)
+    else:
+        _render(doc, timeline)
+    if note:
+        typer.echo(note, err=as_json)
+
+
+def _write_scenario_html(out: Path, cfg: ScenarioConfig, run: Any, doc: dict[str, Any]) -> str:
+    """The HTML report: the run asked for, and every other strategy on the same config."""
+    from grid.lab.report_html import save_report, scenario_html
+
+    runs, docs = {cfg.strategy: run}, {cfg.strategy: doc}
+    for name in STRATEGIES:
+        if name not in runs:
+            runs[name] = run_scenario(replace(cfg, strategy=name))
+            docs[name] = document(runs[name])
+    last = save_report(scenario_html(cfg.strategy, docs, runs), out)
+    return f"Wrote {out} (the dashboard serves the newest report at /ui/scenario: {last})"
 
 
 def _render(doc: dict[str, Any], timeline: bool) -> None:
@@ -231,6 +258,12 @@ def graduate_cmd(
     models: Annotated[int, typer.Option("--models", min=1, max=40, help="Catalogue models.")] = 8,
     users: Annotated[int, typer.Option("--users", min=1, max=5000, help="Users per cell.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    html_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", help="Also write the matrix and its gates (failed ones marked) as HTML."
+        ),
+    ] = None,
 ) -> None:
     """All four strategies on every (machines, seed) cell, then the graduation gates."""
     sizes, seed_list = _ints(machines, "--machines"), _ints(seeds, "--seeds")
@@ -242,6 +275,11 @@ def graduate_cmd(
         typer.echo(_dump(result))
     else:
         _render_graduate(result)
+    if html_out is not None:
+        from grid.lab.report_html import graduate_html, save_report
+
+        last = save_report(graduate_html(result), html_out)
+        typer.echo(f"Wrote {html_out} (also served at /ui/scenario: {last})", err=as_json)
     if not result["passed"]:
         raise typer.Exit(1)
 

@@ -8,6 +8,8 @@ heartbeat (spec "CLI workflow"); an agent that serves another controller is left
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -144,22 +146,100 @@ def up(
             "Grid clients still never send credentials over it.",
         ),
     ] = False,
+    tls: Annotated[
+        bool,
+        typer.Option(
+            "--tls",
+            help="Make the fleet's private CA and this controller's certificate (for --host, "
+            "127.0.0.1, localhost and this machine's name) in STATE_DIR/pki, once, and serve "
+            "HTTPS with them. Nodes verify the controller with STATE_DIR/pki/ca.pem.",
+        ),
+    ] = False,
+    install_service: Annotated[
+        bool,
+        typer.Option(
+            "--install-service",
+            help="Record these settings and write a systemd unit that runs the controller "
+            "(survives a reboot) instead of starting it now; prints the systemctl line.",
+        ),
+    ] = False,
+    unit_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--unit-dir",
+            help="Where --install-service writes the unit (default /etc/systemd/system as "
+            "root, else ~/.config/systemd/user).",
+        ),
+    ] = None,
 ) -> None:
     """Start the allocator controller in the background on 127.0.0.1:22101 (does nothing if it
     already runs). The operator capability is written to STATE_DIR/config.json (owner-only);
     admin commands on this machine read it from there."""
     folder = state_dir or default_state_dir()
+    if tls and tls_cert is None:
+        tls_cert, tls_key, ca_file = fleet_pki(folder.expanduser().absolute(), host)
     listen = _listen(host, tls_cert, tls_key, ca_file, insecure_http)
     check_bind(
         listen.get("host", DEFAULT_HOST),
         tls="tls_cert" in listen or _recorded_tls(folder),
         insecure_http=insecure_http,
     )
+    if install_service:
+        from grid.api.settings import load_or_create_settings
+        from grid.cli.service_units import CONTROLLER_UNIT, install_unit
+
+        settings = load_or_create_settings(folder.expanduser(), port=port, listen=listen)
+        path, command = install_unit(CONTROLLER_UNIT, folder, unit_dir)
+        typer.echo(f"Wrote {path}: the controller for {settings.url} (not started)")
+        typer.echo(f"Next: {command}")
+        return
     settings, pid, started = start_server(folder, port, listen)
     verb = "Started" if started else "Already running:"
     typer.echo(f"{verb} controller (pid {pid}) at {settings.url}")
     typer.echo(f"Operator capability: {folder.expanduser().resolve() / CONFIG_NAME} (owner-only)")
+    if settings.ca_file:
+        typer.echo(f"Fleet CA: {settings.ca_file} (copy it to each node; --ca-file)")
+    from grid.cli.context import write_context
+
+    where = write_context(
+        settings.url, folder.expanduser().resolve() / CONFIG_NAME, settings.ca_file, "grid up"
+    )
+    typer.echo(f"Dashboard: {settings.url}/ui")
+    typer.echo(f"Current controller: {settings.url} (client commands use it; {where})")
+    typer.echo(_mode_line(settings.url, settings.ca_file or None))
     typer.echo("Next: " + with_dirs("grid allocator status", state_dir=state_dir))
+
+
+def fleet_pki(folder: Path, host: str | None) -> tuple[Path, Path, Path]:
+    """The fleet CA and this controller's certificate in FOLDER/pki, made once (a year)."""
+    import socket
+
+    from grid.api.tls import generate_ca_and_server
+
+    pki = folder / "pki"
+    names = [host or DEFAULT_HOST, "127.0.0.1", "localhost", socket.gethostname()]
+    if not (pki / "ca.pem").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        end = dt.datetime.now(dt.UTC) + dt.timedelta(days=365)
+        unique = list(dict.fromkeys(n for n in names if n))
+        generate_ca_and_server(pki, unique, not_after=end, common_name="Grid fleet CA", ca_days=366)
+    return pki / "server.pem", pki / "server-key.pem", pki / "ca.pem"
+
+
+def _mode_line(url: str, ca_file: str | None) -> str:
+    """What the controller will do with demand: in recommend or observe mode, nothing."""
+    from grid.wire import AllocatorClient
+
+    try:
+        with AllocatorClient(url, timeout_s=3.0, ca_file=ca_file) as api:
+            mode = str(api.healthz().get("mode", ""))
+    except GridError:
+        return "Mode: unknown (the controller did not answer yet)"
+    if mode == "automatic":
+        return "Mode: automatic (Grid loads and unloads models on its own)"
+    return (
+        f"Mode: {mode}: Grid plans but loads nothing until you run `grid allocator mode automatic`"
+    )
 
 
 def down(state_dir: StateDirOption = None, node_dir: NodeDirOption = None) -> None:
@@ -169,6 +249,10 @@ def down(state_dir: StateDirOption = None, node_dir: NodeDirOption = None) -> No
     if node_line is not None:
         typer.echo(node_line)
     outcome = stop_server(folder)
+    from grid.cli.context import clear_context
+
+    with contextlib.suppress(GridError):
+        clear_context(load_settings(folder).url)
     typer.echo(
         {
             "stopped": "Stopped the controller.",

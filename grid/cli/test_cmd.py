@@ -163,6 +163,11 @@ def start(
         scores = ", ".join(f"{w}={s:g}" for w, s in candidate.workload_scores.items()) or "none"
         typer.echo(f"  candidate {candidate.model_id} (workload scores: {scores})")
     typer.echo(f"Operator capability (owner-only): {report.token_file}")
+    from grid.cli.context import write_context
+
+    write_context(report.url, report.token_file, fleet.ca_file(), "grid test start")
+    typer.echo(f"Current controller: {report.url} (grid models, grid chat and the allocator "
+               f"commands use it; dashboard {report.url}/ui)")  # fmt: skip
     if wait_s > 0:
         ready = _wait_ready(fleet, chosen.model_id, max(1, min_replicas), wait_s, run_dir)
         if ready:
@@ -294,7 +299,13 @@ def watch(
 @test_app.command("stop")
 def stop(run_dir: RunDirOpt = None) -> None:
     """Stop every node agent (they stop their model processes) and the controller."""
-    report = LogicalFleet(run_dir).stop()
+    from grid.cli.context import clear_context
+
+    fleet = LogicalFleet(run_dir)
+    url = fleet.url()
+    report = fleet.stop()
+    if url is not None:
+        clear_context(url)
     for host, outcome in sorted(report.agents.items()):
         typer.echo(f"  {host}: {outcome}")
     typer.echo(f"  controller: {report.controller}")

@@ -28,7 +28,16 @@ if TYPE_CHECKING:
         apply_receipt,
         parse_history,
     )
+    from grid.fleet.engine_settings import EngineSettings, flags_problem_for
     from grid.fleet.errors import GridError, SnapshotError, refuse_unknown
+    from grid.fleet.externals import (
+        NAME_PATTERN,
+        ExternalEndpoint,
+        ExternalHealth,
+        ExternalSpec,
+        base_url,
+        url_problem,
+    )
     from grid.fleet.files import (
         MAX_JSON_DEPTH,
         atomic_write_text,
@@ -85,6 +94,7 @@ if TYPE_CHECKING:
         WireAck,
         WireAllocator,
         WireCommand,
+        WireLaunch,
         WireLoad,
         WireResidency,
         WireResources,
@@ -115,7 +125,11 @@ _EXPORTS: dict[str, str] = {
         " Mode Receipt ReceiptStatus ReconcileResult RecordStatus Tombstone Urgency"
         " Withdrawal action_id apply_receipt parse_history"
     ),
+    "grid.fleet.engine_settings": "EngineSettings flags_problem_for",
     "grid.fleet.errors": "GridError SnapshotError refuse_unknown",
+    "grid.fleet.externals": (
+        "ExternalEndpoint ExternalHealth ExternalSpec NAME_PATTERN base_url url_problem"
+    ),
     "grid.fleet.files": "MAX_JSON_DEPTH atomic_write_text fsync_dir json_depth loads_bounded"
     " read_json_file",
     "grid.fleet.generation": "PlanGeneration",
@@ -130,7 +144,7 @@ _EXPORTS: dict[str, str] = {
         "ACK_STATUSES ADDRESS_PATTERN AckAnswer CommandBrief DEFAULT_ENGINE_ADDRESS"
         " MAX_ROWS MAX_TEXT NODE_COMMAND_KINDS NODE_HEADER NodeCommandKind NodeReply"
         " NodeStatus NodeUpdate OPERATOR_HEADER REPLY_SIGNATURE_HEADER ReplyAllocator"
-        " StatusReceipt StatusResidency WireAck WireAllocator WireCommand WireLoad"
+        " StatusReceipt StatusResidency WireAck WireAllocator WireCommand WireLaunch WireLoad"
         " WireResidency WireResources WireRoute reply_is_signed reply_key_path"
         " reply_signature wire_json"
     ),
@@ -154,6 +168,7 @@ __all__ = [
     "MAX_MODEL_ID",
     "MAX_ROWS",
     "MAX_TEXT",
+    "NAME_PATTERN",
     "NODE_COMMAND_KINDS",
     "NODE_HEADER",
     "OPERATOR_HEADER",
@@ -171,7 +186,11 @@ __all__ = [
     "CommandBrief",
     "Deferral",
     "DemandEntry",
+    "EngineSettings",
     "Evidence",
+    "ExternalEndpoint",
+    "ExternalHealth",
+    "ExternalSpec",
     "FleetSnapshot",
     "GridError",
     "Host",
@@ -212,6 +231,7 @@ __all__ = [
     "WireAck",
     "WireAllocator",
     "WireCommand",
+    "WireLaunch",
     "WireLoad",
     "WireResidency",
     "WireResources",
@@ -221,6 +241,8 @@ __all__ = [
     "action_id",
     "apply_receipt",
     "atomic_write_text",
+    "base_url",
+    "flags_problem_for",
     "fsync_dir",
     "json_depth",
     "load_snapshot",
@@ -232,6 +254,7 @@ __all__ = [
     "reply_is_signed",
     "reply_key_path",
     "reply_signature",
+    "url_problem",
     "wire_json",
 ]
 

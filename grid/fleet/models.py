@@ -24,8 +24,10 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from grid.fleet.engine_settings import EngineSettings
 from grid.fleet.workloads import (
     DEFAULT_WORKLOAD_VOCABULARY,
+    Modality,
     Outcome,
     PortfolioPolicy,
     PortfolioReport,
@@ -177,15 +179,53 @@ class Host(_Strict):
     # proof (invariant 4).
     routes: list[str] | None = None
     residencies: list[Residency] = Field(default_factory=list)
+    # GPUs as the node counts them (docs/snapshot.md "GPUs"): the device count and each
+    # device's memory. A bare number for `gpu_memory_mb` means that much on every device.
+    gpu_count: Count = Field(default=0, ge=0)
+    gpu_memory_mb: list[Annotated[MB, Field(ge=0)]] = Field(default_factory=list, max_length=4096)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gpu_devices(cls, data: object) -> object:
+        return gpu_devices(data)
 
     @property
     def domain(self) -> str:
         return self.failure_domain or f"host:{self.host_id}"
 
     @property
+    def devices_mb(self) -> list[int]:
+        """Each GPU's memory, one entry per device (0: a device of unreported memory)."""
+        listed = list(self.gpu_memory_mb)
+        return listed + [0] * max(0, self.gpu_count - len(listed))
+
+    @property
     def hardware_tokens_per_s(self) -> float:
         """The hardware prior of a model's token throughput here, before any measurement."""
         return self.memory_bandwidth_gbps / 10 + self.compute_gflops / 1000
+
+
+def gpu_devices(data: object) -> object:
+    """Normalise a host's GPU fields: `gpu_memory_mb` as one number per device, `gpu_count`
+    defaulting to the number of devices listed; a count and a list that disagree are refused."""
+    if not isinstance(data, dict) or "gpu_memory_mb" not in data:
+        return data
+    memory, count = data["gpu_memory_mb"], data.get("gpu_count")
+    out = dict(data)
+    if isinstance(memory, int | float) and not isinstance(memory, bool):
+        devices = count if isinstance(count, int) and not isinstance(count, bool) else 1
+        out["gpu_memory_mb"] = [memory] * max(devices, 0)
+        out.setdefault("gpu_count", max(devices, 0))
+    elif isinstance(memory, list):
+        if count is None:
+            out["gpu_count"] = len(memory)
+        elif count != len(memory):
+            raise PydanticCustomError(
+                "gpu_count_mismatch",
+                "gpu_count {count} does not match the {n} devices in gpu_memory_mb",
+                {"count": count, "n": len(memory)},
+            )
+    return out
 
 
 class ModelProfile(_Strict):
@@ -213,6 +253,16 @@ class ModelProfile(_Strict):
     # that carry none; None: the template embedded in the GGUF.
     chat_template: str | None = Field(default=None, pattern=CHAT_TEMPLATE_PATTERN)
     workload_scores: dict[str, float] = Field(default_factory=dict)
+    # What the model serves (docs/engines.md): `embedding` models answer /v1/embeddings only
+    # (llama.cpp runs with --embeddings and `pooling`, None: the model's own pooling).
+    kind: Modality = Modality.TEXT
+    pooling: Literal["mean", "cls", "last", "rank", "none"] | None = None
+    # The engine's settings for this model; a host may override them (docs/engines.md).
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    # Tensor-parallel GPUs one replica needs and consumes, each with at least this much memory
+    # (min_gpu_memory_mb alone means one such device).
+    min_gpu_count: Count = Field(default=0, ge=0)
+    min_gpu_memory_mb: MB = Field(default=0, ge=0)
     target_utilization: float = Field(default=0.75, gt=0.0, le=1.0)
     replica_concurrency: float = Field(default=1.0, gt=0.0)
     expected_service_time_s: float = Field(default=2.0, ge=0)
@@ -231,6 +281,18 @@ class ModelProfile(_Strict):
         if len(lowered) != 64 or any(c not in "0123456789abcdef" for c in lowered):
             raise ValueError("artifact_sha256 must be 64 hexadecimal characters")
         return lowered
+
+    @model_validator(mode="after")
+    def _pooling_for_embeddings(self) -> ModelProfile:
+        if self.pooling is not None and self.kind is not Modality.EMBEDDING:
+            raise ValueError("pooling applies to profiles of kind embedding only")
+        return self
+
+    @property
+    def gpu_demand(self) -> tuple[int, int]:
+        """(devices, MB per device) one replica consumes; (0, 0) for a model without GPUs."""
+        count = max(self.min_gpu_count, 1 if self.min_gpu_memory_mb > 0 else 0)
+        return count, self.min_gpu_memory_mb if count else 0
 
     @field_validator("workload_scores")
     @classmethod

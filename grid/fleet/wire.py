@@ -22,12 +22,13 @@ import base64
 import hashlib
 import hmac
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from grid.fleet.actions import ReceiptStatus
-from grid.fleet.models import CHAT_TEMPLATE_PATTERN, MAX_MODEL_ID, ResidencyState
+from grid.fleet.engine_settings import EngineSettings
+from grid.fleet.models import CHAT_TEMPLATE_PATTERN, MAX_MODEL_ID, ModelProfile, ResidencyState
 
 OPERATOR_HEADER = "X-Grid-Allocator-Token"
 NODE_HEADER = "X-Grid-Allocator-Node-Token"
@@ -92,6 +93,11 @@ class WireResources(_Tolerant):
     data_tiers: list[str] = Field(default_factory=lambda: ["public", "internal"], max_length=16)
     max_models: int = Field(default=0, ge=0, le=4096)
     disk_free_mb: int | None = Field(default=None, ge=0, le=1 << 40)
+    # GPUs (issue 21): the device count and each device's memory (absent: none reported).
+    gpu_count: int = Field(default=0, ge=0, le=64)
+    gpu_memory_mb: list[Annotated[int, Field(ge=0, le=1 << 30)]] = Field(  # at most 1 PiB
+        default_factory=list, max_length=64
+    )
 
 
 class WireResidency(_Tolerant):
@@ -189,6 +195,30 @@ class NodeUpdate(_Tolerant):
 # ----------------------------------------------------------------------------- controller → node
 
 
+class WireLaunch(_Tolerant):
+    """How a model's engine is started, from its profile (docs/engines.md): every WARM and every
+    reply (for the models resident on the host) carries it; the node lays its own overrides on
+    top and restarts a running child whose command line changes."""
+
+    runtimes: list[str] = Field(default_factory=lambda: ["llama.cpp"], max_length=16)
+    kind: str = Field(default="text", max_length=32)
+    pooling: Literal["mean", "cls", "last", "rank", "none"] | None = None
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    gpu_count: int = Field(default=0, ge=0, le=64)
+    chat_template: StrictStr | None = Field(default=None, pattern=CHAT_TEMPLATE_PATTERN)
+
+    @classmethod
+    def of(cls, profile: ModelProfile) -> WireLaunch:
+        return cls(
+            chat_template=profile.chat_template,
+            runtimes=list(profile.runtimes),
+            kind=profile.kind.value,
+            pooling=profile.pooling,
+            engine=profile.engine,
+            gpu_count=profile.gpu_demand[0],
+        )
+
+
 class WireCommand(_Tolerant):
     """One command as a node receives it (spec "Local wire contract").
 
@@ -218,6 +248,7 @@ class WireCommand(_Tolerant):
     artifact_sha256: StrictStr | None = None
     artifact_size_mb: StrictInt | None = Field(default=None, ge=0)
     chat_template: StrictStr | None = Field(default=None, pattern=CHAT_TEMPLATE_PATTERN)
+    launch: WireLaunch | None = None  # the profile's engine facts (None: older controllers)
     # The controller's attestations (grid.runtime.controller.trust): the proof of the term the
     # command was delivered under, and for a WARM the grant of the residency's route. The node
     # keeps and echoes them; it cannot make them.
@@ -257,6 +288,8 @@ class NodeReply(_Tolerant):
     model_last_used_at: dict[str, float] = Field(default_factory=dict)
     acknowledgements: list[AckAnswer] = Field(default_factory=list)
     allocator: ReplyAllocator = Field(default_factory=ReplyAllocator)
+    # The launch facts of the models resident on the host (settings changes restart them).
+    launch: dict[str, WireLaunch] = Field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- node status
@@ -277,6 +310,8 @@ class StatusResidency(_Tolerant):
     port: int | None = None
     engine: str | None = None  # the supervisor's view of the child (ready, failed, ...)
     reason: str = ""
+    runtime: str | None = None  # the engine adapter (llama.cpp, vllm)
+    settings: dict[str, Any] = Field(default_factory=dict)  # effective engine settings
 
 
 class StatusReceipt(_Tolerant):

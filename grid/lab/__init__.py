@@ -13,6 +13,7 @@ from grid.fleet.faces import lazy_face
 
 if TYPE_CHECKING:
     from grid.lab.capacity import CapacityAnswer
+    from grid.lab.capacity_survive import SurviveAnswer, size_to_survive
     from grid.lab.capacity_templates import DEFAULT_MAX, check_demand, check_max, load_templates
     from grid.lab.fleetgen import DEFAULT_NOW, generate_fleet, what_if_document
     from grid.lab.fleetgen_production import generate_production_fleet
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
         resolve_model,
     )
     from grid.lab.oracle import OracleResult, load_trace, solve_oracle
+    from grid.lab.report_html import graduate_html, save_report, scenario_html
     from grid.lab.scenario import (
         STRATEGIES,
         WORDS,
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
 # module -> the names it gives the face, separated by spaces
 _EXPORTS: dict[str, str] = {
     "grid.lab.capacity": "CapacityAnswer",
+    "grid.lab.capacity_survive": "SurviveAnswer size_to_survive",
     "grid.lab.capacity_templates": "DEFAULT_MAX check_demand check_max load_templates",
     "grid.lab.fleetgen": "DEFAULT_NOW generate_fleet what_if_document",
     "grid.lab.fleetgen_production": "generate_production_fleet",
@@ -59,6 +62,7 @@ _EXPORTS: dict[str, str] = {
         "STRATEGIES ScenarioConfig WORDS document graduate oracle_document parse_option"
         " read_trace run_oracle run_scenario"
     ),
+    "grid.lab.report_html": "graduate_html save_report scenario_html",
     "grid.lab.whatif_drill": "Drill drill",
 }
 
@@ -78,6 +82,7 @@ __all__ = [
     "LogicalFleet",
     "OracleResult",
     "ScenarioConfig",
+    "SurviveAnswer",
     "available_mb",
     "capacity_shares",
     "check_demand",
@@ -88,6 +93,7 @@ __all__ = [
     "generate_fleet",
     "generate_production_fleet",
     "graduate",
+    "graduate_html",
     "load_templates",
     "load_trace",
     "oracle_document",
@@ -96,6 +102,9 @@ __all__ = [
     "resolve_model",
     "run_oracle",
     "run_scenario",
+    "save_report",
+    "scenario_html",
+    "size_to_survive",
     "solve_oracle",
     "what_if_document",
 ]

@@ -381,6 +381,7 @@ def candidate_profile(settings: FleetSettings, candidate: CandidateModel) -> dic
         "memory_mb": candidate.memory_mb,
         "runtimes": ["llama.cpp"],
         "artifact_sha256": candidate.sha256,
+        "chat_template": candidate.chat_template,  # gemma's GGUF carries none
         "min_replicas": 0,
         "max_replicas": 1,
         "min_residency_s": settings.min_residency_s,

@@ -14,6 +14,7 @@ from grid.fleet.models import (
     ModelProfile,
     Ownership,
 )
+from grid.planner.gpus import pair_refusal as gpu_refusal
 
 REASON_TEXT: dict[str, str] = {
     "host_not_admitting": "the host's lifecycle state does not admit new work",
@@ -29,6 +30,7 @@ REASON_TEXT: dict[str, str] = {
     "host_not_allowed": "the host is not on the model's allow list",
     "host_denied": "the host is on the model's deny list",
     "actuator_missing": "the host's actuator cannot load or warm models",
+    "gpu_shortfall": "the host has too few GPUs with the memory the model needs",
     "residency_not_reusable": (
         "a draining, failed, unmanaged or other-revision copy of the model is live on the host"
     ),
@@ -87,6 +89,8 @@ def pair_refusals(
         reasons.append("host_not_allowed")
     if host.host_id in model.denied_hosts:
         reasons.append("host_denied")
+    if gpu_refusal(model, host):
+        reasons.append("gpu_shortfall")
     caps = host.actuator_capabilities
     if "warm" not in caps or not (cached or "load" in caps):
         reasons.append("actuator_missing")

@@ -27,6 +27,7 @@ from grid.planner.cpsat.assumptions import Core, binding_core
 from grid.planner.cpsat.ledger import Blocker, Ledger
 from grid.planner.deadline import SHORTENED_NOTE, Deadline, explanation_margin_s
 from grid.planner.eligibility import REASON_TEXT
+from grid.planner.gpus import gpus_wanted, refusal_text
 from grid.planner.levels import placed_counts
 from grid.planner.problem import PlacementProblem
 
@@ -478,6 +479,9 @@ class _Explainer:
             "colocation_exclusion": "a model it may not share a host with is placed there",
             "disk": f"{load.disk_mb} of {budget.disk_free_mb} MB of free disk claimed",
         }.get(family, family)
+        host = self.problem.snapshot.host(host_id)
+        if family == "gpu":  # grid/planner/gpus.py: the replicas placed there hold them
+            detail = f"{refusal_text(self.problem.model_by_id[model_id], [host])}, all held"
         return Binding(constraint=family, host_id=host_id, detail=detail)
 
     # -- static wording ------------------------------------------------------------------
@@ -515,10 +519,11 @@ class _Explainer:
             "missing_tag": f" (needs {_quoted(profile.required_tags, 'tag')})",
             "forbidden_tag": f" (forbids {_quoted(profile.forbidden_tags, 'tag')})",
         }.get(code, "")
+        detail = f"{shown + ': ' if len(hosts) > 1 else ''}{REASON_TEXT.get(code, code)}{wanted}"
+        if code == "gpu_shortfall":  # "needs 2 GPUs of ≥ 40 GB; gpu-02 has 1 of 48 GB"
+            detail = refusal_text(profile, [self.problem.snapshot.host(h) for h in hosts])
         return Binding(
-            constraint=code,
-            host_id=hosts[0] if len(hosts) == 1 else None,
-            detail=f"{shown + ': ' if len(hosts) > 1 else ''}{REASON_TEXT.get(code, code)}{wanted}",
+            constraint=code, host_id=hosts[0] if len(hosts) == 1 else None, detail=detail
         )
 
     def best_refusal_fix(self, profile: ModelProfile) -> str:
@@ -564,6 +569,7 @@ class _Explainer:
             "colocation_excluded": f"no model that {model_id} may not share a host with ran "
             f"on {host_id}",
             "colocation_or_slots_full": f"{host_id} had a free model slot",
+            "gpu_shortfall": f"{host_id} had {gpus_wanted(profile)}",
         }
         texts = list(dict.fromkeys(phrases.get(c, f"{host_id} accepted it ({c})") for c in codes))
         return " and ".join(texts)

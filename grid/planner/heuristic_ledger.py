@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grid.planner.gpu_ledger import gpu_table
 from grid.planner.problem import Candidate, HostBudget, PlacementProblem
 
 Key = tuple[str, str]
@@ -35,6 +36,7 @@ class PlacementState:
 
     def __init__(self, problem: PlacementProblem) -> None:
         self.problem = problem
+        self.gpus = gpu_table(problem)  # None: no model needs a GPU
         self.ledgers = {h.host_id: HostLedger(h) for h in problem.hosts}
         self.placed: set[Key] = set()
         self.ceilings = {m.model_id: m.max_colocated_models for m in problem.models}
@@ -107,6 +109,9 @@ class PlacementState:
                 neighbours |= set(budget.live_models)
             if partners & neighbours:
                 return False
+        if self.gpus is not None:
+            placed = ((m, c.is_new) for m, c in led.placed.items())
+            return self.gpus.fits(cand.host_id, placed, model_id, cand.is_new)
         return True
 
     def is_new_domain(self, cand: Candidate) -> bool:

@@ -306,6 +306,7 @@ def _signature(host: Host) -> HostSignature:
         tuple(sorted(host.data_tiers)),
         tuple(sorted(host.tags)),
         tuple(sorted(host.actuator_capabilities)),
+        tuple(map(str, host.devices_mb)),  # the GPU filter (gpus.pair_refusal)
     )
 
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from grid.planner.cpsat.ledger import Ledger
+from grid.planner.gpu_ledger import gpu_table
 from grid.planner.levels import quality_classes, quality_scores
 from grid.planner.problem import Candidate, PlacementProblem
 
@@ -55,6 +56,7 @@ def host_types(problem: PlacementProblem) -> list[HostType]:
     classes = quality_classes(problem)
     shapes: dict[str, int] = problem.memo.get("build_shapes", {})  # type: ignore[assignment]
     spread = any(m.min_failure_domains > 1 for m in problem.models)
+    gpus = gpu_table(problem)
     interned: dict[object, int] = {}  # candidate signature -> a small ID (hashed once)
     by_shape: dict[tuple[int, object], int] = {}
     groups: dict[object, list[str]] = {}
@@ -63,8 +65,8 @@ def host_types(problem: PlacementProblem) -> list[HostType]:
         cands = problem.candidates_of_host(host_id)
         if not cands:
             continue
-        if budget.live_models or budget.fixed_models:
-            groups[("individual", host_id)] = [host_id]
+        if budget.live_models or budget.fixed_models or (gpus and gpus.holds_gpu_work(cands)):
+            groups[("individual", host_id)] = [host_id]  # GPU rows: cpsat/gpus.py, per host
             continue
         # Hosts of one build shape and quality class have equal candidate signatures
         # (problem.py, levels.py): computed once per such pair.

@@ -20,6 +20,7 @@ from grid.fleet.models import (
     ResidencyState,
 )
 from grid.planner.eligibility import compatible_runtimes, host_refusals, pair_refusals
+from grid.planner.gpus import violations_on as gpu_violations
 from grid.planner.problem import allocatable_mb, footprint_mb
 from grid.planner.targets import Target, compute_targets
 
@@ -208,6 +209,8 @@ def _host_violations(
             out.append(
                 Violation("disk", f"{hid}: {needed} MB of artifacts, {host.disk_free_mb} free")
             )
+    assigned = [(m, not new) for m, _mem, new in placed]
+    out += [Violation("gpu", text) for text in gpu_violations(host, profiles, assigned)]
     return out
 
 

@@ -37,9 +37,19 @@ SKIPPED = {
     "grid up --host 10.0.0.5": "needs a second machine (tests/e2e/test_netns.py)",
     "grid allocator enroll --host-id worker-01": "needs a second machine (test_netns.py)",
     "grid allocator join https://10.0.0.5": "needs a second machine (tests/e2e/test_netns.py)",
-    "grid models --grid https://10.0.0.5": "needs a second machine (tests/e2e/test_netns.py)",
+    "grid models": "needs the second machine's node (tests/e2e/test_netns.py)",
+    "grid node install-service": "needs a joined node; tests/cli/test_install_service.py writes "
+    "and runs the unit's command",
     "grid chat -m smollm2-135m": "needs a second machine (tests/e2e/test_netns.py)",
     ".venv/bin/python bench/": "benchmarks print figures for minutes and assert nothing",
+    # README "The dashboard": actions on a running `grid up` fleet with a host laptop-ana;
+    # tests/ui/test_ui_service.py and the browser tests run the same routes on real fleets.
+    "'TOKEN=": "reads a running controller's config (tests/ui/test_ui_service.py)",
+    "curl -X PUT http://127.0.0.1:22101": "needs a fleet with laptop-ana (tests/ui)",
+    "curl -X DELETE http://127.0.0.1:22101": "needs a fleet with laptop-ana (tests/ui)",
+    "curl -X PATCH http://127.0.0.1:22101": "needs a running controller (tests/ui)",
+    ".venv/bin/grid allocator snapshot": "needs a running controller "
+    "(tests/cli/test_desired_reasons.py)",
     ".venv/bin/jupyter nbconvert": "executes the notebook (tests/notebooks runs it)",
     ".venv/bin/grid test graduate": "a minute of all four strategies on six fleets "
     "(tests/lab/test_scenario_gates.py checks the gates)",

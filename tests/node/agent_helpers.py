@@ -161,7 +161,9 @@ class BlockingFakeSupervisor(FakeEngineSupervisor):
         self.release = threading.Event()
         self.entered = threading.Event()
 
-    def warm(self, model_id: str, model_path: Path, *, chat_template: str | None = None) -> Any:
+    def warm(
+        self, model_id: str, model_path: Path, *, chat_template: str | None = None, spec: Any = None
+    ) -> Any:
         self.entered.set()
         self.release.wait(30)
-        return super().warm(model_id, model_path, chat_template=chat_template)
+        return super().warm(model_id, model_path, chat_template=chat_template, spec=spec)

@@ -52,4 +52,5 @@ def test_models_and_chat(controller: ControllerProcess, engine: FakeEngine) -> N
 
     refused = runner.invoke(app, ["chat", "-m", "idle-model", "hi", "--grid", controller.url])
     assert refused.exit_code != 0
-    assert "grid models" in refused.output
+    # The controller runs in recommend mode: the refusal names the mode and its command.
+    assert "recommend mode" in refused.output and "grid allocator mode automatic" in refused.output

@@ -32,6 +32,7 @@ INFERENCE = {
     ("get", "/v1/models/{model_id}"),
     ("post", "/v1/chat/completions"),
     ("post", "/v1/completions"),
+    ("post", "/v1/embeddings"),
 }
 BODIES: dict[str, Any] = {
     "/allocator/models/{model_id}": {"memory_mb": 1024},
@@ -40,7 +41,10 @@ BODIES: dict[str, Any] = {
     "/allocator/node-credentials": {"host_id": "h9"},
     "/allocator/node-credentials/revoke": {"host_id": "h9"},
     "/allocator/enrollments": {"host_id": "h9"},
+    "/allocator/externals/{name}": {"url": "https://127.0.0.1:1", "models": ["m"]},
     "/allocator/evaluations": {"model": "m", "workload": "coding", "quality": 0.5},
+    "/allocator/hosts/{host_id}/drain": {"reason": "maintenance"},
+    "/allocator/models/{model_id}/replicas": {"min_replicas": 1, "max_replicas": 2},
 }
 
 
@@ -64,14 +68,17 @@ def test_every_admin_route_refuses_without_a_valid_capability(
 ) -> None:
     routes = admin_routes(controller)
     # models put/delete, mode, tick, observations, node-credentials (mint, list, revoke),
-    # evaluations, enrollments
-    assert len(routes) == 10
+    # evaluations, enrollments, the dashboard's: host drain put/delete, model replica bounds;
+    # externals put/get/delete
+    assert len(routes) == 16
     with controller.admin() as admin:
         admin.put_model("m", {"memory_mb": 1024})
     before = observable_state(controller)
     wrong = "not-the-capability-" + "x" * 20
     for method, path in routes:
-        url = controller.url + path.replace("{model_id}", "m")
+        url = controller.url + (
+            path.replace("{model_id}", "m").replace("{host_id}", "h1").replace("{name}", "x")
+        )
         body = BODIES.get(path)
         for headers, expected in (
             ({}, 401),

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grid.fleet.errors import GridError
+from grid.node.engines.adapters import LaunchSpec
 from grid.node.engines.base import EngineState, EngineStatus, EngineSupervisor, StopResult
 from grid.node.engines.probes import Activity, ActivityState
 
@@ -64,6 +65,8 @@ class FakeEngineSupervisor:
         self._activity: dict[str, Activity] = {}
         self.calls: list[tuple[str, ...]] = []
         self.chat_templates: dict[str, str | None] = {}  # the template each warm named
+        self.specs: dict[str, LaunchSpec | None] = {}  # the launch spec each warm gave
+        self.changed: set[str] = set()  # knob: models whose settings count as changed
 
     def restarted(self) -> FakeEngineSupervisor:
         """A new supervisor over the same machine and durable key (an agent restart)."""
@@ -92,15 +95,24 @@ class FakeEngineSupervisor:
 
     # ------------------------------------------------------------------ supervisor surface
 
+    def settings_changed(self, model_id: str, launch: LaunchSpec) -> bool:
+        return model_id in self.changed
+
     @property
     def engine_key(self) -> str:
         return self._engine_key
 
     def warm(
-        self, model_id: str, model_path: Path, *, chat_template: str | None = None
+        self,
+        model_id: str,
+        model_path: Path,
+        *,
+        chat_template: str | None = None,
+        spec: LaunchSpec | None = None,
     ) -> EngineStatus:
         self.calls.append(("warm", model_id))
         self.chat_templates[model_id] = chat_template
+        self.specs[model_id] = spec
         self._reap(model_id)
         engine = self._engines.get(model_id)
         if engine is not None and not engine.proven:

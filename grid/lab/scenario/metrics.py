@@ -82,6 +82,9 @@ class Metrics:
         self.best = {w: designated(world.profiles, world.machines, w) for w in workday.WORDS}
         self.oracle_demand: dict[str, list[float]] = {}
         self.served_by_minute: list[float] = []
+        # Per workload and minute (the HTML report's demand and served curves).
+        self.word_demand: dict[str, list[float]] = {}
+        self.word_served: dict[str, list[float]] = {}
         self.serving: list[list[tuple[str, str]]] = []  # (host, model) READY per minute
         self.routed_hash = TraceHash()  # what this run's physics actually routed
         self.on_target = 0.0  # served by the oracle key's own model (the oracle's units)
@@ -135,6 +138,7 @@ class Metrics:
             w = self.words.setdefault(req.workload, WordStats())
             w.demand += req.units
             w.requests += 1
+            self.word_demand.setdefault(req.workload, [0.0] * self.minutes)[t] += req.units
             oracle_key = req.requested if req.requested != "auto" else self.best.get(req.workload)
             if oracle_key is not None:
                 series = self.oracle_demand.setdefault(oracle_key, [0.0] * (t + 1))
@@ -143,6 +147,7 @@ class Metrics:
                 continue
             w.served += req.units
             w.ok += 1
+            self.word_served.setdefault(req.workload, [0.0] * self.minutes)[t] += req.units
             if r.model_id == oracle_key:
                 self.on_target += req.units
             served_now += req.units

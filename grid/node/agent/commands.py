@@ -28,8 +28,9 @@ from typing import Protocol
 from grid.fleet.actions import ReceiptStatus
 from grid.fleet.errors import GridError
 from grid.fleet.models import ResidencyState
-from grid.fleet.wire import WireCommand
+from grid.fleet.wire import WireCommand, WireLaunch
 from grid.node.agent.config import NodeConfig
+from grid.node.agent.engine_launch import node_launch
 from grid.node.agent.state import AgentState, ResidencyRecord, VerifiedArtifact
 from grid.node.artifacts import ArtifactSpec, ArtifactStore, sha256_file
 from grid.node.engines.base import EngineState, EngineSupervisor
@@ -67,6 +68,7 @@ class DeclaredArtifact:
     source: str | None = None
     size_mb: int = 0
     chat_template: str | None = None  # the profile's llama.cpp template name, for WARM
+    launch: WireLaunch | None = None  # the profile's engine facts, for WARM
 
     @classmethod
     def from_command(cls, command: WireCommand) -> DeclaredArtifact:
@@ -77,6 +79,7 @@ class DeclaredArtifact:
             command.artifact_source or None,
             command.artifact_size_mb or 0,
             command.chat_template or None,
+            command.launch,
         )
 
     def transfer(self) -> ArtifactSpec | None:
@@ -234,9 +237,10 @@ class CommandExecutor:
             )
 
         self.keeper.update(warming)
+        spec = node_launch(self.config, model_id, declared.launch, declared.chat_template)
         try:
             status = self.supervisor.warm(
-                model_id, Path(artifact.path), chat_template=declared.chat_template
+                model_id, Path(artifact.path), chat_template=declared.chat_template, spec=spec
             )
         except GridError as err:
             self._after_engine_failure(model_id, artifact, err.message)
@@ -251,6 +255,32 @@ class CommandExecutor:
 
         self.keeper.update(ready)
         return _ok(f"{model_id} answers readiness on port {status.port} (pid {status.pid})")
+
+    def restart_for_settings(self, model_id: str, launch: WireLaunch) -> Outcome:
+        """A READY child whose command line the current settings change is restarted: it leaves
+        the routes (WARMING), drains (busy slots refuse: it stays READY and the next reply
+        tries again), stops and starts with the new command line (docs/engines.md)."""
+        record = self.keeper.read().residencies.get(model_id)
+        if record is None or record.state is not ResidencyState.READY or not record.model_path:
+            return _ok(f"{model_id} is not ready here: nothing to restart")
+        spec = node_launch(self.config, model_id, launch, launch.chat_template, record.model_path)
+        if not self.supervisor.settings_changed(model_id, spec):
+            return _ok(f"{model_id} already runs with these settings")
+        self._set(model_id, ResidencyState.WARMING, keep_from=record, reason="settings changed")
+        try:
+            status = self.supervisor.warm(
+                model_id, Path(record.model_path), chat_template=spec.chat_template, spec=spec
+            )
+        except GridError as err:
+            if err.code in ("engine_busy", "engine_activity_unknown"):
+                self._set(model_id, ResidencyState.READY, keep_from=record)
+                return _failed(err.code, err.message)
+            artifact = self.keeper.read().artifacts.get(model_id)
+            if artifact is not None:
+                self._after_engine_failure(model_id, artifact, err.message)
+            return _failed(err.code, err.message)
+        self._set(model_id, ResidencyState.READY, keep_from=record)
+        return _ok(f"{model_id} restarted with its new settings on port {status.port}")
 
     def drain(self, model_id: str) -> Outcome:
         record = self.keeper.read().residencies.get(model_id)

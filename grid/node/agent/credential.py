@@ -3,7 +3,7 @@
 A credential text is the token first and `reply-key <key>` after it, on the next line (what
 `grid allocator token write`, an enrollment and a node start on the controller's machine write)
 or on the same line after a space (handy in one environment variable). Every path carries both:
-the token file (or `<token file>.reply-key` beside it, as earlier versions wrote it),
+the token file (or `<token file>.reply-key` beside it, the two-file layout),
 GRID_ALLOCATOR_NODE_TOKEN, and the daemon's stdin. A node with no reply key does not start
 (`no_reply_key`): it could not tell its controller's replies from anyone else's.
 

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from grid.fleet.actions import ReceiptStatus
@@ -35,6 +36,7 @@ from grid.fleet.wire import NodeReply, NodeUpdate
 from grid.node.agent.admission import local_free_mb, remaining_ttl
 from grid.node.agent.commands import CommandExecutor, Outcome
 from grid.node.agent.config import NodeConfig
+from grid.node.agent.engine_launch import node_launch
 from grid.node.agent.inbox import CommandInbox
 from grid.node.agent.link import ControllerLink, NodeClient
 from grid.node.agent.report import (
@@ -367,6 +369,24 @@ class NodeAgent:
                 self.keeper.update(change)
             except OSError as exc:
                 log.error("cannot persist acknowledgements: %s", exc)
+        self._restart_changed_settings(reply)
+
+    def _restart_changed_settings(self, reply: NodeReply) -> None:
+        """A READY child whose launch facts (with this host's overrides) give another command
+        line is restarted by the worker, between commands (docs/engines.md)."""
+        residencies = self.keeper.read().residencies
+        for model_id, launch in reply.launch.items():
+            record = residencies.get(model_id)
+            if record is None or record.state is not ResidencyState.READY or not record.model_path:
+                continue
+            spec = node_launch(
+                self.config, model_id, launch, launch.chat_template, record.model_path
+            )
+            if self.deps.supervisor.settings_changed(model_id, spec):
+                log.info("%s: engine settings changed; restarting it when idle", model_id)
+                self.worker.submit(
+                    model_id, partial(self.executor.restart_for_settings, model_id, launch)
+                )
 
     def free_mb(self, state: AgentState, model_id: str) -> int | None:
         reading = read_memory(self.deps.child_pids())

@@ -33,7 +33,7 @@ from grid.node.agent.credential import (
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.agent.telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
 from grid.node.artifacts import ArtifactStore
-from grid.node.engines import LlamaCppConfig, LlamaCppSupervisor
+from grid.node.engines import LlamaCppConfig, LlamaCppSupervisor, detect_gpu_memory_mb
 from grid.wire import AllocatorClient
 
 log = logging.getLogger("grid.node")
@@ -102,6 +102,8 @@ def engine_config(config: NodeConfig, state_dir: Path) -> LlamaCppConfig:
 
 
 def build_agent(config: NodeConfig, state_dir: Path, token: str, reply_key: str) -> NodeAgent:
+    if config.gpu_memory_mb is None:  # not listed by the operator: what nvidia-smi reports
+        config = config.model_copy(update={"gpu_memory_mb": detect_gpu_memory_mb()})
     supervisor = LlamaCppSupervisor(engine_config(config, state_dir))
     artifacts = ArtifactStore(state_dir / ARTIFACTS_DIR, hf_base_url=config.hf_base_url)
     telemetry: TelemetrySource

@@ -112,6 +112,9 @@ def resources_block(
     )
     if disk_free is not None:
         block.disk_free_mb = disk_free
+    if config.gpu_memory_mb:  # only then: the wire stays as it was on a host without GPUs
+        block.gpu_count = len(config.gpu_memory_mb)
+        block.gpu_memory_mb = list(config.gpu_memory_mb)
     return block
 
 

@@ -90,6 +90,8 @@ def _residency(
         port=seen.port if seen is not None else None,
         engine=seen.state.value if seen is not None else None,
         reason=record.reason,
+        runtime=seen.runtime if seen is not None else None,
+        settings=dict(seen.settings) if seen is not None else {},
     )
 
 

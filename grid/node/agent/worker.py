@@ -47,6 +47,9 @@ class Worker:
         self.clock = clock
         self.monotonic = monotonic
         self.busy_model: str | None = None  # the model a side effect is running for now
+        # Local jobs (a settings restart, docs/engines.md), one per model, run between commands.
+        self._jobs: dict[str, Callable[[], Outcome]] = {}
+        self._jobs_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -66,6 +69,29 @@ class Worker:
     def wake(self) -> None:
         self._wake.set()
 
+    def submit(self, model_id: str, job: Callable[[], Outcome]) -> None:
+        """Run `job` for `model_id` when no command is waiting (once, however often asked)."""
+        with self._jobs_lock:
+            self._jobs.setdefault(model_id, job)
+        self._wake.set()
+
+    def _run_job(self) -> bool:
+        with self._jobs_lock:
+            if not self._jobs:
+                return False
+            model_id = next(iter(self._jobs))
+            job = self._jobs.pop(model_id)
+        self.busy_model = model_id
+        try:
+            outcome = job()
+            log.info("%s: %s %s", model_id, outcome.status.value, outcome.code or outcome.message)
+        except Exception:
+            log.exception("local job for %s crashed", model_id)
+        finally:
+            self.busy_model = None
+            self.finished()
+        return True
+
     @property
     def idle(self) -> bool:
         state = self.keeper.read()
@@ -84,6 +110,8 @@ class Worker:
     def _work(self) -> None:
         while not self._stop.is_set():
             command = self._take_next()
+            if command is None and self._run_job():
+                continue
             if command is None:
                 self._wake.wait(IDLE_POLL_S)
                 self._wake.clear()

@@ -1,5 +1,5 @@
-"""Engine supervisors: the real llama.cpp one, the protocol its callers depend on, and the
-process-identity checks (`proc`) the agent daemon and the lab share.
+"""Engine supervisors: the real one (llama.cpp and, through adapters.py, vLLM), the protocol
+its callers depend on, and the process-identity checks (`proc`) the agent daemon and the lab share.
 
 (The fake supervisor for callers' unit tests lives in tests/support/fake_engine.py.)
 """
@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from grid.node.engines.adapters import LLAMA_CPP, VLLM, EngineAdapter, LaunchSpec, adapter_for
 from grid.node.engines.base import EngineState, EngineStatus, EngineSupervisor, StopResult
 from grid.node.engines.binary import llama_server_binary
+from grid.node.engines.devices import detect_gpu_memory_mb
 from grid.node.engines.discover import find_own_children
 from grid.node.engines.llamacpp import LlamaCppConfig, LlamaCppSupervisor
 from grid.node.engines.probes import Activity, ActivityState
@@ -23,15 +25,21 @@ from grid.node.engines.proc import (
 from grid.node.engines.state import EngineStateStore
 
 __all__ = [
+    "LLAMA_CPP",
+    "VLLM",
     "Activity",
     "ActivityState",
+    "EngineAdapter",
     "EngineState",
     "EngineStateStore",
     "EngineStatus",
     "EngineSupervisor",
+    "LaunchSpec",
     "LlamaCppConfig",
     "LlamaCppSupervisor",
     "StopResult",
+    "adapter_for",
+    "detect_gpu_memory_mb",
     "find_own_children",
     "identity_mismatch",
     "is_alive",

@@ -12,16 +12,20 @@ surface with knobs, for pure tests of callers. Error codes raised by both (GridE
 - engine_state_write_failed the post-spawn record could not be persisted; the child was stopped;
 - engine_no_free_port       every port of the configured range is taken;
 - engine_model_missing      the GGUF path does not exist;
-- engine_binary_missing     llama-server cannot be found.
+- engine_binary_missing     llama-server cannot be found;
+- runtime_not_installed     the adapter's runtime (vLLM) is not installed: the message and
+                            details carry the command it would run;
+- engine_flag_refused       an extra flag is not on the engine kind's allow-list.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
+from grid.node.engines.adapters import LaunchSpec
 from grid.node.engines.probes import Activity
 
 
@@ -40,6 +44,8 @@ class EngineStatus:
     proven: bool = False  # identity proved: the supervisor may signal this PID
     reason: str = ""
     base_url: str | None = None
+    runtime: str = "llama.cpp"
+    settings: dict[str, object] = field(default_factory=dict)  # effective engine settings
 
 
 @dataclass(frozen=True)
@@ -57,8 +63,15 @@ class EngineSupervisor(Protocol):
     def engine_key(self) -> str: ...
 
     def warm(
-        self, model_id: str, model_path: Path, *, chat_template: str | None = None
+        self,
+        model_id: str,
+        model_path: Path,
+        *,
+        chat_template: str | None = None,
+        spec: LaunchSpec | None = None,
     ) -> EngineStatus: ...
+
+    def settings_changed(self, model_id: str, launch: LaunchSpec) -> bool: ...
 
     def stop(
         self, model_id: str, *, force: bool = False, drain_timeout_s: float = 0.0

@@ -6,13 +6,16 @@ identity to be provable) reads in one place.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from grid.fleet.engine_settings import EngineSettings
 from grid.fleet.errors import GridError
+from grid.node.engines.adapters import LLAMA_CPP, LaunchSpec, Where, adapter_for
 from grid.node.engines.state import EngineRecord
 
 # Variables a llama-server child may inherit; everything else (tokens, keys, proxies) is dropped.
@@ -36,6 +39,32 @@ class LlamaCppConfig:
     extra_args: tuple[str, ...] = ()
 
 
+def base_settings(config: LlamaCppConfig) -> EngineSettings:
+    """The node's defaults: the lowest layer under the profile's settings (docs/engines.md)."""
+    return EngineSettings(
+        threads=config.threads, context=config.context_size, parallel=config.parallel
+    )
+
+
+def launch_spec(
+    config: LlamaCppConfig,
+    model_id: str,
+    model_path: Path,
+    chat_template: str | None = None,
+    spec: LaunchSpec | None = None,
+) -> LaunchSpec:
+    """The spec a child is started with: `spec` (the agent's, overrides applied) over the
+    node's defaults, or the defaults alone."""
+    base = base_settings(config)
+    if spec is None:
+        return LaunchSpec(model_id, str(model_path), chat_template=chat_template, settings=base)
+    return dataclasses.replace(spec, model_path=str(model_path), settings=base.merge(spec.settings))
+
+
+def where(config: LlamaCppConfig, port: int, key_file: Path) -> Where:
+    return Where(host=config.host, port=port, key_file=key_file, run_dir=config.state_dir)
+
+
 def build_argv(
     config: LlamaCppConfig,
     binary: Path,
@@ -44,35 +73,22 @@ def build_argv(
     port: int,
     key_file: Path,
     chat_template: str | None = None,
+    spec: LaunchSpec | None = None,
 ) -> list[str]:
     """The exact command line; the key file path is in it, the key itself never is.
     `chat_template` names a llama.cpp built-in template for GGUFs that carry none."""
-    return [
-        str(binary),
-        "-m", str(model_path),
-        "--alias", model_id,
-        "--host", config.host,
-        "--port", str(port),
-        "--api-key-file", str(key_file),
-        "--slots",
-        "-c", str(config.context_size),
-        "-t", str(config.threads),
-        "-np", str(config.parallel),
-        "--no-webui",
-        *(["--chat-template", chat_template] if chat_template else []),
-        *config.extra_args,
-    ]  # fmt: skip
+    launch = launch_spec(config, model_id, model_path, chat_template, spec)
+    adapter = adapter_for(launch.runtime)
+    argv = adapter.argv(binary, launch, where(config, port, key_file))
+    return argv + list(config.extra_args) if adapter.runtime == LLAMA_CPP else argv
 
 
-def argv_contradiction(record: EngineRecord, key_file: Path) -> str | None:
+def argv_contradiction(record: EngineRecord, key_file: Path, run_dir: Path) -> str | None:
     """Why the recorded argv does not launch the model, alias, port and key file the record
     names (a record must describe its own command line, not merely store one), or None."""
-    expected = {
-        "-m": record.model_path,
-        "--alias": record.model_id,
-        "--port": str(record.port),
-        "--api-key-file": str(key_file),
-    }
+    adapter = adapter_for(record.runtime)
+    place = Where(host="", port=record.port, key_file=key_file, run_dir=run_dir)
+    expected = adapter.identity(record.model_path, record.model_id, place)
     argv = record.argv
     for flag, value in expected.items():
         if flag not in argv or argv.index(flag) + 1 >= len(argv):

@@ -27,18 +27,20 @@ from pathlib import Path
 import httpx
 
 from grid.fleet.errors import GridError
+from grid.node.engines.adapters import LLAMA_CPP, LaunchSpec, adapter_for
 from grid.node.engines.base import EngineState, EngineStatus, StopResult
 from grid.node.engines.binary import llama_server_binary
 from grid.node.engines.launch import (
     LlamaCppConfig,
     allocate_port,
     argv_contradiction,
-    build_argv,
     child_env,
+    launch_spec,
     log_path,
     log_tail,
+    where,
 )
-from grid.node.engines.probes import Activity, ActivityState, probe_activity, probe_ready
+from grid.node.engines.probes import Activity, ActivityState, auth_headers
 from grid.node.engines.proc import identity_mismatch, is_alive, read_identity
 from grid.node.engines.state import BirthRecord, EngineRecord, EngineStateStore
 
@@ -52,6 +54,7 @@ class _Engine:
     proven: bool
     reason: str = ""
     stopping: bool = False  # a stop is signalling it: warm must not join it
+    spec: LaunchSpec | None = None  # what it was started with (None: adopted)
     # Set only when this instance spawned the child: the handle itself proves identity and
     # lets us reap it. Adopted children are proved through /proc instead.
     popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
@@ -110,17 +113,28 @@ class LlamaCppSupervisor:
             return out
 
     def warm(
-        self, model_id: str, model_path: Path, *, chat_template: str | None = None
+        self,
+        model_id: str,
+        model_path: Path,
+        *,
+        chat_template: str | None = None,
+        spec: LaunchSpec | None = None,
     ) -> EngineStatus:
-        """Start (or join) the child for `model_id` and return once it answers readiness."""
+        """Start (or join) the child for `model_id` and return once it answers readiness.
+
+        A running child whose command line differs from the one `spec` gives now (its engine
+        settings changed) is drained and stopped first, then started again with the new one."""
         model_path = model_path.absolute()
+        launch = launch_spec(self._config, model_id, model_path, chat_template, spec)
+        if self.settings_changed(model_id, launch):
+            self.stop(model_id, drain_timeout_s=self._config.stop_grace_s)
         with self._lock:
             engine = self._engines.get(model_id)
             if engine is not None:
                 self._refresh(engine)
                 engine = self._engines.get(model_id)
             if engine is None:
-                engine = self._spawn(model_id, model_path, chat_template)
+                engine = self._spawn(model_id, model_path, launch)
             elif not engine.proven:
                 raise self._unproven_error(engine)
             elif engine.stopping:
@@ -140,6 +154,29 @@ class LlamaCppSupervisor:
                 )
         return self._await_ready(engine)
 
+    def wanted_argv(self, model_id: str, launch: LaunchSpec, port: int) -> list[str]:
+        """The command line `launch` gives on `port` (an uninstalled runtime: empty)."""
+        adapter = adapter_for(launch.runtime)
+        place = where(self._config, port, self._store.key_path)
+        try:
+            binary = self._binary_for(adapter.runtime, launch, port)
+        except GridError:
+            return []
+        argv = adapter.argv(binary, launch, place)
+        return argv + list(self._config.extra_args) if adapter.runtime == LLAMA_CPP else argv
+
+    def settings_changed(self, model_id: str, launch: LaunchSpec) -> bool:
+        """Does the running, proven child of `model_id` run another command line than the one
+        `launch` gives (settings, kind, pooling or runtime changed)?"""
+        with self._lock:
+            engine = self._engines.get(model_id)
+            if engine is None or not engine.proven or engine.stopping:
+                return False
+            record = engine.record
+        if Path(record.model_path) != Path(launch.model_path):
+            return False  # another artifact: warm refuses it (engine_model_mismatch)
+        return self.wanted_argv(model_id, launch, record.port) != record.argv
+
     def activity(self, model_id: str) -> Activity:
         with self._lock:
             engine = self._engines.get(model_id)
@@ -147,8 +184,8 @@ class LlamaCppSupervisor:
                 return Activity(ActivityState.UNKNOWN, reason="no engine for this model")
             if not engine.proven:
                 return Activity(ActivityState.UNKNOWN, reason="engine identity not proved")
-            port = engine.record.port
-        return probe_activity(
+            port, runtime = engine.record.port, engine.record.runtime
+        return adapter_for(runtime).activity(
             self._http, self.base_url(port), self.engine_key, self._config.probe_timeout_s
         )
 
@@ -161,7 +198,7 @@ class LlamaCppSupervisor:
             promote = (
                 engine.proven and engine.state is EngineState.STARTING and engine.popen is None
             )
-            ready = promote and self._probe_ready(engine.record.port)
+            ready = promote and self._probe_ready(engine.record)
             with self._lock:
                 if self._engines.get(engine.record.model_id) is not engine:
                     continue  # replaced or stopped while we probed: commit nothing
@@ -207,7 +244,13 @@ class LlamaCppSupervisor:
     def _binary_path(self) -> Path:
         return self._config.binary if self._config.binary is not None else llama_server_binary()
 
-    def _spawn(self, model_id: str, model_path: Path, chat_template: str | None) -> _Engine:
+    def _binary_for(self, runtime: str, launch: LaunchSpec, port: int) -> Path:
+        if runtime == LLAMA_CPP:
+            return self._binary_path()
+        place = where(self._config, port, self._store.key_path)
+        return adapter_for(runtime).binary(None, launch, place)
+
+    def _spawn(self, model_id: str, model_path: Path, launch: LaunchSpec) -> _Engine:
         if not model_path.is_file():
             raise GridError(
                 code="engine_model_missing",
@@ -215,11 +258,11 @@ class LlamaCppSupervisor:
                 fix="Load (fetch and verify) the artifact before warming it.",
                 next_command=f"ls -l {model_path}",
             )
-        binary = self._binary_path()
+        adapter = adapter_for(launch.runtime)
         port = allocate_port(self._config, {e.record.port for e in self._engines.values()})
-        argv = build_argv(
-            self._config, binary, model_id, model_path, port, self._store.key_path, chat_template
-        )
+        binary = self._binary_for(adapter.runtime, launch, port)
+        argv = self.wanted_argv(model_id, launch, port)
+        adapter.prepare(launch, where(self._config, port, self._store.key_path), self.engine_key)
         log_file = log_path(self._config.state_dir, model_id)
         log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
@@ -248,8 +291,11 @@ class LlamaCppSupervisor:
             argv=argv,
             model_path=str(model_path),
             spawned_at=time.time(),
+            runtime=adapter.runtime,
         )
-        engine = _Engine(record=record, state=EngineState.STARTING, proven=True, popen=popen)
+        engine = _Engine(
+            record=record, state=EngineState.STARTING, proven=True, popen=popen, spec=launch
+        )
         self._engines[model_id] = engine
         self._failures.pop(model_id, None)
         self._publish_or_stop(engine, "pid and port")
@@ -313,7 +359,7 @@ class LlamaCppSupervisor:
                     )
                 if engine.state is EngineState.READY:
                     return self._status_of(engine)
-            if self._probe_ready(engine.record.port):
+            if self._probe_ready(engine.record):
                 with self._lock:
                     if self._engines.get(model_id) is engine:
                         engine.state = EngineState.READY
@@ -336,10 +382,18 @@ class LlamaCppSupervisor:
                 )
             time.sleep(cfg.poll_interval_s)
 
-    def _probe_ready(self, port: int) -> bool:
-        return probe_ready(
-            self._http, self.base_url(port), self.engine_key, self._config.probe_timeout_s
-        )
+    def _probe_ready(self, record: EngineRecord) -> bool:
+        """The adapter's readiness probe answers 200 with the engine key."""
+        path = adapter_for(record.runtime).ready_path
+        try:
+            reply = self._http.get(
+                f"{self.base_url(record.port)}{path}",
+                headers=auth_headers(self.engine_key),
+                timeout=self._config.probe_timeout_s,
+            )
+        except httpx.HTTPError:
+            return False
+        return reply.status_code == 200
 
     # ------------------------------------------------------------------ identity and liveness
 
@@ -355,7 +409,7 @@ class LlamaCppSupervisor:
         reason = identity_mismatch(record.executable, tuple(record.argv), birth, observed)
         if reason is not None:
             return reason
-        return argv_contradiction(record, self._store.key_path)
+        return argv_contradiction(record, self._store.key_path, self._config.state_dir)
 
     def _proven_now(self, engine: _Engine) -> bool:
         """Proof right before a signal: our own unreaped child, or an exact /proc match."""
@@ -409,7 +463,7 @@ class LlamaCppSupervisor:
                 engine.reason = f"live process not proved: {reason}"
                 continue
             engine.proven = True
-            ready = self._probe_ready(record.port)
+            ready = self._probe_ready(record)
             engine.state = EngineState.READY if ready else EngineState.STARTING
             engine.reason = "adopted after identity proof"
 
@@ -436,6 +490,8 @@ class LlamaCppSupervisor:
             proven=engine.proven,
             reason=engine.reason,
             base_url=self.base_url(record.port),
+            runtime=record.runtime,
+            settings=engine.spec.settings.shown() if engine.spec is not None else {},
         )
 
     # ------------------------------------------------------------------ stop

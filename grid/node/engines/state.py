@@ -54,6 +54,7 @@ class EngineRecord(_Strict):
     executable: str | None = None
     birth: BirthRecord | None = None
     spawned_at: float
+    runtime: str = "llama.cpp"  # the engine adapter that launched it (adapters.py)
 
 
 class EngineStateDoc(_Strict):

@@ -10,6 +10,7 @@ Hard       memory.py       Σ mem·x ≤ allocatable − fixed_mb
            slots.py        Σ x ≤ desired_cap;  Σ_new x ≤ new_cap
            colocation.py   x[m,h] ⇒ count(h) + fixed ≤ c_m (both ledgers);  x[a,h] + x[b,h] ≤ 1
            disk.py         Σ_uncached new artifact·x ≤ disk_free (known only)
+           gpus.py         Σ_{g_m ≥ t} k_m·x ≤ devices(h, t) − held(h, t) per threshold t
            replicas.py     Σ_h x[m,h] ≤ open(m)
                            Σ_{h ∉ pins} x[m,h] ≤ desired − |pins| − fixed replicas off the pins
 Levels     objective.py    one linear expression per level of levels.py (equal to score_placement);
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from grid.planner.cpsat.build import add_hard_constraints
     from grid.planner.cpsat.colocation import add_colocation
     from grid.planner.cpsat.disk import add_disk
+    from grid.planner.cpsat.gpus import add_gpus
     from grid.planner.cpsat.ledger import Blocker, HostLoad, Ledger, host_blockers, host_load
     from grid.planner.cpsat.memory import add_memory
     from grid.planner.cpsat.replicas import pinned_hosts, unpinned_allowance
@@ -63,6 +65,7 @@ _EXPORTS: dict[str, str] = {
     "grid.planner.cpsat.build": "add_hard_constraints",
     "grid.planner.cpsat.colocation": "add_colocation",
     "grid.planner.cpsat.disk": "add_disk",
+    "grid.planner.cpsat.gpus": "add_gpus",
     "grid.planner.cpsat.ledger": "Blocker HostLoad Ledger host_blockers host_load",
     "grid.planner.cpsat.memory": "add_memory",
     "grid.planner.cpsat.replicas": "pinned_hosts unpinned_allowance",
@@ -89,6 +92,7 @@ __all__ = [
     "add_colocation",
     "add_conflict_cuts",
     "add_disk",
+    "add_gpus",
     "add_hard_constraints",
     "add_memory",
     "add_slots",

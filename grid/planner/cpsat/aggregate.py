@@ -42,6 +42,7 @@ from ortools.sat.python import cp_model
 from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.cpsat.colocation import add_colocation
 from grid.planner.cpsat.disk import add_disk
+from grid.planner.cpsat.gpus import add_gpus
 from grid.planner.cpsat.memory import add_memory
 from grid.planner.cpsat.objective import _sum, _weighted
 from grid.planner.cpsat.replicas import pinned_hosts, unpinned_allowance
@@ -113,6 +114,7 @@ class _AggregateModel:
         add_slots(self.model, self.xs, problem)
         add_colocation(self.model, self.xs, problem)
         add_disk(self.model, self.xs, problem)
+        add_gpus(self.model, self.xs, problem)
         self.n: dict[tuple[str, str], cp_model.IntVar] = {}
         self.top: dict[int, int] = {}  # upper bound of each n variable, by index
         for htype in self.grouped:

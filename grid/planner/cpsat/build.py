@@ -6,13 +6,16 @@ from ortools.sat.python import cp_model
 
 from grid.planner.cpsat.colocation import add_colocation
 from grid.planner.cpsat.disk import add_disk
+from grid.planner.cpsat.gpus import add_gpus
 from grid.planner.cpsat.memory import add_memory
 from grid.planner.cpsat.replicas import add_replicas
 from grid.planner.cpsat.slots import add_slots
 from grid.planner.cpsat.variables import Guard, PlacementVars
 from grid.planner.problem import PlacementProblem
 
-HOST_FAMILIES = ("memory", "live_memory", "slots", "colocation", "colocation_exclusion", "disk")
+HOST_FAMILIES = (
+    "memory", "live_memory", "slots", "colocation", "colocation_exclusion", "disk", "gpu",
+)  # fmt: skip
 
 
 def add_hard_constraints(
@@ -28,4 +31,5 @@ def add_hard_constraints(
     add_slots(model, xs, problem, host_guard)
     add_colocation(model, xs, problem, host_guard)
     add_disk(model, xs, problem, host_guard)
+    add_gpus(model, xs, problem, host_guard)
     add_replicas(model, xs, problem, replica_guard)

@@ -33,6 +33,7 @@ from ortools.sat.python import cp_model
 
 from grid.planner.cpsat.colocation import add_colocation
 from grid.planner.cpsat.disk import add_disk
+from grid.planner.cpsat.gpus import add_gpus
 from grid.planner.cpsat.memory import add_memory
 from grid.planner.cpsat.replicas import pinned_hosts, unpinned_allowance
 from grid.planner.cpsat.slots import add_slots
@@ -120,6 +121,7 @@ def add_typed_constraints(model: cp_model.CpModel, xs: TypedVars, ctx: Portfolio
     add_slots(model, xs, problem)
     add_colocation(model, xs, problem)
     add_disk(model, xs, problem)
+    add_gpus(model, xs, problem)
     for model_id in xs.models():
         keys = xs.keys_of_model(model_id)
         room = problem.open_replicas(model_id) - xs.outside_count(model_id)

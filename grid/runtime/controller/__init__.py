@@ -11,6 +11,7 @@ from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.core import Controller
 from grid.runtime.controller.evidence_store import EvaluationRequest, RequestSignals, keeper_for
+from grid.runtime.controller.host_drains import set_host_drain
 from grid.runtime.controller.lease import LeaseFile, process_marker
 from grid.runtime.controller.live_state import ControllerState, restore_state
 from grid.runtime.controller.outbox import Outbox
@@ -51,6 +52,7 @@ __all__ = [
     "prewarm_demand",
     "process_marker",
     "restore_state",
+    "set_host_drain",
     "status_document",
     "with_mapping",
 ]

@@ -412,7 +412,8 @@ class Controller:
 
     # ------------------------------------------------------------------------ ticks
     def snapshot(self, now: float) -> FleetSnapshot:
-        return fleet_snapshot(self.state, self.registry.snapshot_hosts(), self.measured, now)
+        hosts = self.state.planning_hosts(self.registry.snapshot_hosts(), self.registry.hosts)
+        return fleet_snapshot(self.state, hosts, self.measured, now)
 
     def tick(self, now: float) -> TickReport:
         """One coalesced pass; concurrent callers queue and each sees a tick that started later."""

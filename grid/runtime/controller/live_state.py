@@ -11,6 +11,7 @@ It decides nothing and touches no clock; the collaborators in this package act o
 from __future__ import annotations
 
 import secrets
+from collections.abc import Container
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar, overload
 
@@ -21,9 +22,10 @@ from grid.demand.config import DemandConfig
 from grid.fleet.actions import Action, Deferral, Mode, ReconcileResult, Tombstone
 from grid.fleet.errors import GridError
 from grid.fleet.generation import PlanGeneration
-from grid.fleet.models import ModelProfile, Plan, Policy
+from grid.fleet.models import ADMITTING_STATES, Host, HostState, ModelProfile, Plan, Policy
 from grid.runtime.controller.commands import CommandBook
 from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
+from grid.runtime.controller.externals import ExternalInventory
 from grid.runtime.controller.generation import GenerationCounter
 from grid.runtime.controller.reports import Counters, TickReport
 from grid.runtime.controller.state import ControllerDocument
@@ -94,6 +96,25 @@ class ControllerState:
     revisions: Revisions = field(default_factory=Revisions)
     last: LastTick = field(default_factory=LastTick)
     counters: Counters = field(default_factory=Counters)
+    host_drains: dict[str, str] = field(default_factory=dict)  # operator drains: id -> reason
+
+    def planning_hosts(self, live: list[Host], registered: Container[str]) -> list[Host]:
+        """The planner's hosts: the live ones with operator drains applied, then the external
+        endpoints (a name a registered node already uses is skipped)."""
+        return self.drained(live) + self.externals.hosts(registered)
+
+    def drained(self, hosts: list[Host]) -> list[Host]:
+        """`hosts` with every operator-drained host that admits work shown as draining."""
+        if not self.host_drains:
+            return hosts
+        return [
+            h.model_copy(update={"state": HostState.DRAINING})
+            if h.host_id in self.host_drains and h.state in ADMITTING_STATES
+            else h
+            for h in hosts
+        ]
+
+    externals: ExternalInventory = field(default_factory=ExternalInventory)  # issue 21
 
     def configure_tracking(self) -> None:
         """After a profile change: demand series, learned timings and outcome evidence follow
@@ -129,6 +150,8 @@ class ControllerState:
             workloads=self.signals.workloads.to_state(),
             evidence=self.signals.evidence.to_state(),
             workflow=self.signals.workflow.to_state(),
+            host_drains=dict(sorted(self.host_drains.items())),
+            externals=self.externals.to_state(),
         )
         return doc.model_dump(mode="json")
 
@@ -167,6 +190,8 @@ def restore_state(store: Store, demand: DemandConfig) -> ControllerState:
         restored=restored,
         signals=restore_signals(doc, demand, warnings),
         warnings=warnings,
+        host_drains=dict(doc.host_drains),
+        externals=ExternalInventory.from_state(doc.externals),
     )
     state.tracker.configure(state.profiles, retiring=state.tombstones)
     return state

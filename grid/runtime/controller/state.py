@@ -15,8 +15,9 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from grid.fleet.actions import Action, ActionRecord, Mode, Tombstone
+from grid.fleet.externals import ExternalEndpoint
 from grid.fleet.models import ModelProfile, Policy
-from grid.fleet.wire import NodeCommandKind, WireCommand
+from grid.fleet.wire import NodeCommandKind, WireCommand, WireLaunch
 
 STATE_SCHEMA_VERSION = 1
 MAX_TERMINAL_RECORDS = 512  # newest finished records kept for backoff and status
@@ -67,6 +68,7 @@ class Command(_Strict):
             artifact_sha256=profile.artifact_sha256 if profile else None,
             artifact_size_mb=profile.artifact_size_mb if profile else None,
             chat_template=profile.chat_template if profile else None,
+            launch=WireLaunch.of(profile) if profile else None,
             schema_version=1,
         )
 
@@ -92,6 +94,10 @@ class ControllerDocument(_Strict):
     workloads: dict[str, Any] = Field(default_factory=dict)
     evidence: dict[str, Any] = Field(default_factory=dict)
     workflow: dict[str, Any] = Field(default_factory=dict)
+    # Operator drains of hosts (host_id -> reason; absent in older files: none drained).
+    host_drains: dict[str, str] = Field(default_factory=dict)
+    # Issue 21: external OpenAI-compatible endpoints the operator added (their health is live).
+    externals: list[ExternalEndpoint] = Field(default_factory=list)
 
 
 def bound_records(records: list[ActionRecord]) -> list[ActionRecord]:

@@ -14,6 +14,7 @@ from grid.planner.eligibility import host_refusals
 from grid.planner.problem import allocatable_mb
 from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.config import ControllerConfig
+from grid.runtime.controller.externals import external_entry
 from grid.runtime.controller.gatekeeper import SUSPICIOUS, Gatekeeper
 from grid.runtime.controller.live_state import ControllerState
 from grid.runtime.controller.outbox import Outbox
@@ -69,9 +70,10 @@ def _hosts(
 ) -> list[dict[str, Any]]:
     out = []
     for host in snap.hosts:
-        entry = registry.hosts[host.host_id]
+        entry = registry.hosts.get(host.host_id) or external_entry(host)  # issue 21
         live = [r for r in host.residencies if r.state in LIVE_STATES]
-        stale = now - entry.received_at > lease_s
+        # A node silent past its route lease (external endpoints are probed, not heard).
+        stale = host.host_id in registry.hosts and now - entry.received_at > lease_s
         row: dict[str, Any] = {}
         problems = list(entry.problems)
         if detail:  # operators only: which advertised ports the controller cannot reach
@@ -267,6 +269,7 @@ class StatusView:
                 state.tombstones[m].model_dump(mode="json") for m in sorted(state.tombstones)
             ],
             "forecasts": _forecasts(state, now),
+            "externals": state.externals.view(),
             "demand": {
                 "ignored": state.tracker.ignored,
                 "series": state.tracker.footprint().series,

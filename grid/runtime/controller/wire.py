@@ -135,6 +135,8 @@ def build_host(
         actuator_capabilities=list(envelope.actuator_capabilities),
         routes=sorted({r.model_id for r in envelope.routes}),
         residencies=residencies,
+        gpu_count=len(resources.gpu_memory_mb) or resources.gpu_count,
+        gpu_memory_mb=list(resources.gpu_memory_mb),
     )
     return host, problems
 
