@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
-from grid.fleet.actions import DESTRUCTIVE_KINDS, Action, ActionRecord
+from grid.fleet.actions import CONSTRUCTIVE_KINDS, DESTRUCTIVE_KINDS, Action, ActionRecord
 from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot, ResidencyState
 from grid.runtime.controller.config import ControllerConfig
@@ -162,3 +162,51 @@ def awaited_models(records: Iterable[ActionRecord], registered: Set[str]) -> set
         for model_id, standing in standings(records, host_id).items()
         if standing is Standing.COMMANDED
     }
+
+
+def restored_in_flight(records: Iterable[ActionRecord], anchor: float | None) -> set[str]:
+    """Models with a constructive command that a controller before this one delivered and that
+    has no receipt yet (it may be running): this controller's first plan, solved afresh, can
+    pick another host for the same replica."""
+    if anchor is None:
+        return set()
+    return {
+        r.model_id
+        for r in records
+        if r.kind in CONSTRUCTIVE_KINDS and r.is_open and r.was_delivered and r.created_at < anchor
+    }
+
+
+def held_after_restart(
+    actions: list[Action],
+    snap: FleetSnapshot,
+    records: Iterable[ActionRecord],
+    registered: Set[str],
+    grace: Grace,
+    config: ControllerConfig,
+    now: float,
+) -> list[Action]:
+    """What a restored controller holds back: the grace (`held_in_grace`, with the replicas
+    the restored book places on hosts not back yet while the fleet settles), and, for
+    `restart_inflight_wait_s` after its first tick, constructive work for a model that already
+    has a READY replica and a replica in flight from before the restart, until that one
+    answers (a SIGKILL during a replacement's delivery ran 3 replicas for max 2)."""
+    records = list(records)
+    held: list[Action] = []
+    if grace.active(now, config.membership_grace_s):
+        awaited: set[str] = set()
+        if grace.settling(now, config.membership_settle_s):
+            awaited = awaited_models(records, registered)
+        held = held_in_grace(actions, snap, awaited)
+    anchor = grace.anchor
+    if grace.restored and anchor is not None and now < anchor + config.restart_inflight_wait_s:
+        ready = {
+            r.model_id for h in snap.hosts for r in h.residencies if r.state is ResidencyState.READY
+        }
+        waiting = restored_in_flight(records, anchor) & ready
+        held += [
+            a
+            for a in actions
+            if a not in held and a.kind not in DESTRUCTIVE_KINDS and a.model_id in waiting
+        ]
+    return held

@@ -33,6 +33,9 @@ class ControllerConfig:
     # The first seconds of that grace, while live hosts re-register: a model the restored book
     # places on a host not back yet gets no replica elsewhere (authority.awaited_models).
     membership_settle_s: float = 5.0
+    # For this long after a restored start, a model with a READY replica and a replica in
+    # flight from before the restart gets no other until that one answers.
+    restart_inflight_wait_s: float = 60.0
     lease_ttl_s: float = 15.0  # controller mutation lease
     lease_renew_fraction: float = 0.5  # renew once less than this share of the lease is left
     node_ttl_s: float = 60.0  # route lease a heartbeat grants (`ttl_seconds`)

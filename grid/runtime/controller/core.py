@@ -53,7 +53,7 @@ from grid.fleet.generation import PlanGeneration
 from grid.fleet.models import FleetSnapshot, ModelProfile, Plan, Policy
 from grid.planner.plan import make_plan
 from grid.planner.targets import compute_targets
-from grid.runtime.controller.authority import Grace, LeaseKeeper, awaited_models, held_in_grace
+from grid.runtime.controller.authority import Grace, LeaseKeeper, held_after_restart
 from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
@@ -514,13 +514,11 @@ class Controller:
             if book.withdraw(withdrawal.action_id, now):
                 report.withdrawn.append(withdrawal.action_id)
         actions, deferred = list(result.actions), list(result.deferred)
-        if grace:
-            awaited: set[str] = set()
-            if self.grace.settling(now, self.config.membership_settle_s):
-                awaited = awaited_models(book.history(), registered)
-            held = held_in_grace(actions, snap, awaited)
-            actions = [a for a in actions if a not in held]
-            deferred += [grace_deferral(a, self.grace.anchor, self.config) for a in held]
+        held = held_after_restart(
+            actions, snap, book.history(), registered, self.grace, self.config, now
+        )
+        actions = [a for a in actions if a not in held]
+        deferred += [grace_deferral(a, self.grace.anchor, self.config) for a in held]
         last.proposed = actions if mode is Mode.RECOMMEND else []
         if mode is Mode.AUTOMATIC and self.store.durable:
             for action in actions:

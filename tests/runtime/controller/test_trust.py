@@ -203,3 +203,46 @@ def test_suspicions_name_hosts_bounded_and_expire() -> None:
     assert len(book.of("evil", 10.0)) == MAX_SUSPICIONS_PER_HOST
     assert all(len(s.message) <= 400 for s in book.of("evil", 10.0))
     assert book.of("evil", 107.5) == [] and book.warning(107.5) == ""  # expired
+
+
+def test_after_a_restart_a_replica_in_flight_from_before_is_waited_for() -> None:
+    """Issue 22, item 7: a restored controller's first plan is solved afresh and may pick
+    another host for the replica a previous controller already delivered; with a READY replica
+    in view, constructive work for that model waits (bounded) for the one in flight."""
+    from grid.fleet.actions import Action
+    from grid.fleet.models import FleetSnapshot
+    from grid.runtime.controller.authority import Grace, held_after_restart
+    from grid.runtime.controller.config import ControllerConfig
+
+    config = ControllerConfig(membership_grace_s=3.0, restart_inflight_wait_s=60.0)
+    grace = Grace(restored=True, anchor=100.0)
+    snap = FleetSnapshot.model_validate(
+        {
+            "now": 110.0,
+            "hosts": [
+                {"host_id": "b", "capacity_mb": 8192, "last_heartbeat": 110.0,
+                 "residencies": [{"model_id": "m", "memory_mb": 100, "state": "ready"},
+                                 {"model_id": "n", "memory_mb": 100, "state": "ready"}]},
+            ],
+            "models": [{"model_id": "m", "memory_mb": 100}, {"model_id": "n", "memory_mb": 100},
+                       {"model_id": "z", "memory_mb": 100}],
+        }
+    )  # fmt: skip
+    in_flight = [
+        record(W, DL, 90.0, host_id="c"),  # delivered by the controller before the restart
+        record(W, DL, 90.0, host_id="c", model_id="z"),  # ... of a model with no READY replica
+        record(W, DL, 105.0, host_id="c", model_id="n"),  # delivered by this controller
+    ]
+
+    def action(model: str, kind: ActionKind = W) -> Action:
+        return Action(action_id=f"{kind}-{model}", kind=kind, host_id="a", model_id=model,
+                      not_before=0.0)  # fmt: skip
+
+    wanted = [action("m"), action("z"), action("n"), action("m", D)]
+    held = held_after_restart(wanted, snap, in_flight, {"a", "b", "c"}, grace, config, 110.0)
+    assert [a.action_id for a in held] == ["warm-m"]
+    assert held_after_restart(wanted, snap, in_flight, {"a", "b", "c"}, grace, config, 161.0) == []
+    answered = [record(W, S, 90.0, host_id="c"), *in_flight[1:]]
+    assert held_after_restart(wanted, snap, answered, {"a", "b", "c"}, grace, config, 110.0) == []
+    fresh = Grace(restored=False, anchor=100.0)
+    assert held_after_restart(wanted, snap, in_flight, {"a", "b", "c"}, fresh, config, 110.0) == []
