@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_controller.py [--sizes 8,64,256,1000] [--ticks 15] [--budget 2]
                                                [--engine cpsat] [--workers inline,process]
                                                [--interval 0.5] [--idle] [--niceness 10]
-                                               [--json]
+                                               [--stores file,etcd] [--json]
 
 Per size it registers a generated fleet (grid.lab.fleetgen) through the node wire contract,
 configures its model profiles, feeds five minutes of request observations matching the
@@ -16,6 +16,8 @@ the controller keeps the plan while its inputs (clock-derived facts included) ar
 and only reconciles. With 5 s of simulated time per tick keep `--ticks` under ~15: hosts
 without a heartbeat go stale after 90 s.
 It prints tick latency p50/p95/max and the solver status. Prints figures only; asserts nothing.
+`--stores file,etcd` runs every column on the state file (the baseline) and on a real
+three-member etcd cluster (the fenced, chunked store of a controller cluster) in the same run.
 
 `--workers` runs every size once per `ControllerConfig.plan_worker` in the same run: "inline"
 (the solve inside the tick: the baseline) and "thread"/"process" (the solve off the tick's
@@ -101,8 +103,30 @@ def p95(ordered: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
+def etcd_store(args: argparse.Namespace, *key: object) -> tuple[Any, Any]:
+    """A fenced etcd store on the bench's three-member cluster, under its own prefix."""
+    from grid.runtime.controller.etcd import EtcdClient, EtcdLease, EtcdStore, parse_store_url
+
+    target = parse_store_url(f"{args.cluster.store_url}/bench-{'-'.join(map(str, key))}")
+    client = EtcdClient(target)
+    # Ticks run on a virtual clock: a long etcd lease outlives the run without renewals.
+    lease = EtcdLease(client, target.prefix, controller_id="bench", url="", ttl_s=3600)
+    with lease.campaigning():
+        lease.acquire(time.time())
+    store = EtcdStore(
+        client, target.prefix, fence=lease.fence, term_key=lease.term_key,
+        leader_key=lease.leader_key,
+    )  # fmt: skip
+    return store, lease
+
+
 def run_size(
-    hosts: int, ticks: int, args: argparse.Namespace, worker: str, changing: bool
+    hosts: int,
+    ticks: int,
+    args: argparse.Namespace,
+    worker: str,
+    changing: bool,
+    store_kind: str = "file",
 ) -> dict[str, Any]:
     models = MODELS_FOR_HOSTS.get(hosts, max(2, hosts // 3))
     snap = generate_fleet(hosts, models, seed=42, now=NOW)
@@ -113,8 +137,12 @@ def run_size(
         membership_grace_s=0.0,
         plan_worker=worker,
     )
-    lease = LeaseFile(folder / "state.json.lease", controller_id="bench")
-    ctl = Controller(StateStore(folder / "state.json"), now=NOW, config=config, lease=lease)
+    if store_kind == "etcd":
+        store, lease = etcd_store(args, hosts, worker, changing)
+    else:
+        lease = LeaseFile(folder / "state.json.lease", controller_id="bench")
+        store = StateStore(folder / "state.json")
+    ctl = Controller(store, now=NOW, config=config, lease=lease)
     for host in snap.hosts:
         ctl.node_update(f"node-{host.host_id}", host.host_id, wire_update(host), NOW)
     for profile in snap.models:
@@ -155,6 +183,7 @@ def run_size(
     plan = ctl.last_plan
     assert plan is not None
     return {
+        "store": store_kind,
         "worker": worker,
         "inputs": "changing" if changing else "idle",
         "hosts": hosts,
@@ -195,28 +224,45 @@ def main() -> None:
         default=plan_worker.WORKER_NICENESS,
         help="niceness of the process worker (plan_worker.WORKER_NICENESS)",
     )
+    parser.add_argument(
+        "--stores",
+        default="file",
+        help="comma-separated stores: file (the state file, the baseline) and etcd (a real "
+        "three-member cluster on loopback, started by the bench: tests/ha/cluster.py)",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
     plan_worker.WORKER_NICENESS = args.niceness
-    rows = [
-        run_size(int(size), args.ticks, args, worker, changing)
-        for size in args.sizes.split(",")
-        for changing in ((True, False) if args.idle else (True,))
-        for worker in args.workers.split(",")
-    ]
+    stores = args.stores.split(",")
+    args.cluster = None
+    if "etcd" in stores:
+        from tests.ha.cluster import EtcdCluster
+
+        args.cluster = EtcdCluster(Path(tempfile.mkdtemp(prefix="grid-bench-etcd-"))).start()
+    try:
+        rows = [
+            run_size(int(size), args.ticks, args, worker, changing, store)
+            for size in args.sizes.split(",")
+            for changing in ((True, False) if args.idle else (True,))
+            for worker in args.workers.split(",")
+            for store in stores
+        ]
+    finally:
+        if args.cluster is not None:
+            args.cluster.stop()
     if args.json:
         print(json.dumps(rows, indent=2))
         return
     print(f"process worker niceness {args.niceness}, {args.interval} s between ticks")
     print(
-        f"{'hosts':>5} {'models':>6} {'worker':>8} {'inputs':>8} {'first ms':>8} {'p50 ms':>8} "
-        f"{'p95 ms':>8} {'max ms':>8}  solver"
+        f"{'hosts':>5} {'models':>6} {'store':>5} {'worker':>8} {'inputs':>8} {'first ms':>8} "
+        f"{'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}  solver"
     )
     for r in rows:
         solve = r["background_solve_p50_ms"]
         extra = f", background solve p50 {solve} ms" if solve is not None else ""
         print(
-            f"{r['hosts']:>5} {r['models']:>6} {r['worker']:>8} {r['inputs']:>8} "
+            f"{r['hosts']:>5} {r['models']:>6} {r['store']:>5} {r['worker']:>8} {r['inputs']:>8} "
             f"{r['first_ms']:>8} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['max_ms']:>8}  "
             f"{', '.join(r['solver'])} (sources {r['sources']}{extra}, caught up "
             f"{r['caught_up']}, unmet replicas {r['unmet']})"

@@ -19,12 +19,16 @@ fi
 .venv/bin/python -m pip install --quiet -e '.[dev,notebook]'
 # The notebook tests run on the venv's own `python3` kernel (nbclient finds it under .venv).
 .venv/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
-# System tools some tests use (iproute2 for the two-namespace test, curl for the README's
-# examples). Best effort: only as root with apt-get, and a failure here is not fatal (those tests
+# System tools some tests use (iproute2 and nftables for the two-namespace test, curl for the
+# README's examples). Best effort: only as root with apt-get, and a failure here is not fatal (those tests
 # then skip with their reason).
 missing=()
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v nft >/dev/null 2>&1 || missing+=(nftables)
+# etcd (Debian's etcd-server) for the controller-cluster tests (tests/ha): they start a
+# three-member cluster on loopback ports themselves; nothing runs it as a service.
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "install: apt-get install ${missing[*]} (best effort)"
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } \
@@ -45,6 +49,10 @@ if [ "${#browser[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
     [ "$attempt" = 2 ] && echo "install: could not install ${browser[*]}; the browser tests skip"
     sleep 5
   done
+fi
+if command -v etcd >/dev/null 2>&1 && command -v systemctl >/dev/null 2>&1; then
+  # The package enables a system etcd on the default ports; the tests never use it.
+  { systemctl disable --now etcd; } >/dev/null 2>&1 || true
 fi
 scripts/install-engine.sh
 echo "installed: $(.venv/bin/grid --version)"

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from grid.fleet.faces import lazy_face
 
 if TYPE_CHECKING:
+    from grid.api.client_keys import check_open_access
+    from grid.api.ha_setup import join_store
     from grid.api.process import start_server, stop_server
     from grid.api.settings import (
         CONFIG_NAME,
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 
 # module -> the names it gives the face, separated by spaces
 _EXPORTS: dict[str, str] = {
+    "grid.api.client_keys": "check_open_access",
+    "grid.api.ha_setup": "join_store",
     "grid.api.process": "start_server stop_server",
     "grid.api.settings": (
         "CONFIG_NAME DEFAULT_HOST DEFAULT_PORT Settings config_path default_state_dir"
@@ -39,10 +43,12 @@ __all__ = [
     "DEFAULT_PORT",
     "Settings",
     "check_bind",
+    "check_open_access",
     "check_server_files",
     "config_path",
     "default_state_dir",
     "generate_ca_and_server",
+    "join_store",
     "load_or_create_settings",
     "load_settings",
     "start_server",

@@ -170,16 +170,25 @@ class CredentialBook:
             "credential_id": identity.credential_id,
         }
 
+    def _revoked(self, identity: NodeIdentity) -> bool:
+        row = self.rows.get(identity.credential_id)
+        cutoff = self.host_revoked_before.get(identity.host_id)
+        issued = identity.issued_at if identity.issued_at is not None else 0.0
+        return (row is not None and row.revoked_at is not None) or (
+            cutoff is not None and issued < cutoff
+        )
+
+    def revoked(self, identity: NodeIdentity) -> bool:
+        """Whether this credential is revoked now (one credential, or its host's before then)."""
+        with self._lock:
+            return self._revoked(identity)
+
     def check(self, identity: NodeIdentity, now: float) -> None:
         """Refuse a revoked credential; record a valid one never seen before."""
         key = identity.credential_id
         with self._lock:
             row = self.rows.get(key)
-            cutoff = self.host_revoked_before.get(identity.host_id)
-            issued = identity.issued_at if identity.issued_at is not None else 0.0
-            if (row is not None and row.revoked_at is not None) or (
-                cutoff is not None and issued < cutoff
-            ):
+            if self._revoked(identity):
                 raise _revoked_error()
             self.last_seen[key] = now
             if row is None and key:

@@ -174,17 +174,13 @@ def external_routes(
                     lease_at=health.checked_at or 0.0,
                     address=parts.hostname or "",
                     active=active[(f"{name}:{port}", served)],
+                    transport="https" if parts.scheme == "https" else "http",
+                    ca_file=inventory.records[name].ca_file,
+                    external=True,
+                    prefix=parts.path.rstrip("/"),
                 )
             )
     return out
-
-
-def external_dial(ctl: Controller, name: str) -> tuple[str, ssl.SSLContext | bool] | None:
-    """(base URL, TLS verification) of external `name`, or None for a node's route."""
-    record = ctl.state.externals.records.get(name)
-    if record is None or name in ctl.registry.hosts:
-        return None
-    return base_url(record.url), tls_verify(record)
 
 
 def openai_shaped(content: bytes, path: str) -> bool:

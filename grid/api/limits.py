@@ -44,26 +44,23 @@ def _declared_length(scope: Scope) -> int | None:
     return None
 
 
-async def _too_large(send: Send, limit: int) -> None:
-    body = json.dumps(
-        error_body(
-            "request_too_large",
-            f"the request body is larger than {limit} bytes",
-            "send a smaller request (see docs/fault-tolerance.md for the limits)",
-        )
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
+async def send_json(
+    send: Send, status: int, doc: object, headers: list[tuple[bytes, bytes]]
+) -> None:
+    """A whole JSON answer from an ASGI middleware (before any route runs)."""
+    body = json.dumps(doc).encode()
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": start + headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    doc = error_body(
+        "request_too_large",
+        f"the request body is larger than {limit} bytes",
+        "send a smaller request (see docs/fault-tolerance.md for the limits)",
+    )
+    await send_json(send, 413, doc, [(b"connection", b"close")])
 
 
 class BodyLimit:

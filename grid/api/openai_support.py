@@ -198,7 +198,10 @@ def observe_quietly(service: ControllerService, facts: RequestFacts) -> None:
             affinity_digest=facts.affinity_digest,
             engine=(served.host_id, served.engine_id) if served is not None else None,
         )
-        if recorded:
+        # Unserved demand (no route, an engine failure) wakes the controller at once; served
+        # requests are folded in by its next periodic pass, so a busy router does not replan
+        # on every request.
+        if recorded and facts.outcome is not Outcome.OK:
             service.notify()
     except Exception as exc:  # best effort by contract: observation never reaches the client
         log.warning("a request observation was dropped: %s", type(exc).__name__)

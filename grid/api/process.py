@@ -120,10 +120,15 @@ def _log_tail(state_dir: Path, lines: int = 8) -> str:
 
 
 def start_server(
-    state_dir: Path, port: int | None = None, listen: dict[str, Any] | None = None
+    state_dir: Path,
+    port: int | None = None,
+    listen: dict[str, Any] | None = None,
+    *,
+    secrets_from: tuple[str, str] | None = None,
 ) -> tuple[Settings, int, bool]:
-    """Start (or find) the server; returns (settings, pid, started_now). `listen`: the host and
-    TLS settings to record (see `load_or_create_settings`)."""
+    """Start (or find) the server; returns (settings, pid, started_now). `listen`: the host, TLS
+    and store settings to record, `secrets_from`: a controller cluster's shared credentials
+    (see `load_or_create_settings`)."""
     state_dir = state_dir.expanduser().resolve()
     settings = load_settings(state_dir) if (state_dir / CONFIG_NAME).exists() else None
     if settings is not None:
@@ -137,7 +142,9 @@ def start_server(
                     next_command=f"grid down --state-dir {state_dir}",
                 )
             return settings, pid, False
-    settings = load_or_create_settings(state_dir, port=port, listen=listen)
+    settings = load_or_create_settings(
+        state_dir, port=port, listen=listen, secrets_from=secrets_from
+    )
     log = open(state_dir / LOG_NAME, "ab")  # noqa: SIM115 - handed to the child process
     try:
         child = subprocess.Popen(

@@ -2,19 +2,22 @@
 
 It turns the controller registry into router candidates (`grid.router.Route`) under the
 controller lock, asks the pure router for one engine, and folds each outcome back. Nothing here
-is persisted: a restarted server starts with closed circuits and no measurements. The private
-engine key is read from the registry only to build the upstream hop and is never returned in
-anything a client can see.
+is persisted: a restarted server starts with closed circuits and no measurements. A managed
+node that reaches its engines over its relay tunnel (`relay` in its envelope) sends no engine
+key: its routes are `relay` routes, admitted while its tunnel is up (`connected`). A host that
+reports an engine key (a node on the controller's own machine, older nodes) has `http` routes,
+which the router dials only at a loopback address. That private key is read from the registry
+only to build the upstream hop and is never returned in anything a client can see.
 """
 
 from __future__ import annotations
 
-import ssl
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from grid.api.externals import external_dial, external_routes
+from grid.api.externals import external_routes
 from grid.fleet.workloads import PortfolioReport
 from grid.router import (
     AffinityKey,
@@ -83,33 +86,36 @@ class Upstream:
     """One chosen engine for one request; `finish` must be called exactly once."""
 
     route: Route
-    engine_key: str = field(repr=False)
+    engine_key: str | None = field(repr=False)  # None: a relay route (the node adds it)
     by_affinity: bool = False
     finished: bool = False
-    # An external endpoint (grid/api/externals.py): its base URL and TLS verification.
-    base: str | None = None
-    verify: ssl.SSLContext | bool = True
-
-    @property
-    def external(self) -> bool:
-        return self.base is not None
+    external: bool = False  # an endpoint Grid does not run (grid/api/externals.py)
 
     @property
     def base_url(self) -> str:
-        return self.base if self.base is not None else self.route.base_url
+        return self.route.base_url
+
+
+def _never(_host_id: str) -> bool:
+    return False
 
 
 def _routes(
-    ctl: Controller, active: Counter[tuple[str, str]], model_id: str | None = None
+    ctl: Controller,
+    active: Counter[tuple[str, str]],
+    model_id: str | None = None,
+    connected: Callable[[str], bool] = _never,
 ) -> tuple[list[Route], dict[str, str]]:
     """The routes of `model_id` (of every model when None), built under the controller lock."""
     routes: list[Route] = []
     keys: dict[str, str] = {}
     with ctl.lock:
         for host_id, entry in ctl.registry.hosts.items():
-            if not entry.engine_key:
+            relay = entry.allocator is not None and entry.allocator.relay
+            if not relay and not entry.engine_key:
                 continue  # a managed child cannot be reached without the host's engine key
-            keys[host_id] = entry.engine_key
+            if entry.engine_key and not relay:
+                keys[host_id] = entry.engine_key
             residencies = {r.model_id: r for r in entry.host.residencies}
             for wire in entry.routes:
                 if model_id is not None and wire.model_id != model_id:
@@ -130,6 +136,8 @@ def _routes(
                         queued=wire.queued,
                         artifact_sha256=residency.artifact_sha256,
                         address=entry.address,
+                        transport="relay" if relay else "http",
+                        relay_connected=relay and connected(host_id),
                     )
                 )
         routes += external_routes(ctl, active, model_id)
@@ -137,17 +145,31 @@ def _routes(
     return [replace(r, active=active[r.breaker_key]) for r in routes], keys
 
 
+MAX_FAILURES_KEPT = 256
+
+
 class ProxyState:
-    def __init__(self, breaker: BreakerPolicy | None = None) -> None:
+    def __init__(
+        self,
+        breaker: BreakerPolicy | None = None,
+        connected: Callable[[str, float], bool] | None = None,
+    ) -> None:
         self._lock = threading.Lock()
         self._active: Counter[tuple[str, str]] = Counter()
         self.breakers = CircuitBreakers(breaker)
         self.measurements = Measurements()
+        # Whether a host's relay tunnel is up at `now` (grid.api.relay.RelayHub.connected).
+        self._connected = connected or (lambda _h, _n: False)
+        # The last transport failure of each route (engine id, model): code, sentence, when.
+        self.failures: dict[tuple[str, str], tuple[str, str, float]] = {}
+
+    def _live(self, now: float) -> Callable[[str], bool]:
+        return lambda host_id: self._connected(host_id, now)
 
     def ready_models(self, ctl: Controller, now: float) -> list[str]:
         """Model ids with at least one admitted READY route (GET /v1/models)."""
         with self._lock:
-            routes, _keys = _routes(ctl, self._active)
+            routes, _keys = _routes(ctl, self._active, None, self._live(now))
         ttl = ctl.config.node_ttl_s
         return sorted(
             {
@@ -176,26 +198,58 @@ class ProxyState:
         max_tokens: int | None,
     ) -> Upstream | RouteRefusal:
         with self._lock:
-            routes, keys = _routes(ctl, self._active, model_id)
-            decision = choose_route(
-                routes,
-                model_id,
-                now,
-                lease_ttl_s=ctl.config.node_ttl_s,
-                affinity=affinity,
-                breakers=self.breakers,
-                measurements=self.measurements,
-                max_tokens=max_tokens,
-            )
-            if isinstance(decision, RouteRefusal):
-                return decision
-            route = decision.route
-            self._active[route.breaker_key] += 1
-            self.breakers.begin(route.breaker_key, now)
-            dial = external_dial(ctl, route.host_id)
-            if dial is not None:
-                return Upstream(route, "", decision.by_affinity, base=dial[0], verify=dial[1])
-            return Upstream(route, keys[route.host_id], decision.by_affinity)
+            return self._choose_locked(ctl, model_id, now, affinity, max_tokens)
+
+    def try_choose(
+        self,
+        ctl: Controller,
+        model_id: str,
+        now: float,
+        *,
+        affinity: AffinityKey | None,
+        max_tokens: int | None,
+    ) -> Upstream | RouteRefusal | None:
+        """`choose` when neither lock is held by anyone (so the event loop may call it without
+        waiting); None when one is, and the caller takes the worker-thread path instead."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if not ctl.lock.acquire(blocking=False):
+                return None
+            try:
+                return self._choose_locked(ctl, model_id, now, affinity, max_tokens)
+            finally:
+                ctl.lock.release()
+        finally:
+            self._lock.release()
+
+    def _choose_locked(
+        self,
+        ctl: Controller,
+        model_id: str,
+        now: float,
+        affinity: AffinityKey | None,
+        max_tokens: int | None,
+    ) -> Upstream | RouteRefusal:
+        routes, keys = _routes(ctl, self._active, model_id, self._live(now))
+        decision = choose_route(
+            routes,
+            model_id,
+            now,
+            lease_ttl_s=ctl.config.node_ttl_s,
+            affinity=affinity,
+            breakers=self.breakers,
+            measurements=self.measurements,
+            max_tokens=max_tokens,
+        )
+        if isinstance(decision, RouteRefusal):
+            return decision
+        route = decision.route
+        self._active[route.breaker_key] += 1
+        self.breakers.begin(route.breaker_key, now)
+        return Upstream(
+            route, keys.get(route.host_id), decision.by_affinity, external=route.external
+        )
 
     def choose_auto(
         self,
@@ -225,13 +279,19 @@ class ProxyState:
         latency_s: float,
         completion_tokens: int | None,
         cancelled: bool = False,
+        failure: tuple[str, str] | None = None,
     ) -> None:
-        """Fold one outcome: status None is a transport failure; a cancelled stream is neutral."""
+        """Fold one outcome: status None is a transport failure (`failure`: its code and
+        sentence, kept as the route's last failure); a cancelled stream is neutral."""
         with self._lock:
             if upstream.finished:
                 return
             upstream.finished = True
             key = upstream.route.breaker_key
+            if failure is not None:
+                if len(self.failures) >= MAX_FAILURES_KEPT and key not in self.failures:
+                    self.failures.pop(next(iter(self.failures)))
+                self.failures[key] = (failure[0], failure[1], now)
             self._active[key] -= 1
             if self._active[key] <= 0:
                 del self._active[key]
@@ -248,3 +308,12 @@ class ProxyState:
     def abandon(self, upstream: Upstream, now: float) -> None:
         """The request ended without an engine verdict (the client left): free its route only."""
         self.finish(upstream, None, now, latency_s=0.0, completion_tokens=None, cancelled=True)
+
+    def failure_rows(self) -> list[dict[str, object]]:
+        """The last transport failure of each route, for status (no secret in them)."""
+        with self._lock:
+            items = sorted(self.failures.items())
+        return [
+            {"engine_id": engine, "model_id": model, "code": code, "message": text, "at": at}
+            for (engine, model), (code, text, at) in items
+        ]

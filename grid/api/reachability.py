@@ -5,7 +5,9 @@ residencies it commanded or an operator pinned: grid.runtime.controller.trust) p
 connect to (address, port). A route that does not accept the connection makes the host
 `unhealthy` (`address_unreachable`), so the planner gives it no new work and the router never
 dials it, until a later probe succeeds. Nodes that state no address (older nodes, one machine)
-are not probed: their routes are on the controller's loopback.
+are not probed: their routes are on the controller's loopback. Nor are nodes that reach their
+engines over their relay tunnel (`relay` in the envelope): the controller never connects to such
+a node, so the caller submits no address for it.
 
 Probes never run on the request path. `problems(host)` answers from what earlier probes found,
 at once; `submit(host, address, ports)` after the update records the host's current routes and

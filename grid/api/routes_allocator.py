@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Path, Query
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from grid.api.deps import Service, is_operator, require_operator
+from grid.api.routes_keys import keys_document
 from grid.demand import parse_observation
 from grid.fleet.errors import GridError
 from grid.runtime.controller.status import status_document
@@ -36,13 +37,20 @@ class ObservationBatch(BaseModel):
 
 @router.get("/status")
 def get_status(
+    request: Request,
     service: Service,
     operator: Annotated[bool, Depends(is_operator)],
     history: Annotated[int, Query(ge=0, le=512)] = 50,
 ) -> dict[str, Any]:
     """Public; with a valid operator capability it also shows operator-only details (which
     advertised engine ports the controller cannot reach)."""
-    return status_document(service.controller, service.clock(), history=history, detail=operator)
+    now = service.clock()
+    doc = status_document(service.controller, now, history=history, detail=operator)
+    # The router's side (docs/addressing.md "Relay"): live tunnels, each route's last failure.
+    doc["relay"] = request.app.state.relay.describe(now)
+    doc["route_failures"] = request.app.state.proxy.failure_rows()
+    doc["client_keys"] = keys_document(request.app.state.client_keys)
+    return doc
 
 
 @router.put("/models/{model_id}", dependencies=admin)

@@ -4,8 +4,9 @@
 - `GET /allocator/node-credentials[?host_id=H]` lists them (ids, hosts, times, state; never a
   token or key).
 - `POST /allocator/node-credentials/revoke` with `{"credential_id": ID}` or `{"host_id": H}`
-  revokes one credential or every credential of a host: the host's next request is refused, and
-  its routes stop being used at once.
+  revokes one credential or every credential of a host: the host's next request is refused, its
+  routes stop being used at once, and the relay tunnel a revoked credential opened is closed (its
+  reconnect is refused at the handshake).
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ import secrets
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grid.api.auth import DEFAULT_NODE_TTL_S, MAX_NODE_TTL_S, Credentials
 from grid.api.credential_book import CredentialBook
 from grid.api.deps import Service, get_credentials, require_operator
+from grid.api.relay import RelayHub
+from grid.runtime.controller.service import ControllerService
 
 router = APIRouter(
     prefix="/allocator/node-credentials",
@@ -78,8 +82,10 @@ def list_node_credentials(
     return {"credentials": book.listing(service.clock(), host_id)}
 
 
-@router.post("/revoke")
-def revoke_node_credentials(body: RevokeRequest, service: Service, book: Book) -> dict[str, Any]:
+def _revoke(
+    body: RevokeRequest, service: ControllerService, book: CredentialBook
+) -> tuple[list[str], list[str]]:
+    """Revoke durably, then drop the hosts' routes: the ids revoked and the hosts touched."""
     now = service.clock()
     revoked = book.revoke(credential_id=body.credential_id, host_id=body.host_id, now=now)
     hosts = {body.host_id} if body.host_id else set()
@@ -87,4 +93,22 @@ def revoke_node_credentials(body: RevokeRequest, service: Service, book: Book) -
     for host in sorted(hosts):
         if service.controller.forget_routes(host):
             service.notify()
-    return {"revoked": revoked, "hosts": sorted(hosts)}
+    return revoked, sorted(hosts)
+
+
+@router.post("/revoke")
+async def revoke_node_credentials(
+    body: RevokeRequest, request: Request, service: Service, book: Book
+) -> dict[str, Any]:
+    """The book and the controller off the event loop; then, on it, the relay tunnel each
+    revoked credential opened is closed (the node's reconnect is refused at the handshake)."""
+    revoked, hosts = await run_in_threadpool(_revoke, body, service, book)
+    hub: RelayHub = request.app.state.relay
+    closed: list[str] = []
+    for host in hosts:
+        session = hub.session(host, service.clock())
+        credential = session.credential if session is not None else None
+        if session is not None and credential is not None and book.revoked(credential):
+            await session.close(1008, "node credential revoked")
+            closed.append(host)
+    return {"revoked": revoked, "hosts": hosts, "tunnels_closed": closed}

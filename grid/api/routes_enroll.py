@@ -7,7 +7,10 @@
   that host's credential (the same host-scoped credential `token write` mints, with its reply
   key). The token is marked used durably before the credential is returned, so a reused token is
   refused (`enrollment_token_used`) even across a controller restart; an expired one is
-  `enrollment_token_expired`, an unknown one `enrollment_token_invalid`.
+  `enrollment_token_expired`, an unknown one `enrollment_token_invalid`. On a controller cluster
+  (etcd) the reply also lists every controller's URL (`controllers`) and both routes answer on
+  the leader only (a standby redirects): the book is the leader's own file, so tokens issued
+  by one leader are void after a change of leader.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from grid.api.credential_book import CredentialBook
 from grid.api.deps import Service, get_credentials, require_operator
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text, read_json_file
+from grid.runtime.controller.etcd import HAService
 
 router = APIRouter(tags=["enrollment"])
 
@@ -146,4 +150,7 @@ def post_enroll(
     ttl = entry.get("credential_ttl_s", DEFAULT_NODE_TTL_S)
     ttl = float(ttl) if isinstance(ttl, int | float) else DEFAULT_NODE_TTL_S
     host_id = str(entry["host_id"])
-    return issued.issue(credentials, host_id, now=now, ttl_s=ttl, source="enrollment")
+    answer = issued.issue(credentials, host_id, now=now, ttl_s=ttl, source="enrollment")
+    # A controller cluster on etcd: every controller's URL, so the node follows its leader.
+    answer["controllers"] = service.controller_urls() if isinstance(service, HAService) else []
+    return answer

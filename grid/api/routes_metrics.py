@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
 from grid.api.deps import Service
@@ -25,8 +25,9 @@ def _escape(value: str) -> str:
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
-def metrics(service: Service) -> PlainTextResponse:
+def metrics(request: Request, service: Service) -> PlainTextResponse:
     ctl = service.controller
+    clients = request.app.state.client_keys.counts()  # per client key name (client_keys.py)
     now = service.clock()
     with ctl.lock:
         c = ctl.counters
@@ -91,5 +92,11 @@ def metrics(service: Service) -> PlainTextResponse:
             _line("grid_allocator_lease_ttl_seconds", round(ctl.lease_ttl(now), 3)),
             "# TYPE grid_allocator_warnings gauge",
             _line("grid_allocator_warnings", len(ctl.warnings)),
+            "# HELP grid_client_requests_total /v1 requests by client key name.",
+            "# TYPE grid_client_requests_total counter",
+            *(
+                _line("grid_client_requests_total", n, {"key": name})
+                for name, n in sorted(clients.items())
+            ),
         ]
     return PlainTextResponse("\n".join(lines) + "\n", media_type=CONTENT_TYPE)

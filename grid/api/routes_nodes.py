@@ -52,7 +52,10 @@ def put_node(
         with ctl.lock:
             entry = ctl.registry.hosts.get(reply.host_id)
             ports = [r.port for r in entry.routes] if entry is not None else []
-        reach.submit(reply.host_id, update.allocator.advertise_address, ports)
+        # A relay node is never dialled (its engines are reached over its tunnel): no address.
+        envelope = update.allocator
+        address = None if envelope.relay else envelope.advertise_address
+        reach.submit(reply.host_id, address, ports)
         ctl.set_unreachable(reply.host_id, reach.problems(reply.host_id))  # cached verdicts
     commands: list[dict[str, Any]] = []
     held: list[str] = []

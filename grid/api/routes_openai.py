@@ -17,13 +17,14 @@ tracker, best effort, after the response is sent.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
-import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
@@ -31,7 +32,7 @@ from starlette.concurrency import run_in_threadpool
 
 from grid.api.deps import Service
 from grid.api.errors import status_for
-from grid.api.externals import is_tls_failure, openai_shaped
+from grid.api.externals import openai_shaped
 from grid.api.openai_errors import engine_error
 from grid.api.openai_kinds import external_failure, kind_refusal
 from grid.api.openai_support import (
@@ -46,6 +47,8 @@ from grid.api.openai_support import (
     read_facts,
 )
 from grid.api.proxy_state import Preparing, ProxyState, Upstream
+from grid.api.relay import UpstreamError
+from grid.api.relay_dial import Dialer, EngineReply
 from grid.api.settling import RouteWindow
 from grid.demand import EndpointFamily, Outcome
 from grid.fleet.errors import GridError
@@ -56,7 +59,8 @@ log = logging.getLogger("grid.proxy")
 router = APIRouter(prefix="/v1", tags=["openai"])
 
 AFFINITY_HEADER = "X-Grid-Affinity-Key"
-UPSTREAM_TIMEOUT = httpx.Timeout(connect=5.0, read=600.0, write=60.0, pool=5.0)
+T = TypeVar("T")
+CLIENT_CLOSED = 499  # nginx's "client closed request": nobody reads it, the log shows it
 ENGINE_FAILURES = frozenset({BreakerOutcome.FAILURE, BreakerOutcome.RATE_LIMITED})
 
 
@@ -200,11 +204,17 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
     else:
 
         async def choose() -> Upstream | RouteRefusal:
+            now = service.clock()
+            quick = proxy.try_choose(
+                ctl, facts.model_id, now, affinity=affinity, max_tokens=facts.max_tokens
+            )
+            if quick is not None:  # no lock was held: chosen here, without a thread hop
+                return quick
             return await run_in_threadpool(
                 proxy.choose,
                 ctl,
                 facts.model_id,
-                service.clock(),
+                now,
                 affinity=affinity,
                 max_tokens=facts.max_tokens,
             )
@@ -229,33 +239,36 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
     facts = facts.served_by(
         Served(route.model_id, route.artifact_sha256, route.host_id, route.engine_id, route.queued)
     )
-    client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, trust_env=False, verify=chosen.verify)
+    dialer: Dialer = request.app.state.dialer
     try:
-        upstream_request = _build_upstream(chosen, path, body, request)
-        reply = await client.send(upstream_request, stream=True)
-    except httpx.HTTPError as exc:
-        await client.aclose()
-        if chosen.external and is_tls_failure(exc):  # never retried over plain http
-            return external_failure(proxy, chosen, service, facts, started, "engine_tls_failed")
-        timed_out = isinstance(exc, httpx.TimeoutException)
-        return _transport_failure(proxy, chosen, service, facts, started, timed_out)
-    except BaseException:  # a client that left, or any surprise: free the route, count nothing
-        await client.aclose()
+        reply = await _until_disconnect(
+            request,
+            dialer.send(route, chosen.engine_key, path, body, _accept(request), service.clock()),
+        )
+    except UpstreamError as exc:
+        if chosen.external and exc.code == "engine_tls_failed":  # never retried over http
+            return external_failure(proxy, chosen, service, facts, started, exc.code)
+        return _transport_failure(proxy, chosen, service, facts, started, exc)
+    except ClientLeft:  # the engine request was cancelled with it: free the route, count nothing
+        proxy.abandon(chosen, service.clock())
+        return Response(status_code=CLIENT_CLOSED)
+    except BaseException:  # any surprise: free the route, count nothing
         proxy.abandon(chosen, service.clock())
         raise
     if facts.stream and 200 <= reply.status_code < 300:
-        return _stream(proxy, chosen, service, facts, started, client, reply)
+        return _stream(proxy, chosen, service, facts, started, reply)
     try:
-        content = await _read_bounded(reply)
-    except httpx.HTTPError as exc:
-        timed_out = isinstance(exc, httpx.TimeoutException)
-        return _transport_failure(proxy, chosen, service, facts, started, timed_out)
+        content = await _until_disconnect(request, _read_bounded(reply))
+    except UpstreamError as exc:
+        return _transport_failure(proxy, chosen, service, facts, started, exc)
+    except ClientLeft:
+        proxy.abandon(chosen, service.clock())
+        return Response(status_code=CLIENT_CLOSED)
     except BaseException:
         proxy.abandon(chosen, service.clock())
         raise
     finally:
         await reply.aclose()
-        await client.aclose()
     if chosen.external and 200 <= reply.status_code < 300 and not openai_shaped(content, path):
         return external_failure(proxy, chosen, service, facts, started, "external_not_openai")
     elapsed = time.perf_counter() - started
@@ -277,6 +290,43 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
         headers=_served_headers(chosen, facts),
     )
     return _with_observation(response, service, facts.finished(outcome, elapsed, usage))
+
+
+class ClientLeft(Exception):
+    """The client disconnected while the engine was still working on its request."""
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _until_disconnect(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result, unless the client disconnects first: then `work` is cancelled (over
+    the relay that sends CANCEL, so the engine stops too) and ClientLeft is raised."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # this request itself is being cancelled: so is its work
+        watcher.cancel()
+        task.cancel()
+        raise
+    watcher.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task  # let the cancellation run (over the relay it sends the CANCEL)
+        raise ClientLeft()
+    return task.result()
+
+
+def _accept(request: Request) -> str:
+    # Only what the engine needs crosses: never the client's Authorization or affinity headers.
+    # An Accept value that cannot be encoded (non-ASCII) would fail the hop after the route was
+    # claimed: such a value falls back to JSON.
+    accept = request.headers.get("accept", "application/json")[:256]
+    return accept if accept.isascii() and accept.isprintable() else "application/json"
 
 
 def _served_headers(chosen: Upstream, facts: RequestFacts) -> dict[str, str]:
@@ -303,27 +353,15 @@ async def _read_request(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-def _build_upstream(chosen: Upstream, path: str, body: bytes, request: Request) -> httpx.Request:
-    # Only what the engine needs crosses: never the client's Authorization or affinity headers.
-    # An Accept value httpx cannot encode (non-ASCII) would fail the hop after the route was
-    # claimed: such a value falls back to JSON.
-    accept = request.headers.get("accept", "application/json")[:256]
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": accept if accept.isascii() and accept.isprintable() else "application/json",
-    }
-    if chosen.engine_key:  # an external endpoint gets no Grid key
-        headers["Authorization"] = f"Bearer {chosen.engine_key}"
-    return httpx.Request("POST", chosen.base_url + path, content=body, headers=headers)
-
-
-async def _read_bounded(reply: httpx.Response) -> bytes:
+async def _read_bounded(reply: EngineReply) -> bytes:
     chunks: list[bytes] = []
     size = 0
     async for chunk in reply.aiter_raw():
         size += len(chunk)
         if size > MAX_RESPONSE_BYTES:
-            raise httpx.ReadError("the engine's answer is larger than the proxy accepts")
+            raise UpstreamError(
+                "response_too_large", "the engine's answer is larger than the proxy accepts"
+            )
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -334,19 +372,37 @@ def _transport_failure(
     service: Service,
     facts: RequestFacts,
     started: float,
-    timed_out: bool,
+    failure: UpstreamError,
 ) -> Response:
     elapsed = time.perf_counter() - started
-    proxy.finish(chosen, None, service.clock(), latency_s=elapsed, completion_tokens=None)
-    log.warning("engine %s did not answer for %s", chosen.route.engine_id, facts.model_id)
+    proxy.finish(
+        chosen,
+        None,
+        service.clock(),
+        latency_s=elapsed,
+        completion_tokens=None,
+        failure=(failure.code, failure.message),
+    )
+    log.warning("engine %s failed for %s: %s", chosen.route.engine_id, facts.model_id, failure.code)
+    timed_out = failure.timed_out
     response = openai_error(
         504 if timed_out else 502,
-        "upstream_timeout" if timed_out else "upstream_unreachable",
-        f"the engine chosen for model {facts.model_id!r} did not answer; it was not retried",
-        fix="send the request again: later requests avoid a failing engine",
+        failure.code,
+        f"the engine chosen for model {facts.model_id!r} did not answer ({failure.message}); "
+        "it was not retried",
+        fix=_FAILURE_FIXES.get(failure.code, _RETRY_FIX),
     )
     outcome = Outcome.TIMEOUT if timed_out else Outcome.ERROR
     return _with_observation(response, service, facts.finished(outcome, elapsed, None))
+
+
+_RETRY_FIX = "send the request again: later requests avoid a failing engine"
+_FAILURE_FIXES = {
+    "engine_tls_failed": "give the endpoint a certificate its CA file verifies (or the right "
+    "--ca-file); Grid never falls back to plain HTTP",
+    "relay_disconnected": "send the request again: the node reconnects its tunnel by itself; "
+    "`grid allocator status` shows the live tunnels",
+}
 
 
 def _stream(
@@ -355,8 +411,7 @@ def _stream(
     service: Service,
     facts: RequestFacts,
     started: float,
-    client: httpx.AsyncClient,
-    reply: httpx.Response,
+    reply: EngineReply,
 ) -> StreamingResponse:
     reader = SseUsageReader()
     result: dict[str, Any] = {}
@@ -369,11 +424,10 @@ def _stream(
                 reader.feed(chunk)
                 yield chunk
             cancelled = False
-        except httpx.HTTPError:
+        except UpstreamError:
             status, cancelled = None, False
         finally:
-            await reply.aclose()
-            await client.aclose()
+            await reply.aclose()  # before the end (the client left): the engine stops too
             elapsed = time.perf_counter() - started
             usage = reader.usage
             completion = usage.completion_tokens if usage is not None else None
@@ -391,7 +445,6 @@ def _stream(
     async def after_stream() -> None:
         if not chosen.finished:  # the stream never ran (the client left before it started)
             await reply.aclose()
-            await client.aclose()
             proxy.abandon(chosen, service.clock())
         done = result.get("facts")
         if done is not None:

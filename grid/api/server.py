@@ -21,6 +21,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from grid.api.app import create_app
+from grid.api.client_keys import KEYS_NAME, ClientKeys, check_open_access
+from grid.api.ha_setup import build_service
 from grid.api.settings import STATE_NAME, Settings, load_settings
 from grid.api.tls import check_bind, check_server_files
 from grid.demand.config import DemandConfig
@@ -32,8 +34,11 @@ from grid.runtime.controller.lease import LeaseFile
 from grid.runtime.controller.service import ControllerService
 from grid.runtime.controller.store import StateStore
 from grid.runtime.controller.trust import Attestor
+from grid.wire import MAX_FRAME_BYTES
 
 log = logging.getLogger("grid.server")
+RELAY_PING_INTERVAL_S = 5.0
+RELAY_PING_TIMEOUT_S = 10.0
 
 
 def controller_config(overrides: dict[str, Any]) -> ControllerConfig:
@@ -65,21 +70,37 @@ def controller_config(overrides: dict[str, Any]) -> ControllerConfig:
 
 def build(state_dir: Path, settings: Settings) -> tuple[FastAPI, ControllerService]:
     config = controller_config(settings.controller)
-    state_path = state_dir / STATE_NAME
-    lease = LeaseFile(
-        state_path.with_name(STATE_NAME + ".lease"),
-        controller_id=secrets.token_hex(8),
-        ttl_s=config.lease_ttl_s,
-    )
     # The key of the controller's attestations (term proofs, route grants) derives from the
-    # node-signing key: it survives a lost state.json, and every controller of the config shares it.
+    # node-signing key: it survives a lost state.json, and every controller of the config (and
+    # of a controller cluster, which shares that key) has it.
     attestor = Attestor.derived(settings.credentials.node_signing_key)
-    controller = Controller(
-        StateStore(state_path), now=time.time(), config=config, lease=lease, attestor=attestor
-    )
-    service = ControllerService(controller)
+    service: ControllerService
+    if settings.store:  # several controllers on etcd (docs/high-availability.md)
+        service = build_service(state_dir, settings, config, attestor=attestor)
+    else:
+        state_path = state_dir / STATE_NAME
+        lease = LeaseFile(
+            state_path.with_name(STATE_NAME + ".lease"),
+            controller_id=secrets.token_hex(8),
+            ttl_s=config.lease_ttl_s,
+        )
+        controller = Controller(
+            StateStore(state_path), now=time.time(), config=config, lease=lease, attestor=attestor
+        )
+        service = ControllerService(controller)
     breaker = BreakerPolicy.from_overrides(settings.breaker)
-    app = create_app(service, settings.credentials, instance=settings.instance, breaker=breaker)
+    keys = ClientKeys(
+        state_dir / KEYS_NAME,
+        open_access=settings.open_access,
+        operator_token=settings.operator_token,
+    )
+    app = create_app(
+        service,
+        settings.credentials,
+        instance=settings.instance,
+        breaker=breaker,
+        client_keys=keys,
+    )
     return app, service
 
 
@@ -92,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings(args.state_dir)
         check_bind(settings.host, tls=bool(settings.tls_cert), insecure_http=settings.insecure_http)
+        check_open_access(settings.host, settings.open_access)
         tls: dict[str, Any] = {}
         if settings.tls_cert:
             check_server_files(Path(settings.tls_cert), Path(settings.tls_key))
@@ -110,10 +132,22 @@ def main(argv: list[str] | None = None) -> int:
         settings.host,
         port,
         "TLS" if tls else "plain HTTP",
-        args.state_dir / STATE_NAME,
+        settings.store or args.state_dir / STATE_NAME,
     )
     try:
-        uvicorn.run(app, host=settings.host, port=port, log_level="info", access_log=True, **tls)
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=port,
+            log_level="info",
+            access_log=True,
+            # The relay's tunnels (grid/api/relay.py): a silent drop is noticed within seconds.
+            ws_ping_interval=RELAY_PING_INTERVAL_S,
+            ws_ping_timeout=RELAY_PING_TIMEOUT_S,
+            ws_max_size=MAX_FRAME_BYTES,
+            ws_per_message_deflate=False,
+            **tls,
+        )
     finally:
         service.stop()
     return 0

@@ -25,6 +25,9 @@ DEFAULT_HOST = "127.0.0.1"
 STATE_DIR_ENV = "GRID_STATE_DIR"
 
 
+HA_FIELDS = ("store", "etcd_ca_file", "etcd_cert_file", "etcd_key_file", "advertise_url")
+
+
 def default_state_dir() -> Path:
     configured = os.environ.get(STATE_DIR_ENV)
     if configured:
@@ -48,6 +51,17 @@ class Settings:
     tls_key: str = ""
     ca_file: str = ""
     insecure_http: bool = False
+    # /v1 without a client key (grid/api/client_keys.py): an explicit choice, loopback only.
+    open_access: bool = False
+    # High availability (docs/high-availability.md): `store` "" keeps the state file beside
+    # this config; "etcd://HOST:PORT,..." keeps state and lease in etcd, reached with the
+    # optional CA and client certificate. `advertise_url`: how nodes and the other controllers
+    # reach this one ("" = `url`).
+    store: str = ""
+    etcd_ca_file: str = ""
+    etcd_cert_file: str = ""
+    etcd_key_file: str = ""
+    advertise_url: str = ""
 
     @property
     def credentials(self) -> Credentials:
@@ -124,6 +138,14 @@ def load_settings(state_dir: Path) -> Settings:
             fix="pass both --tls-cert and --tls-key to `grid up`, or neither",
             next_command=f"grid up --state-dir {state_dir} --tls-cert CERT --tls-key KEY",
         )
+    ha = {name: data.get(name, "") for name in HA_FIELDS}
+    if not all(isinstance(v, str) for v in ha.values()):
+        raise GridError(
+            "invalid_controller_config",
+            f"{path} names a store or etcd file that is not text",
+            fix="give --store and the --etcd-* files to `grid up` again",
+            next_command=f"grid up --state-dir {state_dir} --store etcd://HOST:PORT",
+        )
     return Settings(
         token,
         key,
@@ -133,7 +155,9 @@ def load_settings(state_dir: Path) -> Settings:
         controller if isinstance(controller, dict) else {},
         breaker,
         insecure_http=data.get("insecure_http") is True,
+        open_access=data.get("open_access") is True,
         **tls,
+        **ha,
     )
 
 
@@ -144,10 +168,16 @@ def write_settings(state_dir: Path, settings: Settings) -> None:
 
 
 def load_or_create_settings(
-    state_dir: Path, *, port: int | None = None, listen: dict[str, Any] | None = None
+    state_dir: Path,
+    *,
+    port: int | None = None,
+    listen: dict[str, Any] | None = None,
+    secrets_from: tuple[str, str] | None = None,
 ) -> Settings:
     """The existing config (a new port or `listen` fields are recorded), or a fresh one with new
-    secrets. `listen` holds the given ones of host, tls_cert, tls_key, ca_file, insecure_http."""
+    secrets (or `secrets_from`: the operator token and node-signing key a controller cluster
+    shares). `listen` holds the given ones of host, tls_cert, tls_key, ca_file, insecure_http,
+    open_access and the store fields (HA_FIELDS)."""
     changes: dict[str, Any] = dict(listen or {})
     if port is not None:
         changes["port"] = port
@@ -158,9 +188,10 @@ def load_or_create_settings(
             # Only where it listens moves: secrets, instance and controller tuning are kept.
             write_settings(state_dir, moved)
         return moved
+    token, key = secrets_from or (new_secret(), new_secret())
     settings = Settings(
-        operator_token=new_secret(),
-        node_signing_key=new_secret(),
+        operator_token=token,
+        node_signing_key=key,
         port=port or DEFAULT_PORT,
         instance=secrets.token_hex(8),
         **{k: v for k, v in changes.items() if k != "port"},

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -164,8 +164,8 @@ def join(
     from grid.cli import node_cmd
 
     token = _read_enrollment_token(enrollment_token.expanduser())
-    with AllocatorClient(url, ca_file=ca_file) as api:
-        minted = api.enroll(token)
+    minted = _enroll(url, token, ca_file)
+    controllers = [str(c) for c in minted.get("controllers") or [] if isinstance(c, str)]
     folder = node_cmd._folder(node_dir)
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
@@ -189,7 +189,22 @@ def join(
         state_dir=None,
         advertise_address=advertise_address,
         ca_file=ca_file,
+        controller=[url, *controllers] if controllers else None,
     )
+
+
+def _enroll(url: str, token: str, ca_file: Path | None) -> dict[str, Any]:
+    """Redeem the token; a standby of a controller cluster names its leader: redeem it there."""
+    try:
+        with AllocatorClient(url, ca_file=ca_file) as api:
+            return api.enroll(token)
+    except GridError as err:
+        location = err.details.get("location")
+        if err.code != "not_leader" or not isinstance(location, str):
+            raise
+    leader = location.split("/enroll", 1)[0]
+    with AllocatorClient(leader, ca_file=ca_file) as api:
+        return api.enroll(token)
 
 
 def _read_enrollment_token(path: Path) -> str:

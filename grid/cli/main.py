@@ -63,6 +63,9 @@ _ALLOCATOR_GROUP = lazy_group(
         "enroll": LazyCommand(
             "grid.cli.enroll_cmd", "enroll", "Print a one-time enrollment token for a new host."
         ),
+        "key": LazyCommand(
+            "grid.cli.key_cmd", "key_app", "Client keys for /v1: create (shown once), list, revoke."
+        ),
         "join": LazyCommand(
             "grid.cli.enroll_cmd",
             "join",

@@ -297,6 +297,14 @@ def start(
             help="MODEL:KEY=VALUE over the profile's engine settings (MODEL may be *; repeat).",
         ),
     ] = None,
+    controller: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--controller",
+            help="A controller URL of a controller cluster on etcd (repeat for each); "
+            "heartbeats follow its leader. The first one stands for --grid.",
+        ),
+    ] = None,
 ) -> None:
     """Start this machine's node agent in the background (does nothing if it already runs).
 
@@ -304,6 +312,8 @@ def start(
     host-scoped credential. On another machine pass --grid and --token-file (a file written by
     `grid allocator token write FILE --host-id ID` on the controller), or set
     GRID_ALLOCATOR_NODE_TOKEN."""
+    if controller:
+        grid = grid or controller[0]
     folder = _folder(node_dir)
     running = running_agent(folder)
     if running is not None:
@@ -336,6 +346,8 @@ def start(
             recorded = load_settings(_state(state_dir)).ca_file
             ca_file = Path(recorded) if recorded else None
     updates: dict[str, Any] = {"grid_url": url, "host_id": chosen_host}
+    if controller:
+        updates["controllers"] = [c for c in dict.fromkeys(controller) if c != url]
     if token_file is not None and env_token is None:
         updates["token_file"] = str(token_file.expanduser().absolute())
     elif env_token is not None:
@@ -445,6 +457,11 @@ def status(node_dir: NodeDirOpt = None, as_json: JsonOpt = False) -> None:
     )
     if agent.last_error:
         typer.echo(f"Last error: {agent.last_error}")
+    if agent.relay is not None:  # the tunnel the router reaches this host's engines over
+        relay = agent.relay
+        state = "connected" if relay.get("connected") else "not connected"
+        why = f" ({relay['last_error']})" if relay.get("last_error") else ""
+        typer.echo(f"Relay tunnel: {state}{why}, {relay.get('requests', 0)} requests served")
     if doc["override"]:
         o = doc["override"]
         until = f" until {local_time(o['expires_at'], time.time())}" if o.get("expires_at") else ""

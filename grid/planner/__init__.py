@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from grid.planner.deadline import Deadline, output_reserve_s
     from grid.planner.eligibility import REASON_TEXT, explain_reasons, host_refusals, pair_refusals
     from grid.planner.plan import make_plan
+    from grid.planner.preemption_rules import eviction_authority, victim_fence
     from grid.planner.problem import PlacementProblem, allocatable_mb, build_problem
     from grid.planner.targets import Target, compute_targets
     from grid.planner.vacate import vacate_improve
@@ -22,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "grid.planner.deadline": "Deadline output_reserve_s",
     "grid.planner.eligibility": "REASON_TEXT explain_reasons host_refusals pair_refusals",
     "grid.planner.plan": "make_plan",
+    "grid.planner.preemption_rules": "eviction_authority victim_fence",
     "grid.planner.problem": "PlacementProblem allocatable_mb build_problem",
     "grid.planner.targets": "Target compute_targets",
     "grid.planner.vacate": "vacate_improve",
@@ -36,12 +38,14 @@ __all__ = [
     "allocatable_mb",
     "build_problem",
     "compute_targets",
+    "eviction_authority",
     "explain_reasons",
     "host_refusals",
     "make_plan",
     "output_reserve_s",
     "pair_refusals",
     "vacate_improve",
+    "victim_fence",
     "violations",
 ]
 

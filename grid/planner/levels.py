@@ -196,6 +196,26 @@ def _performance_boost(problem: PlacementProblem, model_id: str) -> float:
     return max(1.0, min(problem.snapshot.policy.max_performance_boost, ratio))
 
 
+LOAD_POINTS_PER_TASK = 20  # per active task or queued request on the host
+LOAD_POINTS_CAP = 100
+LATENCY_MS_PER_POINT = 50  # measured latency of the model on the host
+LATENCY_POINTS_CAP = 100
+HOST_PRIORITY_POINTS = 10  # per step of the host's priority (0-10)
+
+
+def host_terms(snap: FleetSnapshot, host: Host, model_id: str) -> int:
+    """The quality terms a host adds for one model beyond locality, startup, speed, fit,
+    scarcity and throttling: its priority raises the score; its load, the model's measured
+    latency there and the model's failed starts there (bounded) lower it."""
+    load = min(LOAD_POINTS_CAP, LOAD_POINTS_PER_TASK * (host.active_tasks + host.queue_depth))
+    latency = host.measured_latency_ms.get(model_id, 0.0)
+    slow = min(LATENCY_POINTS_CAP, math.ceil(latency / LATENCY_MS_PER_POINT))
+    policy = snap.policy
+    failures = host.start_failures.get(model_id, 0)
+    penalty = min(policy.start_failure_penalty_cap, policy.start_failure_penalty * failures)
+    return HOST_PRIORITY_POINTS * host.priority - load - slow - penalty
+
+
 def _scarce_peers(problem: PlacementProblem) -> dict[str, int]:
     """Per host: how many constrained models (≤ 2 candidate hosts) depend on it."""
     counts: dict[str, int] = {}
@@ -250,7 +270,7 @@ def _quality_scores(problem: PlacementProblem) -> dict[tuple[str, str], int]:
             score -= 30 * scarce.get(cand.host_id, 0)
         if host.state is HostState.THROTTLED:
             score -= 50
-        return score
+        return score + host_terms(snap, host, cand.model_id)
 
     # Hosts of one shape give a model the same score unless the host has its own measured
     # throughput or learned startup for it: those figures are all the score reads of a host
@@ -341,9 +361,15 @@ def model_scores(
 
 
 def _own_figures(snap: FleetSnapshot, host: Host, model_id: str) -> bool:
-    """The host has its own measured throughput or learned startup for the model."""
+    """The host has its own measured throughput, latency, failed starts or learned startup
+    for the model."""
     learned = snap.learned_startup.get(model_id)
-    return model_id in host.measured_tokens_per_s or bool(learned and host.host_id in learned)
+    return (
+        model_id in host.measured_tokens_per_s
+        or model_id in host.measured_latency_ms
+        or model_id in host.start_failures
+        or bool(learned and host.host_id in learned)
+    )
 
 
 def _quality_shape(problem: PlacementProblem, host: Host) -> tuple[object, ...]:
@@ -353,6 +379,8 @@ def _quality_shape(problem: PlacementProblem, host: Host) -> tuple[object, ...]:
         problem.host_by_id[host.host_id].allocatable_mb,
         _scarce(problem).get(host.host_id, 0),
         host.state is HostState.THROTTLED,
+        host.priority,
+        host.active_tasks + host.queue_depth,
     )
 
 
@@ -366,7 +394,10 @@ def quality_classes(problem: PlacementProblem) -> dict[str, tuple[object, ...] |
         learned_hosts = {h for per_host in snap.learned_startup.values() for h in per_host}
         cached = problem.memo["quality_classes"] = {
             host.host_id: None
-            if host.measured_tokens_per_s or host.host_id in learned_hosts
+            if host.measured_tokens_per_s
+            or host.measured_latency_ms
+            or host.start_failures
+            or host.host_id in learned_hosts
             else _quality_shape(problem, host)
             for host in snap.hosts
         }

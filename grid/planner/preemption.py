@@ -14,14 +14,19 @@ Before evicting, `stage_changes` tries a repack (repack.py): when a serving incu
 fits another host right now, it moves there instead of losing service. The beneficiary stays
 unplaced: the reconciler drains the victims (a relocated one only once its new replica is READY),
 and a later snapshot proves the memory free. Victims that the plan kept leave the plan. At most
-`policy.max_evictions_per_plan` evictions are staged, and no victim is named twice.
+`policy.max_evictions_per_plan` evictions are staged, and no victim is named twice. Who may be a
+victim is `preemption_rules.victim_fence`, the rule the reconciler's gates use too. A new load
+of a lower class that the plan put on the host (nothing of it runs yet) also yields its room
+when the beneficiary needs it beside the evictions (it leaves the plan; nothing drains), so the
+freed host is not refilled by a lower class first; when such drops alone would make room, no
+eviction is staged (the engine's business).
 """
 
 from __future__ import annotations
 
 from itertools import combinations
 
-from grid.fleet.models import Evidence, ModelProfile, Preemption
+from grid.fleet.models import ModelProfile, Preemption
 from grid.planner.eligibility import pair_refusals
 from grid.planner.heuristic_order import (
     STAGE_BASELINE,
@@ -38,6 +43,7 @@ from grid.planner.preemption_host import (
     fits_after,
     victims_on,
 )
+from grid.planner.preemption_rules import eviction_authority
 from grid.planner.problem import PlacementProblem
 from grid.planner.repack import compatible_hosts, find_repack
 
@@ -90,10 +96,7 @@ class _Stager:
         self._sole_host: dict[str, bool] = {}
 
     def _authorized(self, model: ModelProfile) -> int:
-        target = self.problem.targets[model.model_id]
-        if target.evidence is Evidence.DIRECT:
-            return target.desired
-        return min(target.desired, max(target.baseline, target.pins))
+        return eviction_authority(self.problem.targets[model.model_id])
 
     # -- main loop -------------------------------------------------------------------------
     def run(self) -> tuple[list[Preemption], set[Key], set[Key]]:
@@ -153,21 +156,26 @@ class _Stager:
         present = self.present[model.model_id]
         domains = {self.problem.host_by_id[h].domain for h in present}
         need_domain = len(domains) < model.min_failure_domains
-        best: tuple[tuple[int, SetKey, str], HostView, Staged, list[Victim]] | None = None
+        best: tuple[tuple[int, SetKey, str], HostView, Staged, list[Victim], frozenset[str]] | None
+        best = None
         for host_id in host_ids:
             found = self._best_on_host(model, self.views[host_id])
             if found is None:
                 continue
-            incoming, victims, set_key = found
+            incoming, victims, set_key, dropped = found
             # Required diversity is reserved before the disruption comparison.
             same_domain = need_domain and self.problem.host_by_id[host_id].domain in domains
             key = (int(same_domain), set_key, host_id)
             if best is None or key < best[0]:
-                best = (key, self.views[host_id], incoming, victims)
+                best = (key, self.views[host_id], incoming, victims, dropped)
         if best is None:
             return False
-        _key, view, incoming, victims = best
+        _key, view, incoming, victims, dropped = best
         kind = "pinned replica" if pin_target else _authority(self.problem, model, len(present))
+        for model_id in sorted(dropped):  # a planned load yields its room: nothing to drain
+            view.plan.pop(model_id, None)
+            self.removed.add((model_id, view.host.host_id))
+            self.present[model_id].discard(view.host.host_id)
         self._commit(model, view, incoming, victims, kind)
         return True
 
@@ -215,7 +223,7 @@ class _Stager:
 
     def _best_on_host(
         self, model: ModelProfile, view: HostView
-    ) -> tuple[Staged, list[Victim], SetKey] | None:
+    ) -> tuple[Staged, list[Victim], SetKey, frozenset[str]] | None:
         host = view.host
         if view.occupied_by(model.model_id) or not view.budget.admitting:
             return None
@@ -225,11 +233,12 @@ class _Stager:
         incoming = beneficiary_demand(host, model)
         if incoming is None or pair_refusals(model, host, cached=incoming.cached):
             return None
-        everyone = frozenset(v.model_id for v in pool)
+        planned = displaceable_loads(self.problem, view, model)
+        everyone = frozenset(v.model_id for v in pool) | planned
         if not fits_after(self.problem, view, incoming, everyone):
             return None  # even evicting every eligible victim is not enough
-        if fits_after(self.problem, view, incoming, frozenset()):
-            return None  # it fits already: an engine's business, not an eviction's
+        if fits_after(self.problem, view, incoming, planned):
+            return None  # it fits without evicting anyone: an engine's business
         options = [
             (_set_key(combo), combo)
             for size in range(1, min(len(pool), self.budget) + 1)
@@ -237,8 +246,10 @@ class _Stager:
         ]
         options.sort(key=lambda o: o[0])
         for set_key, combo in options:
-            if fits_after(self.problem, view, incoming, frozenset(v.model_id for v in combo)):
-                return incoming, list(combo), set_key
+            evicted = frozenset(v.model_id for v in combo)
+            if fits_after(self.problem, view, incoming, evicted | planned):
+                dropped = _fewest_drops(self.problem, view, incoming, evicted, planned)
+                return incoming, list(combo), set_key, dropped
         return None
 
     def _commit(
@@ -271,6 +282,40 @@ class _Stager:
         view.staged.append(incoming)
         self.present[model.model_id].add(host_id)
         self.budget -= len(victims)
+
+
+def displaceable_loads(
+    problem: PlacementProblem, view: HostView, beneficiary: ModelProfile
+) -> frozenset[str]:
+    """The plan's new replicas on the host (nothing live yet) of strictly lower classes that are
+    not pinned there: higher classes fill first, so a staged beneficiary takes their room too
+    (only dropped from the plan: nothing runs, nothing drains)."""
+    host_id = view.host.host_id
+    out = set()
+    for model_id, cand in view.plan.items():
+        profile = problem.model_by_id.get(model_id)
+        if not cand.is_new or model_id in view.live or profile is None:
+            continue
+        if profile.priority < beneficiary.priority and host_id not in profile.pinned_hosts:
+            out.add(model_id)
+    return frozenset(out)
+
+
+def _fewest_drops(
+    problem: PlacementProblem,
+    view: HostView,
+    incoming: Staged,
+    evicted: frozenset[str],
+    planned: frozenset[str],
+) -> frozenset[str]:
+    """Keep as many planned loads as still fit beside the beneficiary, most important first."""
+    dropped = set(planned)
+    order = sorted(planned, key=lambda m: (-problem.model_by_id[m].priority, m))
+    for model_id in order:
+        trial = frozenset(dropped - {model_id})
+        if fits_after(problem, view, incoming, evicted | trial):
+            dropped.discard(model_id)
+    return frozenset(dropped)
 
 
 def _authority(problem: PlacementProblem, model: ModelProfile, present: int) -> str:

@@ -10,8 +10,10 @@ live. `HostView.fits_after` therefore checks, from the snapshot rather than the 
                        and every occupant's ceiling; no excluded pair with the new model
     disk (known only)  plan's uncached fetches + staged ones + new model's (unless cached)
 
-Victims are live managed residencies of strictly lower-priority models that are neither pinned
-to the host nor younger than their minimum residency (an unknown load time protects them).
+Victims are the live residencies that `preemption_rules.victim_fence` lets the beneficiary take
+(managed, configured, strictly lower priority, not pinned there, past minimum residency, on a
+managed host whose actuator drains and unloads), ranked by priority, then idle before busy, then
+learned warm-back time (`warm_back_s`).
 """
 
 from __future__ import annotations
@@ -19,12 +21,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from grid.fleet.models import LIVE_STATES, Host, ModelProfile, Residency, ResidencyState
+from grid.fleet.models import (
+    LIVE_STATES,
+    FleetSnapshot,
+    Host,
+    ModelProfile,
+    Residency,
+    ResidencyState,
+)
+from grid.planner.preemption_rules import victim_fence
 from grid.planner.problem import Candidate, HostBudget, PlacementProblem, choose_runtime
 from grid.planner.problem import footprint_mb as profile_footprint_mb
-
-UNCONFIGURED_PRIORITY = -1  # managed leftovers of removed profiles yield to every model
-EVICTION_ACTUATORS = frozenset({"drain", "unload"})
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,7 @@ class Victim:
     memory_mb: int
     priority: int
     preferred: bool  # failed, draining or idle: releasing it costs no live work
-    warm_back_s: float  # time to restore it elsewhere: warm, plus load unless cached
+    warm_back_s: float  # time to restore it on this host: `warm_back_s` below
 
 
 @dataclass(frozen=True)
@@ -82,47 +89,43 @@ def build_view(
 def victims_on(
     problem: PlacementProblem, view: HostView, beneficiary: ModelProfile
 ) -> list[Victim]:
-    """Residencies on the host that this beneficiary may evict, least valuable first."""
+    """Residencies on the host that this beneficiary may evict, least valuable first.
+
+    Which ones: `preemption_rules.victim_fence`, the rule the reconciler's gates use too.
+    """
     host = view.host
-    if not set(host.actuator_capabilities) >= EVICTION_ACTUATORS:
-        return []
     now = problem.snapshot.now
     out: list[Victim] = []
     for model_id in sorted(view.live):
         res = view.live[model_id]
-        if not res.is_managed or model_id == beneficiary.model_id:
+        if model_id == beneficiary.model_id:
             continue
         profile = problem.model_by_id.get(model_id)
-        priority = profile.priority if profile is not None else UNCONFIGURED_PRIORITY
-        if priority >= beneficiary.priority:
-            continue
-        if profile is not None and host.host_id in profile.pinned_hosts:
-            continue
-        min_residency = profile.min_residency_s if profile is not None else 0.0
-        if res.loaded_at is None and min_residency > 0:
-            continue  # unknown age: protected (fails safe)
-        age = max(0.0, now - res.loaded_at) if res.loaded_at is not None else min_residency
-        if age < min_residency:
+        if victim_fence(host, res, profile, beneficiary, now) is not None or profile is None:
             continue
         preferred = res.state in (ResidencyState.FAILED, ResidencyState.DRAINING) or (
             res.active_requests == 0
         )
-        warm_back = 0.0
-        if profile is not None:
-            cached = model_id in host.cached_models
-            warm_back = profile.warm_estimate_s + (0.0 if cached else profile.load_estimate_s)
         out.append(
             Victim(
                 model_id=model_id,
                 host_id=host.host_id,
                 memory_mb=res.memory_mb,
-                priority=priority,
+                priority=profile.priority,
                 preferred=preferred,
-                warm_back_s=warm_back,
+                warm_back_s=warm_back_s(problem.snapshot, profile, host),
             )
         )
     out.sort(key=lambda v: (v.priority, not v.preferred, v.warm_back_s, v.model_id))
     return out
+
+
+def warm_back_s(snap: FleetSnapshot, profile: ModelProfile, host: Host) -> float:
+    """Seconds to warm a victim back on the host it leaves once the burst is over: the host's
+    own learned warm time (configured estimate without samples), plus its learned load time
+    unless the host lists the weights as cached (`FleetSnapshot.startup_s`, the one rule)."""
+    cached = profile.model_id in host.cached_models
+    return snap.startup_s(profile, host.host_id, cached=cached)
 
 
 def beneficiary_demand(host: Host, model: ModelProfile) -> Staged | None:

@@ -29,12 +29,12 @@ from grid.planner.cpsat.ledger import host_blockers, host_load
 from grid.planner.eligibility import pair_refusals
 from grid.planner.levels import quality_scores
 from grid.planner.preemption_host import (
-    EVICTION_ACTUATORS,
     HostView,
     Staged,
     beneficiary_demand,
     fits_after,
 )
+from grid.planner.preemption_rules import EVICTION_ACTUATORS
 from grid.planner.problem import Candidate, PlacementProblem
 
 

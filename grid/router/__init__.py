@@ -9,7 +9,7 @@ from grid.router.affinity import AffinityKey, hash_affinity_key, rendezvous_orde
 from grid.router.breaker import BreakerOutcome, BreakerPolicy, CircuitBreakers, classify_status
 from grid.router.choose import RouteChoice, RouteRefusal, choose_route
 from grid.router.measure import Measurements
-from grid.router.routes import Route, route_refusal
+from grid.router.routes import Route, route_refusal, transport_refusal
 from grid.router.usage import SseUsageReader, Usage, usage_of
 
 __all__ = [
@@ -28,5 +28,6 @@ __all__ = [
     "hash_affinity_key",
     "rendezvous_order",
     "route_refusal",
+    "transport_refusal",
     "usage_of",
 ]

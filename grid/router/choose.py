@@ -34,7 +34,9 @@ class RouteChoice:
 
 @dataclass(frozen=True)
 class RouteRefusal:
-    code: str  # no_route | not_admitted | at_capacity | circuit_open
+    # no_route | not_admitted | at_capacity | circuit_open | relay_disconnected |
+    # insecure_engine_transport
+    code: str
     message: str
     reasons: dict[str, int]  # refusal code -> number of routes refused for it
 
@@ -58,7 +60,19 @@ def _estimate(
     return estimate
 
 
+# A refusal every route of the model shares that needs its own code and sentence.
+_SOLE_REASONS = {
+    "relay_disconnected": "is on a host whose relay tunnel is down (the node reconnects it)",
+    "insecure_engine_transport": "would be reached over plain HTTP at a non-loopback address, "
+    "which Grid refuses (engines stay on their host's loopback behind the relay)",
+}
+
+
 def _refusal(model_id: str, reasons: Counter[str]) -> RouteRefusal:
+    sole = next(iter(reasons)) if len(reasons) == 1 else None
+    if sole is not None and sole in _SOLE_REASONS:
+        message = f"every engine of model {model_id!r} {_SOLE_REASONS[sole]}"
+        return RouteRefusal(sole, message, dict(reasons))
     if not reasons:
         return RouteRefusal(
             "no_route", f"no engine serves model {model_id!r} right now", dict(reasons)

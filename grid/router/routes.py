@@ -5,6 +5,13 @@ throttled), its lease (the host's last heartbeat, in the server's clock) is fres
 effective concurrency is not exhausted. Effective concurrency is the engine's advertised
 concurrency times the host's throttle fraction: missing capacity is conservative raw load (no
 ratio), zero capacity is closed.
+
+How the proxy reaches the engine (`transport`, docs/addressing.md): `relay` over the host's own
+tunnel (a managed node: the engine stays on the node's loopback), `http` straight to an engine
+on a loopback address (the controller's own machine), `https` to an endpoint Grid does not run.
+A relay route whose tunnel is down is refused (`relay_disconnected`), and so is plain HTTP to a
+non-loopback address (`insecure_engine_transport`): nothing is ever sent in clear over a
+network, and no route falls back from one transport to another.
 """
 
 from __future__ import annotations
@@ -13,8 +20,10 @@ import math
 from dataclasses import dataclass
 
 from grid.fleet.models import ADMITTING_STATES, HostState, ResidencyState
+from grid.wire.client import is_loopback
 
 DEFAULT_FUTURE_SKEW_S = 5.0
+TRANSPORTS = ("relay", "http", "https")
 
 
 @dataclass(frozen=True)
@@ -34,11 +43,17 @@ class Route:
     artifact_sha256: str | None = None
     # Where the engine listens: the host's advertised address (DESIGN "Addressing").
     address: str = "127.0.0.1"
+    transport: str = "http"  # relay | http | https (see the module docstring)
+    relay_connected: bool = False  # a relay route: the host's tunnel is up now
+    ca_file: str | None = None  # an https route: the CA that verifies it (None: system store)
+    external: bool = False  # an endpoint Grid does not run (an operator's inventory entry)
+    prefix: str = ""  # an external endpoint's base path before /v1 (e.g. "/openai")
 
     @property
     def base_url(self) -> str:
         host = f"[{self.address}]" if ":" in self.address else self.address
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self.transport == "https" else "http"
+        return f"{scheme}://{host}:{self.port}{self.prefix}"
 
     @property
     def engine_id(self) -> str:
@@ -98,9 +113,23 @@ def route_refusal(
         return "lease_in_future"
     if route.lease_age(now) > lease_ttl_s:
         return "lease_expired"
+    why = transport_refusal(route)
+    if why is not None:
+        return why
     limit = route.admission_limit()
     if limit == 0:
         return "capacity_closed"
     if limit is not None and route.active >= limit:
         return "at_capacity"
     return None
+
+
+def transport_refusal(route: Route) -> str | None:
+    """Why the proxy may not dial this route the way it is reached, or None."""
+    if route.transport == "relay":
+        return None if route.relay_connected else "relay_disconnected"
+    if route.transport == "https":
+        return None
+    if route.transport == "http" and is_loopback(route.address):
+        return None
+    return "insecure_engine_transport"

@@ -11,7 +11,7 @@ import ipaddress
 import os
 import ssl
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -29,6 +29,7 @@ from grid.fleet.wire import (
 )
 
 DEFAULT_TIMEOUT_S = 60.0
+E = TypeVar("E", bound=BaseException)
 CA_FILE_ENV = "GRID_CA_FILE"  # the CA the CLI verifies a controller with (docs/addressing.md)
 
 
@@ -139,8 +140,8 @@ class AllocatorClient:
             ) from None
         except httpx.TransportError as exc:
             raise transport_refusal(self.base_url, exc) from None
-        if response.status_code >= 400:
-            raise _refusal(response)
+        if response.status_code >= 400 or response.status_code in (307, 308):
+            raise _refusal(response)  # a redirect: a standby controller names its leader
         return response
 
     # -- allocator ---------------------------------------------------------------------------
@@ -278,7 +279,7 @@ def _refusal(response: httpx.Response) -> GridError:
         message,
         fix=str(error.get("fix") or _default_fix(response.status_code)),
         next_command=str(error.get("next_command", "")),
-        details={"http_status": response.status_code},
+        details={"http_status": response.status_code, "location": response.headers.get("location")},
     )
 
 
@@ -312,16 +313,21 @@ def _unreachable(base_url: str) -> GridError:
     )
 
 
-def _verification_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
-    """The certificate verification error somewhere in `exc`'s chain, if any."""
+def cause_of(exc: BaseException, kind: type[E]) -> E | None:
+    """The first exception of `kind` in `exc`'s chain of causes (at most 8 deep), if any."""
     seen: BaseException | None = exc
     for _ in range(8):
         if seen is None:
             return None
-        if isinstance(seen, ssl.SSLCertVerificationError):
+        if isinstance(seen, kind):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def _verification_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate verification error somewhere in `exc`'s chain, if any."""
+    return cause_of(exc, ssl.SSLCertVerificationError)
 
 
 def _untrusted(base_url: str, exc: ssl.SSLCertVerificationError) -> GridError:

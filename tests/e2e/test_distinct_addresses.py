@@ -1,14 +1,16 @@
 """`grid test start --distinct-addresses` for real: two logical machines on 127.0.0.2 and
 127.0.0.3 with real llama.cpp, the controller on TLS with a generated CA; `grid test status
 --json` names controller_url and ca_file; `grid chat` through the router is served from the
-engine on its machine's own address; without the CA the CLI refuses the controller; a keyless
-request to the engine is refused and nothing listens on 127.0.0.1 at its port."""
+engine on its machine's own loopback address, over that machine's relay tunnel (the controller
+never dials an engine); without the CA the CLI refuses the controller; a keyless request to the
+engine is refused and nothing listens on 127.0.0.1 at its port."""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +50,10 @@ def test_distinct_addresses_fleet_serves_a_chat(tmp_path: Path) -> None:
         assert url == f"https://127.0.0.1:{port}" and Path(ca).is_file()
         addresses = {h["host_id"]: h["address"] for h in doc["hosts"]}
         assert addresses == {"logical-01": "127.0.0.2", "logical-02": "127.0.0.3"}
+        with httpx.Client(verify=ssl.create_default_context(cafile=ca), trust_env=False) as c:
+            status = c.get(f"{url}/allocator/status", params={"history": 0}).json()
+        tunnels = {r["host_id"] for r in status["relay"] if r["connected"]}
+        assert tunnels == set(addresses)  # every machine reached over its own tunnel
 
         chat = _grid(env, "chat", "-m", "smollm2-135m", "Say hello.", "--max-tokens", "12",
                      "--grid", url, "--ca-file", ca)  # fmt: skip

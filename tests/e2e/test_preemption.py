@@ -73,6 +73,22 @@ def _serves(node: EngineNode, model_id: str) -> int:
     return pid
 
 
+def _assert_staged(history: list[dict[str, Any]], host_id: str, low: str, high: str) -> None:
+    """Staged preemption on `host_id`: the victim drained and unloaded (both planner-authorized,
+    not cleanup), and only then was the beneficiary warmed."""
+    record = {
+        (r["kind"], r["model_id"]): r
+        for r in history
+        if r["host_id"] == host_id and r["status"] == "succeeded"
+    }
+    drain, unload = record.get(("drain", low)), record.get(("unload", low))
+    warm = record.get(("warm", high))
+    assert drain and unload and warm, dump(history)
+    assert drain["preemption"] and unload["preemption"], dump(history)
+    assert drain["finished_at"] <= unload["delivered_at"]
+    assert unload["finished_at"] <= warm["delivered_at"]
+
+
 def test_a_high_priority_burst_preempts_everywhere_and_the_displaced_model_returns(
     controller: ControllerProcess,
     make_node: NodeFactory,
@@ -110,18 +126,7 @@ def test_a_high_priority_burst_preempts_everywhere_and_the_displaced_model_retur
 
     assert set(returned.values()).isdisjoint(incumbents.values())  # new children, not survivors
     for host_id in HOSTS:
-        record = {
-            (r["kind"], r["model_id"]): r
-            for r in burst
-            if r["host_id"] == host_id and r["status"] == "succeeded"
-        }
-        drain, unload = record.get(("drain", low)), record.get(("unload", low))
-        warm = record.get(("warm", high))
-        assert drain and unload and warm, dump(burst)
-        assert drain["preemption"] and unload["preemption"]  # planner-authorized, not cleanup
-        # Staged preemption: the victim drained and unloaded, and only then was gemma warmed.
-        assert drain["finished_at"] <= unload["delivered_at"]
-        assert unload["finished_at"] <= warm["delivered_at"]
+        _assert_staged(burst, host_id, low, high)
         back = [
             r
             for r in final
@@ -131,3 +136,35 @@ def test_a_high_priority_burst_preempts_everywhere_and_the_displaced_model_retur
             and r["status"] == "succeeded"
         ]
         assert len(back) == 2, dump(final)  # the first warm and the warm-back
+
+
+def test_a_higher_class_baseline_preempts_a_lower_class_last_baseline_replica(
+    controller: ControllerProcess,
+    make_node: NodeFactory,
+    smollm2_entry: CatalogEntry,
+    gemma_entry: CatalogEntry,
+) -> None:
+    # Issue 19's livelock on real processes: one node holds one model; SmolLM2 (priority 0,
+    # min_replicas 1) serves there, then gemma (priority 10, min_replicas 1) is configured.
+    # No demand at all: baselines alone. A lower class's minimum is no fence against a higher
+    # class, so SmolLM2 drains and unloads (its child exits) and only then gemma warms.
+    low, high = smollm2_entry.model_id, gemma_entry.model_id
+    node = make_node("host-a", [smollm2_entry, gemma_entry], capacity_mb=SHARE_MB)
+    node.start()
+    with controller.admin() as admin:
+        admin.put_model(low, {**_profile(smollm2_entry, 256, priority=0), "min_replicas": 1})
+        admin.set_mode("automatic")
+
+        def state(model_id: str) -> str | None:
+            row = host_row(admin.status(history=0), "host-a", model_id)
+            return row["state"] if row else None
+
+        wait_for(lambda: state(low) == "ready", 90, "SmolLM2 ready", step_s=0.3)
+        incumbent = _serves(node, low)
+        admin.put_model(high, {**_profile(gemma_entry, 512, priority=10), "min_replicas": 1})
+        wait_for(lambda: state(high) == "ready", 90, "gemma ready after the preemption", step_s=0.3)
+        assert not is_alive(incumbent)
+        assert state(low) in {"cached", None}
+        _serves(node, high)
+        history = admin.status(history=200)["history"]
+    _assert_staged(history, "host-a", low, high)

@@ -14,7 +14,10 @@ planner's scoring code:
                       cached / 0 cold; − min(300, ⌈startup⌉); + round(min(100, speed) × boost);
                       + round(50 × min(1, footprint / allocatable)); − 30 per scarce model
                       depending on the host (models with 1–2 candidate hosts; not for the
-                      constrained models themselves); − 50 on a throttled host
+                      constrained models themselves); − 50 on a throttled host;
+                      + 10 × host priority; − min(100, 20 × (active tasks + queued));
+                      − min(100, ⌈measured latency ms / 50⌉); − min(cap, penalty × failed
+                      starts of the model on the host) (policy start_failure_penalty[_cap])
                       speed = measured tokens/s, else bandwidth/10 + gflops/1000;
                       boost = offered concurrency / (replica concurrency × target
                       utilization) clamped to [1, max_performance_boost] (1 without demand)
@@ -134,6 +137,12 @@ def _quality(problem: PlacementProblem, prof: ModelProfile, host: Host) -> int:
         score -= 30 * _scarce_on(problem, host.host_id)
     if host.state is HostState.THROTTLED:
         score -= 50
+    score += 10 * host.priority
+    score -= min(100, 20 * (host.active_tasks + host.queue_depth))
+    score -= min(100, math.ceil(host.measured_latency_ms.get(prof.model_id, 0.0) / 50))
+    policy = problem.snapshot.policy
+    failed = host.start_failures.get(prof.model_id, 0)
+    score -= min(policy.start_failure_penalty_cap, policy.start_failure_penalty * failed)
     return score
 
 

@@ -3,28 +3,46 @@
 It is a real HTTP server in a thread. It records the headers and bodies it received, checks
 the engine key like llama-server's --api-key-file does, and answers in the mode the test sets:
 "ok" (a JSON chat completion with usage), "sse" (a streamed completion with final usage),
-"500", "429", "400" (status-only answers) or "drop" (closes the connection without answering).
+"500", "429", "400" (status-only answers), "drop" (closes the connection without answering) or
+"slow_sse" (a long stream, one event every `delay_s`: `aborted` is set when its reader went away
+before the end) or "slow_json" (a JSON answer after `delay_s`, sooner `aborted` when the client
+closes the connection first). With `tls=(cert, key)` it serves HTTPS (an external endpoint).
 """
 
 from __future__ import annotations
 
 import json
+import select
+import socket
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
 class FakeEngine:
     def __init__(
-        self, engine_key: str, name: str = "fake", *, host: str = "127.0.0.1", port: int = 0
+        self,
+        engine_key: str,
+        name: str = "fake",
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: tuple[Path, Path] | None = None,
     ) -> None:
         self.engine_key = engine_key
         self.name = name
         self.mode = "ok"
         self.delay_s = 0.0  # added before every answer: a slow engine
         self.requests: list[dict[str, Any]] = []
+        self.aborted = threading.Event()  # a slow_sse reader left before the end
         self._server = ThreadingHTTPServer((host, port), self._handler())
+        if tls is not None:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(str(tls[0]), str(tls[1]))
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -58,6 +76,10 @@ class FakeEngine:
                 if self.headers.get("Authorization") != f"Bearer {engine.engine_key}":
                     return self._json(401, {"error": {"message": "Invalid API Key"}})
                 mode = engine.mode
+                if mode == "slow_sse":
+                    return self._slow_sse()
+                if mode == "slow_json":
+                    return self._slow_json()
                 time.sleep(engine.delay_s)
                 if mode == "drop":
                     self.close_connection = True
@@ -84,6 +106,32 @@ class FakeEngine:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _slow_sse(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                piece = b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n'
+                try:
+                    for _ in range(400):
+                        self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                        self.wfile.flush()
+                        time.sleep(engine.delay_s or 0.05)
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:  # the reader closed the connection: the work stops here
+                    engine.aborted.set()
+                    self.close_connection = True
+
+            def _slow_json(self) -> None:
+                deadline = time.monotonic() + engine.delay_s
+                while time.monotonic() < deadline:
+                    ready, _, _ = select.select([self.connection], [], [], 0.05)
+                    if ready and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                        engine.aborted.set()  # the client closed its connection: stop here
+                        self.close_connection = True
+                        return None
+                return self._json(200, {"choices": [{"message": {"content": "late"}}]})
 
             def _sse(self) -> None:
                 self.send_response(200)

@@ -2,10 +2,10 @@
 
 Fleets of up to four hosts (managed or manual, admitting or not, fresh or stale, in two racks,
 with or without a report of their live child routes) carry replicas of three models with random
-owners, states, activity and pins. The plan is drawn
-independently of the fleet (random assignments, preemptions and repacks naming any pair), as a
-plan stored long ago might. The oracle below recomputes each rule from the spec's wording on the
-raw snapshot, without the reconciler's view or gates.
+owners, states, activity and pins. The plan is drawn independently of the fleet (random
+assignments, preemptions and repacks naming any pair), as a plan stored long ago might, and is
+reconciled as stale (`plan_current=False`). The oracle below recomputes each rule from the
+spec's wording on the raw snapshot, without the reconciler's view or gates.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def open_drains(draw: st.DrawFn) -> list[ActionRecord]:
 def test_no_stale_plan_makes_a_destructive_action_unsafe(
     snap: FleetSnapshot, stale: Plan, history: list[ActionRecord]
 ) -> None:
-    result = reconcile(stale, snap, history, mode="automatic")
+    result = reconcile(stale, snap, history, mode="automatic", plan_current=False)
     hosts = {h.host_id: h for h in snap.hosts}
     profiles = {m.model_id: m for m in snap.models}
     drained: dict[str, set[str]] = {}

@@ -135,17 +135,26 @@ def test_external_residency_is_never_actuated_on_any_path(path: str) -> None:
         assert deferral is not None and deferral.code == "not_managed"
 
 
-def test_stale_preemption_of_the_last_baseline_replica_keeps_the_floor() -> None:
+@pytest.mark.parametrize("vip_fields", [{}, {"min_replicas": 1}])
+def test_stale_preemption_of_the_last_baseline_replica_keeps_the_floor(
+    vip_fields: dict[str, Any],
+) -> None:
     # The stored plan preempts m on h1, but m is required (min_replicas 1) and h1 holds its only
-    # managed ready replica: the managed baseline floor refuses, whatever the plan says.
+    # managed ready replica: the managed baseline floor refuses a stale plan's preemption, even
+    # one a current plan could make (vip outranks m and needs its baseline replica).
     snap = snapshot(
         [host("h1", 12000, residencies=[res("m")])],
-        [model("m", min_replicas=1), model("vip", 8000, priority=90)],
+        [model("m", min_replicas=1, priority=10), model("vip", 8000, priority=90, **vip_fields)],
     )
-    result = reconcile(plan(preemptions=[("m", "h1", "vip")]), snap, mode="automatic")
+    stale = plan(preemptions=[("m", "h1", "vip")])
+    result = reconcile(stale, snap, mode="automatic", plan_current=False)
     assert result.actions == []
     deferral = result.deferral(DRAIN, "h1", "m")
     assert deferral is not None and deferral.code == "managed_baseline_floor"
+    # The same preemption in a current plan: only when vip holds eviction authority.
+    current = reconcile(stale, snap, mode="automatic", plan_current=True)
+    drained = current.action(DRAIN, "h1", "m") is not None
+    assert drained is bool(vip_fields)
 
 
 def test_stale_preemptions_cannot_take_two_domains_below_the_floor() -> None:

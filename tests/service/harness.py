@@ -58,6 +58,7 @@ class ControllerProcess:
             base.instance,
             dict(controller or FAST_CONTROLLER),
             dict(breaker or {}),
+            open_access=True,  # loopback: /v1 without client keys (tests of keys turn it off)
         )
         write_settings(state_dir, self.settings)
         self.proc: subprocess.Popen[bytes] | None = None

@@ -25,8 +25,8 @@ PUBLIC = {("get", "/allocator/status"), ("get", "/metrics"), ("get", "/healthz")
 NODE_ROUTES = {("put", "/nodes/{node_id}")}
 # The one-time enrollment token travels in the body (tests/service/test_enroll.py).
 ENROLL_ROUTES = {("post", "/enroll")}
-# The OpenAI-compatible inference boundary is permissionless by the spec (LAN clients need no
-# Grid credential; only configured model ids create demand).
+# The OpenAI-compatible inference boundary takes client keys, not the operator capability
+# (tests/router/test_client_keys.py); this controller is on loopback with open access.
 INFERENCE = {
     ("get", "/v1/models"),
     ("get", "/v1/models/{model_id}"),
@@ -45,6 +45,7 @@ BODIES: dict[str, Any] = {
     "/allocator/evaluations": {"model": "m", "workload": "coding", "quality": 0.5},
     "/allocator/hosts/{host_id}/drain": {"reason": "maintenance"},
     "/allocator/models/{model_id}/replicas": {"min_replicas": 1, "max_replicas": 2},
+    "/allocator/keys": {"name": "k1"},
 }
 
 
@@ -60,6 +61,7 @@ def observable_state(server: ControllerProcess) -> dict[str, Any]:
     return {k: doc[k] for k in ("mode", "profiles", "tombstones", "pending_commands")} | {
         "dirty": doc["revisions"]["dirty"],
         "observations": doc["counters"]["observations_accepted"],
+        "client_keys": doc["client_keys"]["keys"],
     }
 
 
@@ -69,15 +71,15 @@ def test_every_admin_route_refuses_without_a_valid_capability(
     routes = admin_routes(controller)
     # models put/delete, mode, tick, observations, node-credentials (mint, list, revoke),
     # evaluations, enrollments, the dashboard's: host drain put/delete, model replica bounds;
-    # externals put/get/delete
-    assert len(routes) == 16
+    # externals put/get/delete; client keys create/list/revoke
+    assert len(routes) == 19
     with controller.admin() as admin:
         admin.put_model("m", {"memory_mb": 1024})
     before = observable_state(controller)
     wrong = "not-the-capability-" + "x" * 20
     for method, path in routes:
         url = controller.url + (
-            path.replace("{model_id}", "m").replace("{host_id}", "h1").replace("{name}", "x")
+            path.replace("{model_id}", "m").replace("{host_id}", "h1").replace("{name}", "k1")
         )
         body = BODIES.get(path)
         for headers, expected in (

@@ -17,6 +17,7 @@ class TlsFront:
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._clients: set[asyncio.StreamWriter] = set()  # closed by stop(), as a restart would
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(Exception):
@@ -27,6 +28,7 @@ class TlsFront:
             writer.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._clients.add(writer)
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:
@@ -44,9 +46,17 @@ class TlsFront:
         self._server = future.result(10)
         return self
 
+    async def _drop_clients(self) -> None:
+        for writer in list(self._clients):
+            writer.transport.abort()
+        self._clients.clear()
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.close()
             asyncio.run_coroutine_threadsafe(self._server.wait_closed(), self._loop).result(10)
+        # A stopped server drops its open connections too (a client's pooled keep-alive
+        # connection must not outlive the process it was talking to).
+        asyncio.run_coroutine_threadsafe(self._drop_clients(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)

@@ -21,13 +21,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from grid.fleet.engine_settings import EngineSettings
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text, read_json_file
-from grid.fleet.wire import ADDRESS_PATTERN
+from grid.fleet.wire import ADDRESS_PATTERN, DEFAULT_ENGINE_ADDRESS
+from grid.wire.client import is_loopback
 
 CONFIG_NAME = "node.json"
 HOST_ID_RE = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
@@ -66,15 +68,23 @@ class CatalogEntry(_Strict):
 class NodeConfig(_Strict):
     schema_version: Literal[1] = 1
     grid_url: str = Field(min_length=1)
+    # More controllers of the same cluster (docs/high-availability.md): heartbeats go to the
+    # one that leads, and follow a change of leader within one heartbeat.
+    controllers: list[str] = Field(default_factory=list, max_length=16)
     host_id: str
     node_id: str | None = None  # default: "<host_id>.allocator"
     token_file: str | None = None  # None: the token arrives on stdin at daemon start
-    # Where this host's engines listen and the router dials them (docs/addressing.md); None:
-    # 127.0.0.1 (a node on the controller's machine). `ca_file`: the CA that verifies an https
-    # controller (None: the system store).
+    # This host's address, shown in the controller's status (docs/addressing.md). Engines bind
+    # loopback only: this address when it is a loopback one (a logical machine's 127.0.0.x),
+    # else 127.0.0.1. `ca_file`: the CA that verifies an https controller (None: system store).
     advertise_address: str | None = Field(
         default=None, min_length=1, max_length=253, pattern=ADDRESS_PATTERN
     )
+    # True: the router reaches this host's engines over the node's relay tunnel (one outbound
+    # TLS WebSocket; the engine key never leaves the node). False: the loopback-only direct
+    # path (the node reports its engine key and the controller dials 127.0.0.1), allowed only
+    # when the controller is on this machine (a loopback grid_url).
+    relay: bool = True
     ca_file: str | None = None
     # Resources. capacity None: the machine's physical memory.
     capacity_mb: int | None = Field(default=None, ge=0)
@@ -129,6 +139,26 @@ class NodeConfig(_Strict):
         if len(ids) != len(set(ids)):
             raise ValueError("a model id is listed twice in the catalog")
         return self
+
+    @model_validator(mode="after")
+    def _direct_only_on_loopback(self) -> NodeConfig:
+        if not self.relay and not is_loopback(urlsplit(self.grid_url).hostname or ""):
+            raise ValueError(
+                "relay false (the direct engine path) needs a controller on this machine "
+                "(a loopback grid_url); a remote controller reaches engines over the relay"
+            )
+        return self
+
+    @property
+    def engine_address(self) -> str:
+        """Where the engines bind: always a loopback address (docs/addressing.md)."""
+        advertised = self.advertise_address
+        return advertised if advertised and is_loopback(advertised) else DEFAULT_ENGINE_ADDRESS
+
+    @property
+    def controller_urls(self) -> list[str]:
+        """`grid_url` first, then the other controllers, each once."""
+        return list(dict.fromkeys([self.grid_url, *self.controllers]))
 
     @property
     def record_id(self) -> str:

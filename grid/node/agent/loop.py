@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from grid.fleet.actions import ReceiptStatus
 from grid.fleet.models import ADMITTING_STATES, HostState, ResidencyState
@@ -116,6 +117,7 @@ class NodeAgent:
         self.decision: Decision | None = None
         self.stopping = False
         self.instance = ""  # the launch's instance id, proved by `node start` via status.json
+        self.tunnel_status: Callable[[], dict[str, Any]] | None = None  # the relay, for status
         self._wake_loop = threading.Event()
         self.link = ControllerLink(deps.client, config.record_id, clock=clock, monotonic=monotonic)
         self.inbox = CommandInbox(self.keeper, config.host_id, clock=clock, monotonic=monotonic)
@@ -216,6 +218,8 @@ class NodeAgent:
             statuses=statuses,
             now=self.clock(),
         )
+        if self.tunnel_status is not None:
+            doc.relay = self.tunnel_status()
         try:
             write_status(self.state_dir, doc)
         except OSError as exc:
@@ -308,6 +312,9 @@ class NodeAgent:
         routes = child_routes(
             state.residencies, {m: supervisor.status(m) for m in state.residencies}, state.grants
         )
+        # Over the relay the engine key stays here (the tunnel adds it); the direct loopback
+        # path hands it to the controller on this machine.
+        relay = self.config.relay
         block = envelope(
             lifecycle=lifecycle.value,
             throttle_fraction=throttle,
@@ -315,11 +322,13 @@ class NodeAgent:
             rows=rows,
             disk_free=disk,
             routes=routes,
-            engine_key=supervisor.engine_key if routes else None,
+            engine_key=supervisor.engine_key if routes and not relay else None,
         )
+        if relay:
+            block.relay = True
         if self.keeper.fault:
             block.problems = [self.keeper.fault[:300]]
-        if self.config.advertise_address:  # where the router dials the routes (and engines bind)
+        if self.config.advertise_address:  # this host's address (status shows it)
             block.advertise_address = self.config.advertise_address
         if state.highest_term:  # the fence, so a controller without state can out-term it
             block.highest_term = state.highest_term

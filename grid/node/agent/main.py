@@ -18,11 +18,12 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from grid.fleet.errors import GridError
-from grid.fleet.wire import DEFAULT_ENGINE_ADDRESS
 from grid.node.agent.config import NodeConfig, load_config
 from grid.node.agent.credential import (
     MAX_CREDENTIAL_TEXT,
@@ -30,10 +31,17 @@ from grid.node.agent.credential import (
     parse_credential,
     read_credential_file,
 )
+from grid.node.agent.link import FailoverClient, NodeClient
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.agent.telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
+from grid.node.agent.tunnel import RelayTunnel
 from grid.node.artifacts import ArtifactStore
-from grid.node.engines import LlamaCppConfig, LlamaCppSupervisor, detect_gpu_memory_mb
+from grid.node.engines import (
+    EngineState,
+    LlamaCppConfig,
+    LlamaCppSupervisor,
+    detect_gpu_memory_mb,
+)
 from grid.wire import AllocatorClient
 
 log = logging.getLogger("grid.node")
@@ -92,7 +100,7 @@ def engine_config(config: NodeConfig, state_dir: Path) -> LlamaCppConfig:
         state_dir=state_dir / ENGINES_DIR,
         binary=Path(config.llama_server) if config.llama_server else None,
         port_range=config.engine_port_range,
-        host=config.advertise_address or DEFAULT_ENGINE_ADDRESS,  # engines bind where routed
+        host=config.engine_address,  # loopback only: reached over the relay tunnel
         context_size=config.engine_context,
         threads=config.engine_threads,
         parallel=config.engine_parallel,
@@ -111,19 +119,71 @@ def build_agent(config: NodeConfig, state_dir: Path, token: str, reply_key: str)
         telemetry = LogicalTelemetry(state_dir, dedicated=config.dedicated)
     else:
         telemetry = HostTelemetry(dedicated=config.dedicated)
-    client = AllocatorClient(
-        config.grid_url,
-        node_token=token,
-        timeout_s=config.request_timeout_s,
-        reply_key=reply_key,  # every reply must carry the controller's signature
-        ca_file=config.ca_file,
-    )
+    clients = [
+        AllocatorClient(
+            url,
+            node_token=token,
+            timeout_s=config.request_timeout_s,
+            reply_key=reply_key,  # every reply must carry the controller's signature
+            ca_file=config.ca_file,
+        )
+        for url in config.controller_urls
+    ]
+    client: NodeClient = clients[0] if len(clients) == 1 else FailoverClient(list(clients))
 
     def child_pids() -> list[int]:
         return [s.pid for s in supervisor.statuses().values() if s.pid is not None and s.proven]
 
     deps = AgentDeps(supervisor, artifacts, telemetry, client, child_pids)
     return NodeAgent(config, state_dir, deps)
+
+
+def start_tunnels(
+    config: NodeConfig, token: str, supervisor: LlamaCppSupervisor
+) -> list[RelayTunnel]:
+    """The relay tunnels of this host, dialling out (grid/node/agent/tunnel.py): one to each
+    controller it lists, so a standby of a controller cluster reaches this host's engines too
+    (docs/high-availability.md). A request reaches an engine only if the supervisor has it
+    proven and ready on that port."""
+
+    def resolve(model_id: str, port: int) -> str | None:
+        status = supervisor.status(model_id)
+        if (
+            status is None
+            or not status.proven
+            or status.state is not EngineState.READY
+            or status.port != port
+        ):
+            return None
+        return status.base_url or supervisor.base_url(port)
+
+    tunnels = [
+        RelayTunnel(
+            grid_url=url,
+            host_id=config.host_id,
+            token=token,
+            resolve=resolve,
+            engine_key=lambda: supervisor.engine_key,
+            ca_file=config.ca_file,
+        )
+        for url in config.controller_urls
+    ]
+    for tunnel in tunnels:
+        tunnel.start()
+    return tunnels
+
+
+def tunnels_status(tunnels: list[RelayTunnel]) -> Callable[[], dict[str, Any]]:
+    """The relay's status for node status: the first controller's tunnel, and with several
+    controllers every tunnel under `tunnels`."""
+
+    def snapshot() -> dict[str, Any]:
+        first = tunnels[0].snapshot()
+        if len(tunnels) > 1:
+            first["tunnels"] = [t.snapshot() for t in tunnels]
+        return first
+
+    return snapshot
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,10 +199,15 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(state_dir)
         token, reply_key = read_credential(config, from_stdin=args.token_stdin)
         agent = build_agent(config, state_dir, token, reply_key)
+        supervisor = agent.deps.supervisor
+        assert isinstance(supervisor, LlamaCppSupervisor)
+        tunnels = start_tunnels(config, token, supervisor) if config.relay else []
     except GridError as err:
         print(refusal_text(err), file=sys.stderr)
         return 2
     agent.instance = args.instance
+    if tunnels:
+        agent.tunnel_status = tunnels_status(tunnels)
     stop = threading.Event()
     force = threading.Event()
 
@@ -161,11 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         "node agent for host %s (node %s) talking to %s",
         config.host_id,
         config.record_id,
-        config.grid_url,
+        ", ".join(config.controller_urls),
     )
     try:
         agent.run(stop, force_stop=force.is_set)
     finally:
+        for tunnel in tunnels:
+            tunnel.stop()
         agent.deps.supervisor.close()
         agent.deps.artifacts.close()
         agent.deps.client.close()

@@ -17,7 +17,7 @@ from grid.fleet.actions import CONSTRUCTIVE_KINDS, DESTRUCTIVE_KINDS, Action, Ac
 from grid.fleet.errors import GridError
 from grid.fleet.models import FleetSnapshot, ResidencyState
 from grid.runtime.controller.config import ControllerConfig
-from grid.runtime.controller.lease import LeaseFile, LeaseRecord
+from grid.runtime.controller.lease import Lease, LeaseFile, LeaseRecord
 from grid.runtime.controller.live_state import Warnings
 from grid.runtime.controller.trust import Standing, standings
 
@@ -26,7 +26,7 @@ LEASE_WARNINGS = ("no_lease", "lease_held", "lease_unavailable")
 
 
 class LeaseKeeper:
-    def __init__(self, lease: LeaseFile | None, warnings: Warnings) -> None:
+    def __init__(self, lease: Lease | None, warnings: Warnings) -> None:
         self.lease = lease
         self.warnings = warnings
         # Why the last `ensure` returned None: the code of the warning it left ("" after a
@@ -69,7 +69,7 @@ class LeaseKeeper:
             return None
         for code in LEASE_WARNINGS:
             self.warnings.pop(code, None)
-        if self.lease.unreadable:  # it was replaced by this lease: the warning stays
+        if isinstance(self.lease, LeaseFile) and self.lease.unreadable:  # replaced: it stays
             self.warnings.warn(
                 "lease_file_unreadable",
                 f"the lease file {self.lease.path} could not be read "
@@ -95,6 +95,17 @@ class LeaseKeeper:
             "another controller holds the mutation lease for this state file",
             fix="stop the other controller, or wait for its lease to expire",
         )
+
+    def authority(self, now: float, max_term: int, controller_id: str) -> dict[str, object]:
+        """Who may mutate (status `authority`): role, term, controller id, leader URL."""
+        if self.lease is None:
+            return {
+                "role": "leader",
+                "term": max_term,
+                "controller_id": controller_id,
+                "leader_url": None,
+            }
+        return self.lease.authority(now, max_term)
 
     def ttl(self, now: float) -> float:
         held = self.held

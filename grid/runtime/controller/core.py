@@ -12,13 +12,12 @@ availability commands once `success >= r`; drains and unloads additionally need 
 successful tick's safety revision to equal the current one, no membership grace, and pass the
 final revalidation in `delivery.py` after their delivery marker is durable.
 
-Plans. A tick solves with the configured engine within its budget and falls back to the
-heuristic if the engine fails; with a `config.plan_worker` the solve runs off the tick's critical
-path, and the tick acts on the newest plan still valid for its snapshot (plan_worker.py). When
-the plan's complete inputs (clock-derived facts included, see `plan_inputs`) equal those of the
-last proven-optimal or heuristic plan, that plan is kept and only reconciliation runs, so idle
-periodic passes and repeated heartbeats stay cheap; the plan generation changes exactly when
-those inputs do.
+Plans. A tick solves with the configured engine within its budget and falls back to the heuristic
+if the engine fails; with a `config.plan_worker` the solve runs off the tick's critical path, and
+the tick acts on the newest plan still valid for its snapshot (plan_worker.py). When the plan's
+complete inputs (clock-derived facts included, see `plan_inputs`) equal those of the last
+proven-optimal or heuristic plan, that plan is kept and only reconciliation runs, so idle passes
+and repeated heartbeats stay cheap; the plan generation changes exactly when those inputs do.
 
 Restart. Membership is not durable; after restoring a valid state, a grace period starting at
 the first tick (rebased if the clock moves back) suppresses destructive work, and restored
@@ -59,7 +58,7 @@ from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
 from grid.runtime.controller.gatekeeper import Gatekeeper
 from grid.runtime.controller.generation import GenerationCounter, input_digest
-from grid.runtime.controller.lease import LeaseFile
+from grid.runtime.controller.lease import Lease
 from grid.runtime.controller.live_state import (
     ControllerState,
     StateField,
@@ -84,8 +83,7 @@ from grid.runtime.controller.timings import TimingTable
 from grid.runtime.controller.trust import Attestor
 from grid.runtime.controller.wire import NodeUpdate
 from grid.runtime.controller.workload_inputs import classifier_config, fleet_snapshot
-from grid.runtime.reconcile import reconcile
-from grid.runtime.reconcile.modes import parse_mode
+from grid.runtime.reconcile import parse_mode, reconcile, with_failures
 
 
 class Controller:
@@ -127,7 +125,7 @@ class Controller:
         *,
         now: float,
         config: ControllerConfig | None = None,
-        lease: LeaseFile | None = None,
+        lease: Lease | None = None,
         planner: Planner = make_plan,
         attestor: Attestor | None = None,
     ) -> None:
@@ -412,7 +410,8 @@ class Controller:
 
     # ------------------------------------------------------------------------ ticks
     def snapshot(self, now: float) -> FleetSnapshot:
-        hosts = self.state.planning_hosts(self.registry.snapshot_hosts(), self.registry.hosts)
+        live = self.state.planning_hosts(self.registry.snapshot_hosts(), self.registry.hosts)
+        hosts = with_failures(live, self.book.history(), now, self.policy)
         return fleet_snapshot(self.state, hosts, self.measured, now)
 
     def tick(self, now: float) -> TickReport:
@@ -500,6 +499,7 @@ class Controller:
                 tombstones=list(self.tombstones.values()),
                 now=now,
                 targets=need.targets,
+                plan_current=digest == need.digest,  # solved for this tick's inputs
             )
         except Exception as exc:
             report.error = f"reconciliation failed: {describe(exc)}"

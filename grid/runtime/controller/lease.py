@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
 from grid.fleet.errors import GridError
 from grid.fleet.files import read_json_file
@@ -46,6 +47,22 @@ class LeaseDecision:
     record: LeaseRecord | None  # what the file must say afterwards (None: unchanged)
     takeover: bool = False
     reason: str = ""
+
+
+class Lease(Protocol):
+    """What the controller needs of a mutation lease (the file's, or etcd's: etcd/lease.py)."""
+
+    controller_id: str
+    ttl_s: float
+    held: LeaseRecord | None
+
+    def acquire(self, now: float, *, floor_term: int = 0) -> LeaseDecision: ...
+
+    def valid(self, now: float) -> bool: ...
+
+    def release(self) -> None: ...
+
+    def authority(self, now: float, max_term: int) -> dict[str, object]: ...
 
 
 def decide(
@@ -198,6 +215,24 @@ class LeaseFile:
     def valid(self, now: float) -> bool:
         return self.held is not None and self.held.expires_at > now
 
+    def authority(self, now: float, max_term: int) -> dict[str, object]:
+        """The status `authority` block: this controller leads unless another live controller
+        holds the lease file now (a single machine has no leader URL to give)."""
+        held = self.held
+        if held is not None and held.expires_at > now:
+            return authority_block("leader", held.term, self.controller_id)
+        current = self.read()
+        if (
+            current is not None
+            and current.controller_id != self.controller_id
+            and current.expires_at > now
+            and holder_is_alive(current)
+        ):
+            return authority_block("standby", current.term, self.controller_id)
+        return authority_block(
+            "leader", max(max_term, current.term if current else 0), self.controller_id
+        )
+
     def release(self) -> None:
         """Give the lease up (a clean shutdown): expire it now, keeping its term."""
         if self.held is None:
@@ -230,3 +265,9 @@ class LeaseFile:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def authority_block(
+    role: str, term: int, controller_id: str, url: str | None = None
+) -> dict[str, object]:
+    return {"role": role, "term": term, "controller_id": controller_id, "leader_url": url}

@@ -236,6 +236,7 @@ class StatusView:
                 "ttl_s": round(self.keeper.ttl(now), 2),
                 "max_term": state.max_term,
             },
+            "authority": self.keeper.authority(now, state.max_term, self.controller_id),
             "revisions": {
                 "dirty": rev.dirty,
                 "processed": rev.processed,

@@ -10,7 +10,12 @@ from grid.runtime.reconcile.gates import (
     Path,
     delivery_blocker,
 )
-from grid.runtime.reconcile.history import HistoryIndex, dangling_destructive
+from grid.runtime.reconcile.history import (
+    HistoryIndex,
+    dangling_destructive,
+    start_failures,
+    with_failures,
+)
 from grid.runtime.reconcile.modes import parse_mode
 from grid.runtime.reconcile.view import FleetView, route_proven
 
@@ -29,5 +34,7 @@ __all__ = [
     "reconcile",
     "result_document",
     "route_proven",
+    "start_failures",
+    "with_failures",
     "withdrawal_text",
 ]

@@ -54,14 +54,24 @@ def reconcile(
     tombstones: Iterable[Tombstone] = (),
     now: float | None = None,
     targets: dict[str, Target] | None = None,
+    plan_current: bool = True,
 ) -> ReconcileResult:
     """Decide this tick's actions. `now` defaults to the snapshot's own `now`; `targets`:
-    compute_targets of the snapshot at that `now`, when the caller has computed it."""
+    compute_targets of the snapshot at that `now`, when the caller has computed it.
+    `plan_current`: the plan was solved for this snapshot's inputs (the tick's generation);
+    pass False for a plan solved for older inputs (a carried or stored plan): its staged
+    preemptions then keep every availability floor (gates.py `_unless_outranked`)."""
     chosen = parse_mode(mode)
     snap = snapshot if now is None else snapshot.model_copy(update={"now": now})
     if now is not None and now != snapshot.now:
         targets = None  # computed for another clock
-    view = FleetView(snap=snap, plan=plan, tombstones=list(tombstones), given_targets=targets)
+    view = FleetView(
+        snap=snap,
+        plan=plan,
+        tombstones=list(tombstones),
+        given_targets=targets,
+        plan_current=plan_current,
+    )
     index = HistoryIndex(list(history))
     tick = TickState(now=snap.now, retry_soon=view.retry_soon())
 

@@ -88,9 +88,12 @@ def revalidate_open_batches(
             res = view.residency(model_id, r.host_id)
             if res is None:
                 continue
-            victim = (model_id, r.host_id) in victims  # a staged preemption needs no replacement
-            path = Path.PREEMPTION if victim else cleanup_path(view, model_id, r.host_id)
-            candidate = Candidate(ActionKind.DRAIN, model_id, r.host_id, res, path, removing)
+            staged = victims.get((model_id, r.host_id))  # a preemption needs no replacement
+            path = Path.PREEMPTION if staged else cleanup_path(view, model_id, r.host_id)
+            beneficiary = staged.beneficiary_model_id if staged else None
+            candidate = Candidate(
+                ActionKind.DRAIN, model_id, r.host_id, res, path, removing, beneficiary=beneficiary
+            )
             blocker = floor_blocker(ctx, candidate)
             if blocker is not None:
                 break

@@ -26,6 +26,7 @@ from enum import StrEnum
 
 from grid.fleet.actions import ActionKind
 from grid.fleet.models import ADMITTING_STATES, Residency, ResidencyState
+from grid.planner.preemption_rules import eviction_authority, victim_fence
 from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.safety import (
     Blocker,
@@ -96,6 +97,7 @@ class Candidate:
     path: Path
     removing: frozenset[str] = frozenset()  # hosts whose drain of this model is already open
     scale_down: bool = False  # a cleanup that lowers the replica count in a quiet spell
+    beneficiary: str | None = None  # a preemption: the model the victim makes room for
 
 
 @dataclass(frozen=True)
@@ -198,16 +200,49 @@ def _evacuation(ctx: GateContext, c: Candidate) -> Blocker | None:
     return evacuation_blocker(ctx.view, c.model_id, c.host_id, _removing(c))
 
 
+def outranking_preemption(ctx: GateContext, c: Candidate) -> bool:
+    """A staged preemption that the planner's own rule authorizes on this tick's snapshot
+    (`preemption_rules`): the victim is no fence, its class is strictly below the
+    beneficiary's, and the beneficiary still misses a replica it holds eviction authority for."""
+    if c.path is not Path.PREEMPTION or c.beneficiary is None:
+        return False
+    view = ctx.view
+    host = view.hosts.get(c.host_id)
+    beneficiary = view.profiles.get(c.beneficiary)
+    target = view.targets.get(c.beneficiary)
+    if host is None or beneficiary is None or target is None:
+        return False
+    if victim_fence(host, c.res, view.profiles.get(c.model_id), beneficiary, view.now):
+        return False
+    return len(view.desired_hosts.get(c.beneficiary, [])) < eviction_authority(target)
+
+
+STALE_PLAN = (
+    "; the plan that staged this preemption was solved for older inputs, and only a current "
+    "plan's preemption may take a lower priority class's configured minimum"
+)
+
+
+def _unless_outranked(ctx: GateContext, c: Candidate, blocker: Blocker | None) -> Blocker | None:
+    """A lower class's configured minimum is no fence against a higher class: a floor yields
+    to an outranking preemption of a current plan, never to a stale plan's (generation fence)."""
+    if blocker is None or not outranking_preemption(ctx, c):
+        return blocker
+    if ctx.view.plan_current:
+        return None
+    return Blocker(blocker.code, blocker.detail + STALE_PLAN, blocker.retry_at)
+
+
 def _managed_floor(ctx: GateContext, c: Candidate) -> Blocker | None:
     if ctx.retired(c.model_id) or not ctx.serving_drain(c):
         return None
-    return managed_floor_blocker(ctx.view, c.model_id, _removing(c))
+    return _unless_outranked(ctx, c, managed_floor_blocker(ctx.view, c.model_id, _removing(c)))
 
 
 def _domain_floor(ctx: GateContext, c: Candidate) -> Blocker | None:
     if ctx.retired(c.model_id) or not ctx.serving_drain(c):
         return None
-    return domain_floor_blocker(ctx.view, c.model_id, _removing(c))
+    return _unless_outranked(ctx, c, domain_floor_blocker(ctx.view, c.model_id, _removing(c)))
 
 
 def _drained_and_idle(ctx: GateContext, c: Candidate) -> Blocker | None:

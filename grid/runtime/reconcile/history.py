@@ -19,7 +19,7 @@ from grid.fleet.actions import (
     RecordStatus,
     action_id,
 )
-from grid.fleet.models import Policy
+from grid.fleet.models import Host, Policy
 
 ActionKey = tuple[ActionKind, str, str]  # (kind, host_id, model_id)
 
@@ -45,6 +45,45 @@ def dangling_destructive(records: Iterable[ActionRecord]) -> list[ActionRecord]:
         and r.status is RecordStatus.WITHDRAWN
         and r.was_delivered
         and r.finished_at is None
+    ]
+
+
+def start_failures(
+    records: Iterable[ActionRecord], now: float, policy: Policy
+) -> dict[str, dict[str, int]]:
+    """host -> model -> failed LOADs and WARMs in a row on that pair (the planner's bounded
+    placement penalty, `Host.start_failures`): counted back from the newest record, stopping
+    at the pair's last successful WARM (it served since) or at a failure older than
+    `policy.start_failure_window_s` (the penalty expires, so the host is tried again)."""
+    pairs: dict[tuple[str, str], list[ActionRecord]] = {}
+    for r in records:
+        if r.kind in (ActionKind.LOAD, ActionKind.WARM):
+            pairs.setdefault((r.host_id, r.model_id), []).append(r)
+    out: dict[str, dict[str, int]] = {}
+    for (host_id, model_id), rows in sorted(pairs.items()):
+        count = 0
+        for r in sorted(rows, key=lambda r: (r.created_at, r.attempt, r.action_id), reverse=True):
+            if r.status is RecordStatus.SUCCEEDED and r.kind is ActionKind.WARM:
+                break
+            if r.status is not RecordStatus.FAILED:
+                continue
+            failed_at = r.finished_at if r.finished_at is not None else r.created_at
+            if now - failed_at > policy.start_failure_window_s:
+                break
+            count += 1
+        if count:
+            out.setdefault(host_id, {})[model_id] = count
+    return out
+
+
+def with_failures(
+    hosts: Iterable[Host], records: Iterable[ActionRecord], now: float, policy: Policy
+) -> list[Host]:
+    """The hosts, each carrying its `start_failures` (the snapshot the planner scores)."""
+    failed = start_failures(records, now, policy)
+    return [
+        h.model_copy(update={"start_failures": failed[h.host_id]}) if h.host_id in failed else h
+        for h in hosts
     ]
 
 

@@ -9,9 +9,11 @@ the beneficiary stays unsatisfied until a later heartbeat proves the memory free
   reports no requests in flight;
 - already-drained and idle victims are released before busy ones (`busy_rank`).
 Every victim passes the one gate list of `gates.py` (the `preemption` path): pinned, manual-host
-and external victims are never actuated and the managed baseline and failure-domain floors hold,
-whatever a stale plan says; only the wait for a READY replacement is left out (the planner's
-explicit exception to make-before-break: the victim drains first).
+and external victims are never actuated, whatever a plan says; only the wait for a READY
+replacement is left out (the planner's explicit exception to make-before-break: the victim
+drains first). The managed baseline and failure-domain floors of a lower priority class yield to
+a preemption that the planner's rule (`grid/planner/preemption_rules.py`) authorizes, and only
+when the plan is current (solved for this tick's inputs); a stale plan's preemption keeps them.
 """
 
 from __future__ import annotations
@@ -85,7 +87,13 @@ def propose_preemptions(
             continue  # already released: a later plan assigns the beneficiary
         kind = ActionKind.DRAIN if res.state is ResidencyState.READY else ActionKind.UNLOAD
         candidate = Candidate(
-            kind, victim_id, host_id, res, Path.PREEMPTION, tick.removing_of(victim_id)
+            kind,
+            victim_id,
+            host_id,
+            res,
+            Path.PREEMPTION,
+            tick.removing_of(victim_id),
+            beneficiary=beneficiary.model_id,
         )
         key = (kind, host_id, victim_id)
         blocker = first_blocker(ctx, candidate, Stage.STANDING)

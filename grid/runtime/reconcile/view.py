@@ -49,6 +49,9 @@ class FleetView:
     plan: Plan
     tombstones: list[Tombstone] = field(default_factory=list)
     given_targets: dict[str, Target] | None = None  # compute_targets(snap), when known
+    # The plan was solved for this snapshot's inputs (the tick's plan generation). Only a
+    # current plan's staged preemption may take a lower class's configured minimum (gates.py).
+    plan_current: bool = True
     # Per-model host lists asked once per cleanup candidate (O(residencies x replicas) a tick
     # otherwise); the view's inputs never change within a tick.
     _counted: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False)
