@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from grid.fleet.actions import ReceiptStatus
 from grid.fleet.engine_settings import EngineSettings
-from grid.fleet.models import CHAT_TEMPLATE_PATTERN, MAX_MODEL_ID, ModelProfile, ResidencyState
+from grid.fleet.models import CHAT_TEMPLATE_PATTERN, MAX_MODEL_ID, MB, ModelProfile, ResidencyState
 
 OPERATOR_HEADER = "X-Grid-Allocator-Token"
 NODE_HEADER = "X-Grid-Allocator-Node-Token"
@@ -81,9 +81,10 @@ def wire_json(message: BaseModel) -> dict[str, Any]:
 
 
 class WireResources(_Tolerant):
-    capacity_mb: int = Field(ge=0, le=1 << 40)
-    reserved_mb: int = Field(default=0, ge=0, le=1 << 40)
-    external_mb: int = Field(default=0, ge=0, le=1 << 40)
+    # The same 1 PiB ceiling as the fleet model, so an oversized value is a 422, not a 500.
+    capacity_mb: MB = Field(ge=0)
+    reserved_mb: MB = Field(default=0, ge=0)
+    external_mb: MB = Field(default=0, ge=0)
     runtimes: list[str] = Field(default_factory=lambda: ["llama.cpp"], max_length=32)
     backends: list[str] = Field(default_factory=list, max_length=32)
     memory_bandwidth_gbps: float = Field(default=0.0, ge=0)
@@ -92,7 +93,7 @@ class WireResources(_Tolerant):
     tags: list[str] = Field(default_factory=list, max_length=64)
     data_tiers: list[str] = Field(default_factory=lambda: ["public", "internal"], max_length=16)
     max_models: int = Field(default=0, ge=0, le=4096)
-    disk_free_mb: int | None = Field(default=None, ge=0, le=1 << 40)
+    disk_free_mb: MB | None = Field(default=None, ge=0)
     # GPUs (issue 21): the device count and each device's memory (absent: none reported).
     gpu_count: int = Field(default=0, ge=0, le=64)
     gpu_memory_mb: list[Annotated[int, Field(ge=0, le=1 << 30)]] = Field(  # at most 1 PiB
@@ -106,7 +107,7 @@ class WireResidency(_Tolerant):
     means unknown (fails safe: never idle)."""
 
     model_id: str = Field(min_length=1, max_length=256)
-    memory_mb: int = Field(default=0, ge=0)
+    memory_mb: MB = Field(default=0, ge=0)
     state: ResidencyState
     managed: bool = True
     runtime: str | None = None
@@ -141,7 +142,7 @@ class WireAllocator(_Tolerant):
     actuator_capabilities: list[str] = Field(
         default_factory=lambda: list(NODE_COMMAND_KINDS), max_length=16
     )
-    disk_free_mb: int | None = Field(default=None, ge=0, le=1 << 40)
+    disk_free_mb: MB | None = Field(default=None, ge=0)
     # Router inventory: the live child engines and the host's private engine key. The key is
     # taken out by the registry on receipt (memory only) and never appears in any output.
     routes: list[WireRoute] = Field(default_factory=list, max_length=MAX_ROWS)

@@ -144,3 +144,17 @@ def test_the_controller_keeps_its_profiles_when_refusing(tmp_path: Path) -> None
         fleet.ctl.put_profile("m", profile(memory_mb=10**20), fleet.now)
     assert info.value.code == "value_too_large"
     assert fleet.ctl.profiles["m"] == before
+
+
+@pytest.mark.parametrize("field", ["capacity_mb", "reserved_mb", "external_mb", "disk_free_mb"])
+def test_node_wire_resources_refuse_values_above_one_pib(field: str) -> None:
+    """A node's registration carries the same ceiling, so the route answers 422, never 500."""
+    from pydantic import ValidationError
+
+    from grid.fleet.wire import WireResources
+
+    body: dict[str, Any] = {"capacity_mb": 16384, field: PIB_IN_MB}
+    assert WireResources.model_validate(body)  # at the ceiling: accepted
+    body[field] = PIB_IN_MB + 1
+    with pytest.raises(ValidationError, match=r"value_too_large|above the ceiling"):
+        WireResources.model_validate(body)
