@@ -231,7 +231,11 @@ def test_node_credentials_are_listed_and_revoked_at_the_next_heartbeat(
             ]
             assert "token" not in rows[0] and "reply_key" not in rows[0]
             result = admin.revoke_node_credentials(credential_id=rows[0]["credential_id"])
-            assert result == {"revoked": [rows[0]["credential_id"]], "hosts": ["host-r"]}
+            assert result == {
+                "revoked": [rows[0]["credential_id"]],
+                "hosts": ["host-r"],
+                "tunnels_closed": [],
+            }
             assert admin.node_credentials("host-r")[0]["state"] == "revoked"
         with pytest.raises(GridError) as refused:
             put(server, token, doc)
