@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_controller.py [--sizes 8,64,256,1000] [--ticks 15] [--budget 2]
                                                [--engine cpsat] [--workers inline,process]
                                                [--interval 0.5] [--idle] [--niceness 10]
-                                               [--stores file,etcd] [--json]
+                                               [--stores file,etcd] [--prefetch off,on] [--json]
 
 Per size it registers a generated fleet (grid.lab.fleetgen) through the node wire contract,
 configures its model profiles, feeds five minutes of request observations matching the
@@ -18,6 +18,14 @@ without a heartbeat go stale after 90 s.
 It prints tick latency p50/p95/max and the solver status. Prints figures only; asserts nothing.
 `--stores file,etcd` runs every column on the state file (the baseline) and on a real
 three-member etcd cluster (the fenced, chunked store of a controller cluster) in the same run.
+
+`--prefetch off,on` runs every column once per setting of the predictive cache in the same run:
+every model gets an exact artifact source, every snapshot carries predictions for up to 32
+models (each a learned edge with confidence 0.8) and every fourth host reports an unused
+predictive entry past its TTL, so "on" plans advisories and expiries and reconciles their loads
+and evicts, while "off"
+(`policy.prefetch.enabled = false`) plans the same snapshots without them. `advise ms` is the
+advisory step alone (`plan_prefetch` on the last tick's snapshot and plan, median of 20).
 
 `--workers` runs every size once per `ControllerConfig.plan_worker` in the same run: "inline"
 (the solve inside the tick: the baseline) and "thread"/"process" (the solve off the tick's
@@ -44,9 +52,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
 from grid.demand import Observation
-from grid.fleet.models import Host
-from grid.fleet.wire import NodeUpdate, WireAllocator, WireResources
+from grid.fleet.models import FleetSnapshot, Host
+from grid.fleet.prefetch import Prediction, PrefetchPolicy
+from grid.fleet.wire import NodeUpdate, WireAllocator, WirePredictiveEntry, WireResources
 from grid.lab.fleetgen import generate_fleet
+from grid.planner.prefetch import plan_prefetch
 from grid.runtime.controller import plan_worker
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.core import Controller
@@ -58,8 +68,11 @@ NOW = 1_785_300_000.0
 MAX_OBS_PER_MODEL = 300
 
 
-def wire_update(host: Host, *, external_mb: int | None = None) -> NodeUpdate:
+def wire_update(
+    host: Host, *, external_mb: int | None = None, predictive: list[Any] | None = None
+) -> NodeUpdate:
     """The registration a node of this host would send (the fleet wire models, typed)."""
+    caps = list(host.actuator_capabilities) + (["evict"] if predictive is not None else [])
     return NodeUpdate(
         role="allocator",
         host_id=host.host_id,
@@ -84,9 +97,43 @@ def wire_update(host: Host, *, external_mb: int | None = None) -> NodeUpdate:
             throttle_fraction=host.throttle_fraction,
             cached_models=host.cached_models,
             residencies=[r.model_dump(mode="json") for r in host.residencies],
-            actuator_capabilities=host.actuator_capabilities,
+            actuator_capabilities=caps,
+            predictive_cache=predictive or [],
         ),
     )
+
+
+def prefetch_inputs(snap: FleetSnapshot) -> tuple[list[Prediction], dict[str, list[Any]]]:
+    """Predictions for up to 32 models, and an expired unused predictive entry on every fourth
+    host (of a model without demand that no prediction names)."""
+    exact = [m for m in snap.models if m.artifact_sha256 and m.artifact_size_mb]
+    quiet = [m for m in exact if m.model_id not in snap.demand]
+    rest = quiet[-2:]
+    predictions = [
+        Prediction(
+            model_id=m.model_id,
+            source="general",
+            target=f"w{i}",
+            confidence=0.8,
+            offered_concurrency=1.0,
+            lead_s=60.0,
+        )
+        for i, m in enumerate([m for m in exact if m not in rest][:32])
+    ]
+    entries: dict[str, list[Any]] = {}
+    for i, host in enumerate(snap.hosts):
+        if i % 4 or not rest:
+            continue
+        m = rest[i % len(rest)]
+        entries[host.host_id] = [
+            WirePredictiveEntry(
+                model_id=m.model_id,
+                sha256=m.artifact_sha256,
+                size_mb=m.artifact_size_mb,
+                cached_age_s=7 * 3600.0,
+            )
+        ]
+    return predictions, entries
 
 
 def observations(model_id: str, rpm: float, concurrency: float, now: float) -> list[Observation]:
@@ -127,9 +174,11 @@ def run_size(
     worker: str,
     changing: bool,
     store_kind: str = "file",
+    prefetch: str | None = None,
 ) -> dict[str, Any]:
     models = MODELS_FOR_HOSTS.get(hosts, max(2, hosts // 3))
     snap = generate_fleet(hosts, models, seed=42, now=NOW)
+    predictions, entries = prefetch_inputs(snap) if prefetch else ([], {})
     folder = Path(tempfile.mkdtemp(prefix="grid-bench-"))
     config = ControllerConfig(
         engine=args.engine,
@@ -138,15 +187,33 @@ def run_size(
         plan_worker=worker,
     )
     if store_kind == "etcd":
-        store, lease = etcd_store(args, hosts, worker, changing)
+        store, lease = etcd_store(args, hosts, worker, changing, prefetch)
     else:
         lease = LeaseFile(folder / "state.json.lease", controller_id="bench")
         store = StateStore(folder / "state.json")
     ctl = Controller(store, now=NOW, config=config, lease=lease)
+    if prefetch:
+        ctl.policy = ctl.policy.model_copy(
+            update={"prefetch": PrefetchPolicy(enabled=prefetch == "on")}
+        )
+        built = ctl.snapshot
+        ctl.snapshot = lambda now: built(now).model_copy(  # type: ignore[method-assign]
+            update={"predictions": predictions}
+        )
+
+    def update_of(host: Host, external_mb: int | None = None) -> NodeUpdate:
+        if not prefetch:
+            return wire_update(host, external_mb=external_mb)
+        return wire_update(host, external_mb=external_mb, predictive=entries.get(host.host_id, []))
+
     for host in snap.hosts:
-        ctl.node_update(f"node-{host.host_id}", host.host_id, wire_update(host), NOW)
+        ctl.node_update(f"node-{host.host_id}", host.host_id, update_of(host), NOW)
     for profile in snap.models:
-        ctl.put_profile(profile.model_id, profile.model_dump(mode="json"), NOW)
+        body = profile.model_dump(mode="json")
+        if prefetch and profile.artifact_sha256 and profile.artifact_size_mb:
+            # an exact operator-authorized source: what an advisory needs
+            body["artifact_source"] = f"hf://bench/{profile.model_id}/{profile.model_id}.gguf"
+        ctl.put_profile(profile.model_id, body, NOW)
     for model_id, entry in snap.demand.items():
         ctl.observe(observations(model_id, entry.rpm, entry.offered_concurrency, NOW), NOW)
     latencies: list[float] = []
@@ -158,7 +225,7 @@ def run_size(
         now += 5.0
         host = snap.hosts[i % len(snap.hosts)]
         external = host.external_mb + 16 * (i + 1) if changing else None
-        update = wire_update(host, external_mb=external)
+        update = update_of(host, external)
         ctl.node_update(f"node-{host.host_id}", host.host_id, update, now)
         report = ctl.tick(now)
         if not report.ok:
@@ -182,8 +249,22 @@ def run_size(
     ordered = sorted(latencies)
     plan = ctl.last_plan
     assert plan is not None
+    advise_ms = None
+    if prefetch:
+        last = ctl.snapshot(now)
+        timings = []
+        for _ in range(20):
+            started = time.perf_counter()
+            plan_prefetch(last, plan)
+            timings.append((time.perf_counter() - started) * 1000)
+        advise_ms = round(statistics.median(timings), 2)
+    report_doc = plan.prefetch
     return {
         "store": store_kind,
+        "prefetch": prefetch or "-",
+        "advise_ms": advise_ms,
+        "advisories": len(report_doc.advisories) if report_doc else 0,
+        "evictions": len(report_doc.evictions) if report_doc else 0,
         "worker": worker,
         "inputs": "changing" if changing else "idle",
         "hosts": hosts,
@@ -225,6 +306,11 @@ def main() -> None:
         help="niceness of the process worker (plan_worker.WORKER_NICENESS)",
     )
     parser.add_argument(
+        "--prefetch",
+        default="",
+        help="comma-separated predictive-cache settings to compare (off,on); default: neither",
+    )
+    parser.add_argument(
         "--stores",
         default="file",
         help="comma-separated stores: file (the state file, the baseline) and etcd (a real "
@@ -234,6 +320,7 @@ def main() -> None:
     args = parser.parse_args()
     plan_worker.WORKER_NICENESS = args.niceness
     stores = args.stores.split(",")
+    settings = [p for p in args.prefetch.split(",") if p] or [None]
     args.cluster = None
     if "etcd" in stores:
         from tests.ha.cluster import EtcdCluster
@@ -241,11 +328,12 @@ def main() -> None:
         args.cluster = EtcdCluster(Path(tempfile.mkdtemp(prefix="grid-bench-etcd-"))).start()
     try:
         rows = [
-            run_size(int(size), args.ticks, args, worker, changing, store)
+            run_size(int(size), args.ticks, args, worker, changing, store, prefetch)
             for size in args.sizes.split(",")
             for changing in ((True, False) if args.idle else (True,))
             for worker in args.workers.split(",")
             for store in stores
+            for prefetch in settings
         ]
     finally:
         if args.cluster is not None:
@@ -255,14 +343,20 @@ def main() -> None:
         return
     print(f"process worker niceness {args.niceness}, {args.interval} s between ticks")
     print(
-        f"{'hosts':>5} {'models':>6} {'store':>5} {'worker':>8} {'inputs':>8} {'first ms':>8} "
-        f"{'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}  solver"
+        f"{'hosts':>5} {'models':>6} {'store':>5} {'worker':>8} {'inputs':>8} {'prefetch':>8} "
+        f"{'first ms':>8} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}  solver"
     )
     for r in rows:
         solve = r["background_solve_p50_ms"]
         extra = f", background solve p50 {solve} ms" if solve is not None else ""
+        if r["advise_ms"] is not None:
+            extra += (
+                f", advise {r['advise_ms']} ms, {r['advisories']} advisories, "
+                f"{r['evictions']} evictions"
+            )
         print(
             f"{r['hosts']:>5} {r['models']:>6} {r['store']:>5} {r['worker']:>8} {r['inputs']:>8} "
+            f"{r['prefetch']:>8} "
             f"{r['first_ms']:>8} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['max_ms']:>8}  "
             f"{', '.join(r['solver'])} (sources {r['sources']}{extra}, caught up "
             f"{r['caught_up']}, unmet replicas {r['unmet']})"

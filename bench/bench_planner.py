@@ -2,15 +2,16 @@
 
     .venv/bin/python bench/bench_planner.py [--sizes 8,64,256,1000] [--time-limit 5] [--json]
     .venv/bin/python bench/bench_planner.py --process [--runs 3] [--time-limit 5] [--baseline DIR]
-        [--shape mixed|production] [--hosts 1000] [--models 200]
+        [--shape mixed|production|trace] [--hosts 1000] [--models 200]
 
 `--process` times whole `grid plan SNAPSHOT --time-limit S --json` processes, fork to exit
 (interpreter start, imports, snapshot load, problem build, solve, staging, explanations,
 validation, output: what the limit promises, docs/plan-time-limit.md), on a generated fleet
 (default mixed 1,000 hosts x 200 models; `--shape production --hosts 10000 --models 500` for
-issue 12's goal), next to the heuristic engine's process, the imports alone and a bare
-`python -c pass`, in the same run. Each run prints the load average before it, the wall,
-the process's own peak RSS, the plan's status and its open replica levels.
+issue 12's goal, `--shape trace --hosts 4278 --models 300` for issue 20's), next to the
+heuristic engine's process, the imports alone and a bare `python -c pass`, in the same run.
+Each run prints the load average before it, the wall, the process's own peak RSS, the plan's
+status and its open replica levels.
 
 Per size it prints the heuristic's and CP-SAT's wall time, CP-SAT's status, whether CP-SAT
 proved every replica level (value equals bound), the lexicographic comparison of the two plans'
@@ -346,7 +347,10 @@ def main(argv: list[str] | None = None) -> int:
         help="another checkout to time alternately with this one (--process), e.g. a worktree",
     )
     parser.add_argument(
-        "--shape", choices=("mixed", "production"), default="mixed", help="fleet (--process)"
+        "--shape",
+        choices=("mixed", "production", "trace"),
+        default="mixed",
+        help="fleet (--process): grid lab generate-fleet --shape",
     )
     parser.add_argument("--hosts", type=int, default=PROCESS_HOSTS, help="hosts (--process)")
     parser.add_argument("--models", type=int, default=PROCESS_MODELS, help="models (--process)")

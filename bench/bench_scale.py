@@ -1,6 +1,7 @@
 """Planner scaling table: both engines, mixed and production-shaped fleets, 64 → 10,000 hosts.
 
     .venv/bin/python bench/bench_scale.py [--mixed 64,256,1000] [--production 1000,10000]
+        [--trace 1213,4278]
         [--time-limit 5] [--limit-at 5000=10,10000=10] [--baseline DIR] [--reference-max 64]
         [--json] [--phases 1000,10000]
 
@@ -40,6 +41,9 @@ if "--one" not in sys.argv:  # a --one child imports the `grid` of its PYTHONPAT
 
 MIXED_MODELS = {64: 32, 256: 96, 1000: 200, 5000: 400, 10000: 500}
 PRODUCTION_MODELS = {64: 20, 256: 60, 1000: 200, 5000: 400, 10000: 500}
+# `--trace`: grid lab generate-fleet --shape trace (racks of 32 as failure domains, ten GPU
+# types, a third of the models on one type, a third needing two domains): issue 20's fleets.
+TRACE_MODELS = {1213: 150, 4278: 300}
 
 
 def plan_one(path: str, engine: str, time_limit_s: float) -> dict[str, Any]:
@@ -216,21 +220,24 @@ def _reference(path: Path) -> dict[str, int] | None:
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     from grid.lab.fleetgen import generate_fleet
     from grid.lab.fleetgen_production import generate_production_fleet
+    from grid.lab.fleetgen_trace import generate_trace_fleet
 
     sizes = [("mixed", int(s)) for s in args.mixed.split(",") if s.strip()]
     sizes += [("production", int(s)) for s in args.production.split(",") if s.strip()]
+    sizes += [("trace", int(s)) for s in args.trace.split(",") if s.strip()]
+    generators = {
+        "mixed": generate_fleet,
+        "production": generate_production_fleet,
+        "trace": generate_trace_fleet,
+    }
     trees = [("now", HERE)] + ([("baseline", Path(args.baseline))] if args.baseline else [])
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as folder:
         for shape, hosts in sizes:
-            table = MIXED_MODELS if shape == "mixed" else PRODUCTION_MODELS
+            table = {"mixed": MIXED_MODELS, "trace": TRACE_MODELS}.get(shape, PRODUCTION_MODELS)
             models = table.get(hosts, max(2, hosts // 20))
             print(f"{shape} {hosts} x {models} ...", file=sys.stderr, flush=True)
-            snap = (
-                generate_fleet(hosts, models, args.seed)
-                if shape == "mixed"
-                else generate_production_fleet(hosts, models, args.seed)
-            )
+            snap = generators[shape](hosts, models, args.seed)
             path = Path(folder) / f"{shape}-{hosts}.json"
             path.write_text(
                 json.dumps(snap.model_dump(mode="json", exclude_defaults=True)), encoding="utf-8"
@@ -287,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mixed", default="64,256,1000", help="host counts, generated fleets")
     parser.add_argument(
         "--production", default="1000", help="host counts, production-shaped fleets"
+    )
+    parser.add_argument(
+        "--trace", default="", help="host counts, trace-shaped fleets (racks, GPU types)"
     )
     parser.add_argument("--time-limit", type=float, default=5.0, help="grid plan budget (s)")
     parser.add_argument(

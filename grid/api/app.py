@@ -84,7 +84,7 @@ def create_app(
     if isinstance(service, HAService):  # a standby never acts: mutations go to the leader
         app.add_middleware(StandbyRedirect, service=service)
     # /v1 needs a client key (or open access); outermost, so a refused request is never read.
-    keys = client_keys or ClientKeys(None, operator_token=credentials.operator_token)
+    keys = client_keys or ClientKeys(service, operator_token=credentials.operator_token)
     app.state.client_keys = keys
     app.add_middleware(ClientKeyGate, keys=keys, clock=service.clock)
     app.include_router(routes_nodes.router)

@@ -1,12 +1,17 @@
 """Client keys for the OpenAI-compatible surface (/v1): who may send inference, and how much.
 
 `grid allocator key create NAME` issues a bearer key (`gk1_...`), shown once; only its SHA-256
-is kept, in `<state-dir>/client_keys.json` (mode 0600, atomic writes), with its name, a short
-prefix for recognition and its creation (and revocation) time. `ClientKeyGate`, a pure ASGI
-middleware in front of every route, lets a request under /v1/ through only with
-`Authorization: Bearer <key>` of a live key, or the operator capability (the operator may do
-anything); otherwise 401 in OpenAI's error shape, before any routing, so every /v1 route
-(chat, completions, embeddings, models, even an unknown path) is covered by this one rule.
+is kept, with its name, a short prefix for recognition and its creation (and revocation) time,
+in the controller's durable state (`client_keys` of the state document): it follows the store,
+so with `--store etcd://...` every controller of the cluster accepts it, and a standby that
+becomes leader keeps serving the keys the old leader issued. A key file of an older controller
+(`<state-dir>/client_keys.json`) is imported at start and renamed `client_keys.json.imported`.
+
+`ClientKeyGate`, a pure ASGI middleware in front of every route, lets a request under /v1/
+through only with `Authorization: Bearer <key>` of a live key, or the operator capability
+(the operator may do anything); otherwise 401 in OpenAI's error shape, before any routing, so
+every /v1 route (chat, completions, embeddings, models, even an unknown path) is covered by
+this one rule.
 
 Open access (no key needed) is an explicit setting (`grid up --open-access`, `open_access` in
 config.json) and only for a controller bound to loopback: the server refuses to start with it on
@@ -20,21 +25,25 @@ them. A key is never logged, stored in clear or returned after its creation.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from grid.api.limits import send_json
 from grid.api.openai_errors import openai_body
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
+from grid.runtime.controller.key_records import update_client_keys
+from grid.runtime.controller.service import ControllerService
+from grid.runtime.controller.state import ClientKeyRecord
 from grid.wire import is_loopback
 
 KEYS_NAME = "client_keys.json"
@@ -56,13 +65,7 @@ def digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()
 
 
-@dataclass
-class KeyRecord:
-    name: str
-    sha256: str
-    prefix: str  # the first characters of the key, to recognise it (not enough to use it)
-    created_at: float
-    revoked_at: float | None = None
+KeyRecord = ClientKeyRecord  # name, sha256, prefix, created_at, revoked_at (state.py)
 
 
 def check_open_access(host: str, open_access: bool) -> None:
@@ -88,51 +91,129 @@ def _unreadable(path: Path, why: str) -> GridError:
     )
 
 
-class ClientKeys:
-    """The key file and the per-key request counts (thread-safe)."""
+class KeyBackend(Protocol):
+    """Where the records live. `records()` returns a list that is replaced, never changed in
+    place, on every change (so it is indexed by identity); `update` applies `change` to the
+    current records and makes the result durable, or raises and changes nothing."""
 
-    def __init__(
-        self, path: Path | None, *, open_access: bool = False, operator_token: str = ""
-    ) -> None:
+    def records(self) -> list[KeyRecord]: ...
+
+    def update(self, change: Callable[[list[KeyRecord]], list[KeyRecord]], now: float) -> None: ...
+
+
+class MemoryKeys:
+    """Records in memory only (an app built without a service)."""
+
+    def __init__(self) -> None:
+        self._records: list[KeyRecord] = []
+
+    def records(self) -> list[KeyRecord]:
+        return self._records
+
+    def update(self, change: Callable[[list[KeyRecord]], list[KeyRecord]], now: float) -> None:
+        self._records = change(list(self._records))
+
+
+class FileKeys:
+    """A key file of its own (mode 0600, atomic writes): what older controllers kept in
+    `<state-dir>/client_keys.json`, read once to import it into the controller's state."""
+
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self.open_access = open_access
-        self._operator = operator_token
-        self._lock = threading.Lock()
-        self._records: dict[str, KeyRecord] = {}
-        self._by_digest: dict[str, str] = {}
-        self.requests: dict[str, int] = {}
-        self.last_used_at: dict[str, float] = {}
-        self._load()
+        self._records = self._load()
 
-    # ------------------------------------------------------------------ the file
-
-    def _load(self) -> None:
-        if self.path is None:  # memory only
-            return
+    def _load(self) -> list[KeyRecord]:
         try:
             raw = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return
+            return []
         except OSError as exc:
             raise _unreadable(self.path, exc.strerror or type(exc).__name__) from None
         try:
-            doc = json.loads(raw)
-            rows = doc["keys"]
-            records = [KeyRecord(**row) for row in rows]
+            return [KeyRecord.model_validate(row) for row in json.loads(raw)["keys"]]
         except (ValueError, KeyError, TypeError):
             raise _unreadable(self.path, "not a client key document") from None
-        for record in records:
-            self._records[record.name] = record
-        self._index()
 
-    def _index(self) -> None:
-        self._by_digest = {r.sha256: r.name for r in self._records.values() if r.revoked_at is None}
+    def records(self) -> list[KeyRecord]:
+        return self._records
 
-    def _save(self) -> None:
-        if self.path is None:
-            return
-        doc = {"schema_version": 1, "keys": [asdict(r) for r in self._records.values()]}
+    def update(self, change: Callable[[list[KeyRecord]], list[KeyRecord]], now: float) -> None:
+        chosen = change(list(self._records))
+        doc = {"schema_version": 1, "keys": [r.model_dump(mode="json") for r in chosen]}
         atomic_write_text(self.path, json.dumps(doc, indent=1) + "\n", 0o600)
+        self._records = chosen
+
+
+class ControllerKeys:
+    """The records in the controller's durable state (grid/runtime/controller/key_records.py):
+    they follow its store, file or etcd, and a standby reads what the leader wrote."""
+
+    def __init__(self, service: ControllerService) -> None:
+        self.service = service
+
+    def records(self) -> list[KeyRecord]:
+        return self.service.controller.state.client_keys  # the current controller (HA swaps it)
+
+    def update(self, change: Callable[[list[KeyRecord]], list[KeyRecord]], now: float) -> None:
+        update_client_keys(self.service.controller, change, now)
+
+
+def import_key_file(path: Path, keys: ClientKeys, now: float) -> int:
+    """Move the records of an older controller's key file into `keys` (a name it already holds
+    wins) and rename the file `<name>.imported`; the number imported. A controller that cannot
+    save (a standby) leaves the file for the leader's next start."""
+    if not path.exists():
+        return 0
+    legacy = FileKeys(path).records()
+
+    def merge(current: list[KeyRecord]) -> list[KeyRecord]:
+        held = {r.name for r in current}
+        return current + [r for r in legacy if r.name not in held]
+
+    before = len(keys.backend.records())
+    keys.backend.update(merge, now)
+    with contextlib.suppress(OSError):  # left in place, it imports nothing new next time
+        os.replace(path, path.with_name(path.name + ".imported"))
+    return len(keys.backend.records()) - before
+
+
+class ClientKeys:
+    """The key records (a `KeyBackend`) and the per-key request counts (thread-safe).
+
+    `source`: a service (the controller's state), a path (a key file of its own) or None
+    (memory only)."""
+
+    def __init__(
+        self,
+        source: ControllerService | Path | KeyBackend | None = None,
+        *,
+        open_access: bool = False,
+        operator_token: str = "",
+    ) -> None:
+        self.backend: KeyBackend
+        if source is None:
+            self.backend = MemoryKeys()
+        elif isinstance(source, Path):
+            self.backend = FileKeys(source)
+        elif isinstance(source, ControllerService):
+            self.backend = ControllerKeys(source)
+        else:
+            self.backend = source
+        self.open_access = open_access
+        self._operator = operator_token
+        self._lock = threading.Lock()
+        self._indexed: tuple[list[KeyRecord], dict[str, str]] | None = None
+        self.requests: dict[str, int] = {}
+        self.last_used_at: dict[str, float] = {}
+
+    def _by_digest(self) -> dict[str, str]:
+        """sha256 -> name of every live key, rebuilt when the backend's list is another one."""
+        records = self.backend.records()
+        indexed = self._indexed
+        if indexed is None or indexed[0] is not records:
+            index = {r.sha256: r.name for r in records if r.revoked_at is None}
+            indexed = self._indexed = (records, index)
+        return indexed[1]
 
     # ------------------------------------------------------------------ administration
 
@@ -148,9 +229,13 @@ class ClientKeys:
                 details={"http_status": 422},
             )
         key = KEY_PREFIX + secrets.token_urlsafe(32)
-        with self._lock:
-            current = self._records.get(name)
-            if current is not None and current.revoked_at is None:
+        record = KeyRecord(
+            name=name, sha256=digest(key), prefix=key[: len(KEY_PREFIX) + 4], created_at=now
+        )
+
+        def add(current: list[KeyRecord]) -> list[KeyRecord]:
+            same = [r for r in current if r.name == name]
+            if same and same[0].revoked_at is None:
                 raise GridError(
                     "client_key_exists",
                     f"a live client key named {name!r} exists already",
@@ -158,7 +243,7 @@ class ClientKeys:
                     next_command=f"grid allocator key revoke {name}",
                     details={"http_status": 409},
                 )
-            if len(self._records) >= MAX_KEYS and current is None:
+            if len(current) >= MAX_KEYS and not same:
                 raise GridError(
                     "too_many_client_keys",
                     f"this controller holds {MAX_KEYS} client keys already",
@@ -166,21 +251,18 @@ class ClientKeys:
                     next_command="grid allocator key list",
                     details={"http_status": 409},
                 )
-            record = KeyRecord(name, digest(key), key[: len(KEY_PREFIX) + 4], now)
-            previous = dict(self._records)
-            self._records[name] = record
-            try:
-                self._save()
-            except OSError:
-                self._records = previous
-                raise
-            self._index()
+            return [r for r in current if r.name != name] + [record]
+
+        with self._lock:
+            self.backend.update(add, now)
         return key, record
 
     def revoke(self, name: str, now: float) -> KeyRecord:
-        with self._lock:
-            record = self._records.get(name)
-            if record is None or record.revoked_at is not None:
+        revoked: list[KeyRecord] = []
+
+        def mark(current: list[KeyRecord]) -> list[KeyRecord]:
+            live = [r for r in current if r.name == name and r.revoked_at is None]
+            if not live:
                 raise GridError(
                     "unknown_client_key",
                     f"no live client key is named {name!r}",
@@ -188,15 +270,17 @@ class ClientKeys:
                     next_command="grid allocator key list",
                     details={"http_status": 404},
                 )
-            record.revoked_at = now
-            self._save()
-            self._index()
-            return record
+            revoked.append(live[0].model_copy(update={"revoked_at": now}))
+            return [revoked[0] if r.name == name else r for r in current]
+
+        with self._lock:
+            self.backend.update(mark, now)
+        return revoked[0]
 
     def rows(self) -> list[dict[str, Any]]:
         """Every key (live and revoked) with its counts; no secret (not even the digest)."""
+        records = sorted(self.backend.records(), key=lambda r: r.name)
         with self._lock:
-            records = sorted(self._records.values(), key=lambda r: r.name)
             requests, used = dict(self.requests), dict(self.last_used_at)
         out: list[dict[str, Any]] = [
             {
@@ -221,7 +305,7 @@ class ClientKeys:
         """The name a request is counted for, or None when it may not pass."""
         if presented and len(presented) <= MAX_KEY_CHARS:
             if presented.startswith(KEY_PREFIX):
-                name = self._by_digest.get(digest(presented))
+                name = self._by_digest().get(digest(presented))
                 if name is not None:
                     return name
             elif self._operator and hmac.compare_digest(

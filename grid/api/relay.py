@@ -170,7 +170,8 @@ class RelaySession:
         if entry is None:
             return _CLOSED, b""
         try:
-            return await asyncio.wait_for(entry.queue.get(), timeout_s)
+            async with asyncio.timeout(timeout_s):  # no task per frame, as wait_for makes one
+                return await entry.queue.get()
         except TimeoutError:
             self.cancel(stream)
             raise UpstreamError(

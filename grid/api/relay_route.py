@@ -47,9 +47,7 @@ async def relay(websocket: WebSocket, host_id: HostId) -> None:
     service = websocket.app.state.service
     try:
         # The very check PUT /nodes runs (a WebSocket carries the app and headers it reads).
-        identity = await node_identity(
-            cast(Request, websocket), websocket.headers.get(NODE_HEADER)
-        )
+        identity = await node_identity(cast(Request, websocket), websocket.headers.get(NODE_HEADER))
         if identity.host_id != host_id:
             raise GridError(
                 "wrong_host",

@@ -82,7 +82,7 @@ def put_node(
             commands=commands,
             held_destructive=held,
         ),
-        launch=launch_for(ctl, reply.host_id),
+        launch=launch_for(ctl, reply.host_id, now),
     )
     # Signed over the exact bytes sent, so the node can tell this controller from an impostor.
     body = json.dumps(wire_json(answer), separators=(",", ":")).encode()

@@ -21,7 +21,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from grid.api.app import create_app
-from grid.api.client_keys import KEYS_NAME, ClientKeys, check_open_access
+from grid.api.client_keys import KEYS_NAME, ClientKeys, check_open_access, import_key_file
 from grid.api.ha_setup import build_service
 from grid.api.settings import STATE_NAME, Settings, load_settings
 from grid.api.tls import check_bind, check_server_files
@@ -90,10 +90,14 @@ def build(state_dir: Path, settings: Settings) -> tuple[FastAPI, ControllerServi
         service = ControllerService(controller)
     breaker = BreakerPolicy.from_overrides(settings.breaker)
     keys = ClientKeys(
-        state_dir / KEYS_NAME,
-        open_access=settings.open_access,
-        operator_token=settings.operator_token,
+        service, open_access=settings.open_access, operator_token=settings.operator_token
     )
+    try:
+        import_key_file(state_dir / KEYS_NAME, keys, time.time())
+    except GridError as err:  # a standby cannot save: the leader imports it at its start
+        if err.code == "client_keys_unreadable":
+            raise
+        log.warning("client key file not imported yet: %s", err.message)
     app = create_app(
         service,
         settings.credentials,

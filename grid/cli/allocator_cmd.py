@@ -29,6 +29,7 @@ from grid.cli.connection import (
 )
 from grid.cli.credential_cmd import credential_app, write_credential_file
 from grid.cli.render_portfolio import workload_parts
+from grid.cli.render_prefetch import prefetch_parts
 from grid.cli.text import local_time, plural, relative
 from grid.fleet.errors import GridError
 
@@ -430,6 +431,7 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
             levels.add_row(level["level"], str(level["value"]), str(level["bound"]))
         parts.append(levels)
     parts += workload_parts(doc.get("workloads") or {})
+    parts += prefetch_parts(doc.get("prefetch"))
     reasons = doc.get("desired_reasons") or {}
     if reasons:
         table = _table("Desired replicas", ["model", "desired", "why"])

@@ -101,41 +101,49 @@ def _drill_view(result: Drill) -> list[object]:
     return [table]
 
 
+_CapacityAdd = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--add",
+        help="Host template file (one host object, JSON or TOML); repeat for several.",
+    ),
+]
+_CapacityMaxHosts = Annotated[
+    int,
+    typer.Option("--max", help="The most hosts of each template to consider adding."),
+]
+_CapacityWithDrill = Annotated[
+    bool,
+    typer.Option("--drill", help="Also run the N−1 drill on the snapshot's fleet."),
+]
+_CapacityTimeLimit = Annotated[
+    float,
+    typer.Option("--time-limit", help="Solver budget in seconds per plan and count solve."),
+]
+_CapacitySurvive = Annotated[
+    int,
+    typer.Option(
+        "--survive",
+        min=0,
+        max=3,
+        help="Also size for failures: every desired replica still placed after any N hosts "
+        "fail (1 = N−1 sizing), each failure planned on the proposed fleet.",
+    ),
+]
+_CapacityAsJson = Annotated[
+    bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
+]
+
+
 @capacity_app.callback(invoke_without_command=True)
 def capacity_cmd(
     snapshot: Annotated[Path, typer.Argument(help="Fleet snapshot file (JSON, or TOML).")],
-    add: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--add",
-            help="Host template file (one host object, JSON or TOML); repeat for several.",
-        ),
-    ] = None,
-    max_hosts: Annotated[
-        int,
-        typer.Option("--max", help="The most hosts of each template to consider adding."),
-    ] = DEFAULT_MAX,
-    with_drill: Annotated[
-        bool,
-        typer.Option("--drill", help="Also run the N−1 drill on the snapshot's fleet."),
-    ] = False,
-    time_limit: Annotated[
-        float,
-        typer.Option("--time-limit", help="Solver budget in seconds per plan and count solve."),
-    ] = 5.0,
-    survive: Annotated[
-        int,
-        typer.Option(
-            "--survive",
-            min=0,
-            max=3,
-            help="Also size for failures: every desired replica still placed after any N hosts "
-            "fail (1 = N−1 sizing), each failure planned on the proposed fleet.",
-        ),
-    ] = 0,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
-    ] = False,
+    add: _CapacityAdd = None,
+    max_hosts: _CapacityMaxHosts = DEFAULT_MAX,
+    with_drill: _CapacityWithDrill = False,
+    time_limit: _CapacityTimeLimit = 5.0,
+    survive: _CapacitySurvive = 0,
+    as_json: _CapacityAsJson = False,
 ) -> None:
     """Fewest hosts per template that place every desired replica (verified by planning)."""
     templates_paths = list(add or [])

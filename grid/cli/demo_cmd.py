@@ -33,6 +33,7 @@ from grid.cli.demo_personas import (
     persona_round,
     text_of,
 )
+from grid.fleet import CONSTRUCTIVE_KINDS
 from grid.fleet.errors import GridError
 from grid.lab.logical_fleet import LogicalFleet
 from grid.lab.logical_fleet_settings import (
@@ -232,7 +233,7 @@ def run_demo(
         issued = [
             r
             for r in watcher.commands.values()
-            if r["model_id"] == coder and r["kind"] in ("load", "warm")
+            if r["model_id"] == coder and r["kind"] in CONSTRUCTIVE_KINDS
         ]
         steps.append(
             _step(

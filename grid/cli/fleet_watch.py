@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-CONSTRUCTIVE = ("load", "warm")
+from grid.fleet import CONSTRUCTIVE_KINDS
+
 OPEN = ("pending", "delivered", "running")
 _CODE = re.compile(r"^([a-z][a-z0-9_]+): (.*)$", re.S)
 
@@ -49,7 +50,7 @@ def failures(doc: dict[str, Any], model_id: str | None = None) -> list[Failure]:
     """The latest failed LOAD/WARM per (host, model) in the history, oldest first."""
     latest: dict[tuple[str, str], Failure] = {}
     for record in doc.get("history", []):
-        if record.get("kind") not in CONSTRUCTIVE:
+        if record.get("kind") not in CONSTRUCTIVE_KINDS:
             continue
         if model_id is not None and record.get("model_id") != model_id:
             continue
@@ -82,7 +83,9 @@ def ready_hosts(doc: dict[str, Any], model_id: str) -> list[str]:
 
 def in_flight(doc: dict[str, Any], model_id: str) -> bool:
     return any(
-        r.get("model_id") == model_id and r.get("kind") in CONSTRUCTIVE and r.get("status") in OPEN
+        r.get("model_id") == model_id
+        and r.get("kind") in CONSTRUCTIVE_KINDS
+        and r.get("status") in OPEN
         for r in doc.get("history", [])
     )
 

@@ -47,22 +47,28 @@ def generate_fleet_cmd(
         typer.Option(
             "--shape",
             help="mixed: every host distinct (default); production: few machine shapes with "
-            "realistic counts, GPU-type tags, skewed demand, no residencies.",
+            "realistic counts, GPU-type tags, skewed demand, no residencies; trace: a "
+            "production trace's GPU cluster (ten GPU types, racks of 32 nodes as failure "
+            "domains, a third of the models on one GPU type, a third needing two domains).",
         ),
     ] = "mixed",
 ) -> None:
     """Generate a deterministic, realistic fleet snapshot (JSON)."""
-    if shape not in ("mixed", "production"):
+    if shape not in ("mixed", "production", "trace"):
         raise GridError(
             "unknown_fleet_shape",
-            f"fleet shape {shape!r} is not one of mixed, production",
-            fix="pass --shape mixed or --shape production",
+            f"fleet shape {shape!r} is not one of mixed, production, trace",
+            fix="pass --shape mixed, --shape production or --shape trace",
             next_command=f"grid lab generate-fleet --shape production --hosts {hosts}",
         )
     if shape == "production":
         from grid.lab.fleetgen_production import generate_production_fleet
 
         snap = generate_production_fleet(hosts, models, seed, now=DEFAULT_NOW)
+    elif shape == "trace":
+        from grid.lab.fleetgen_trace import generate_trace_fleet
+
+        snap = generate_trace_fleet(hosts, models, seed, now=DEFAULT_NOW)
     else:
         snap = generate_fleet(hosts, models, seed, residencies=residencies, now=DEFAULT_NOW)
     doc = what_if_document(snap) if what_if else snap.model_dump(mode="json")

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grid.cli.render_portfolio import render_portfolio
+from grid.cli.render_prefetch import prefetch_parts
 from grid.cli.text import plural
 from grid.fleet.models import LIVE_STATES, Assignment, FleetSnapshot, Host, HostState, Plan
 from grid.planner.eligibility import host_refusals
@@ -359,6 +360,7 @@ def render_plan(
         Text(""),
         _solver(plan),
         render_portfolio(plan),
+        *prefetch_parts(plan.prefetch.model_dump(mode="json") if plan.prefetch else None),
     )
 
 

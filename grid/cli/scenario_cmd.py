@@ -222,6 +222,7 @@ def _render(doc: dict[str, Any], timeline: bool) -> None:
     p = doc["prefetch"]
     console.print(
         f"prefetch: {p['downloads']} downloads, {p['hits']} hits, {p['unused']} unused, "
+        f"{p['expired']} expired, {p['replaced']} replaced ({p['reclaimed_mb']} MB reclaimed), "
         f"{p['avoided_load_s']:.0f} s of load avoided"
         + (f", mean lead {p['mean_lead_s']:.0f} s" if p["mean_lead_s"] is not None else "")
     )

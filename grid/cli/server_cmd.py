@@ -114,107 +114,123 @@ def _listen(
     return listen
 
 
+_UpPort = Annotated[
+    int | None,
+    typer.Option(
+        "--port",
+        help=f"Port to listen on (default {DEFAULT_PORT}, or the one this state folder "
+        "recorded; `grid test` uses 22100).",
+    ),
+]
+_UpHost = Annotated[
+    str | None,
+    typer.Option(
+        "--host",
+        help="Address to listen on (default 127.0.0.1, or the one recorded). A "
+        "non-loopback address needs --tls-cert/--tls-key or --insecure-http.",
+    ),
+]
+_UpTlsCert = Annotated[
+    Path | None,
+    typer.Option("--tls-cert", help="PEM certificate chain whose SAN names --host."),
+]
+_UpTlsKey = Annotated[
+    Path | None,
+    typer.Option("--tls-key", help="PEM private key of --tls-cert (owner-only, mode 0600)."),
+]
+_UpCaFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--ca-file",
+        help="CA that issued --tls-cert; this machine's CLI verifies the controller with it "
+        "(default: the system store).",
+    ),
+]
+_UpInsecureHttp = Annotated[
+    bool,
+    typer.Option(
+        "--insecure-http",
+        help="Allow plain HTTP on a non-loopback address (a TLS proxy in front of it). "
+        "Grid clients still never send credentials over it.",
+    ),
+]
+_UpTls = Annotated[
+    bool,
+    typer.Option(
+        "--tls",
+        help="Make the fleet's private CA and this controller's certificate (for --host, "
+        "127.0.0.1, localhost and this machine's name) in STATE_DIR/pki, once, and serve "
+        "HTTPS with them. Nodes verify the controller with STATE_DIR/pki/ca.pem.",
+    ),
+]
+_UpInstallService = Annotated[
+    bool,
+    typer.Option(
+        "--install-service",
+        help="Record these settings and write a systemd unit that runs the controller "
+        "(survives a reboot) instead of starting it now; prints the systemctl line.",
+    ),
+]
+_UpUnitDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--unit-dir",
+        help="Where --install-service writes the unit (default /etc/systemd/system as "
+        "root, else ~/.config/systemd/user).",
+    ),
+]
+_UpOpenAccess = Annotated[
+    bool | None,
+    typer.Option(
+        "--open-access/--client-keys",
+        help="/v1 without client keys (loopback only), or with them (the default; issue "
+        "them with `grid allocator key create NAME`). Default: what this folder recorded.",
+    ),
+]
+_UpStore = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="etcd://HOST:PORT,HOST:PORT,... (optionally ending in /PREFIX): keep state and "
+        "the mutation lease in etcd, so several controllers elect one leader "
+        "(docs/high-availability.md). Default: the state file in --state-dir.",
+    ),
+]
+_UpEtcdCaFile = Annotated[
+    Path | None, typer.Option("--etcd-ca-file", help="CA of the etcd members' certificates.")
+]
+_UpEtcdCertFile = Annotated[
+    Path | None, typer.Option("--etcd-cert-file", help="Client certificate etcd asks for.")
+]
+_UpEtcdKeyFile = Annotated[
+    Path | None, typer.Option("--etcd-key-file", help="Private key of --etcd-cert-file.")
+]
+_UpAdvertiseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--advertise-url",
+        help="URL nodes and the other controllers reach this one at (default: its listening URL).",
+    ),
+]
+
+
 def up(
     state_dir: StateDirOption = None,
-    port: Annotated[
-        int | None,
-        typer.Option(
-            "--port",
-            help=f"Port to listen on (default {DEFAULT_PORT}, or the one this state folder "
-            "recorded; `grid test` uses 22100).",
-        ),
-    ] = None,
-    host: Annotated[
-        str | None,
-        typer.Option(
-            "--host",
-            help="Address to listen on (default 127.0.0.1, or the one recorded). A "
-            "non-loopback address needs --tls-cert/--tls-key or --insecure-http.",
-        ),
-    ] = None,
-    tls_cert: Annotated[
-        Path | None,
-        typer.Option("--tls-cert", help="PEM certificate chain whose SAN names --host."),
-    ] = None,
-    tls_key: Annotated[
-        Path | None,
-        typer.Option("--tls-key", help="PEM private key of --tls-cert (owner-only, mode 0600)."),
-    ] = None,
-    ca_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--ca-file",
-            help="CA that issued --tls-cert; this machine's CLI verifies the controller with it "
-            "(default: the system store).",
-        ),
-    ] = None,
-    insecure_http: Annotated[
-        bool,
-        typer.Option(
-            "--insecure-http",
-            help="Allow plain HTTP on a non-loopback address (a TLS proxy in front of it). "
-            "Grid clients still never send credentials over it.",
-        ),
-    ] = False,
-    tls: Annotated[
-        bool,
-        typer.Option(
-            "--tls",
-            help="Make the fleet's private CA and this controller's certificate (for --host, "
-            "127.0.0.1, localhost and this machine's name) in STATE_DIR/pki, once, and serve "
-            "HTTPS with them. Nodes verify the controller with STATE_DIR/pki/ca.pem.",
-        ),
-    ] = False,
-    install_service: Annotated[
-        bool,
-        typer.Option(
-            "--install-service",
-            help="Record these settings and write a systemd unit that runs the controller "
-            "(survives a reboot) instead of starting it now; prints the systemctl line.",
-        ),
-    ] = False,
-    unit_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--unit-dir",
-            help="Where --install-service writes the unit (default /etc/systemd/system as "
-            "root, else ~/.config/systemd/user).",
-        ),
-    ] = None,
-    open_access: Annotated[
-        bool | None,
-        typer.Option(
-            "--open-access/--client-keys",
-            help="/v1 without client keys (loopback only), or with them (the default; issue "
-            "them with `grid allocator key create NAME`). Default: what this folder recorded.",
-        ),
-    ] = None,
-    store: Annotated[
-        str | None,
-        typer.Option(
-            "--store",
-            help="etcd://HOST:PORT,HOST:PORT,... (optionally ending in /PREFIX): keep state and "
-            "the mutation lease in etcd, so several controllers elect one leader "
-            "(docs/high-availability.md). Default: the state file in --state-dir.",
-        ),
-    ] = None,
-    etcd_ca_file: Annotated[
-        Path | None, typer.Option("--etcd-ca-file", help="CA of the etcd members' certificates.")
-    ] = None,
-    etcd_cert_file: Annotated[
-        Path | None, typer.Option("--etcd-cert-file", help="Client certificate etcd asks for.")
-    ] = None,
-    etcd_key_file: Annotated[
-        Path | None, typer.Option("--etcd-key-file", help="Private key of --etcd-cert-file.")
-    ] = None,
-    advertise_url: Annotated[
-        str | None,
-        typer.Option(
-            "--advertise-url",
-            help="URL nodes and the other controllers reach this one at (default: its listening "
-            "URL).",
-        ),
-    ] = None,
+    port: _UpPort = None,
+    host: _UpHost = None,
+    tls_cert: _UpTlsCert = None,
+    tls_key: _UpTlsKey = None,
+    ca_file: _UpCaFile = None,
+    insecure_http: _UpInsecureHttp = False,
+    tls: _UpTls = False,
+    install_service: _UpInstallService = False,
+    unit_dir: _UpUnitDir = None,
+    open_access: _UpOpenAccess = None,
+    store: _UpStore = None,
+    etcd_ca_file: _UpEtcdCaFile = None,
+    etcd_cert_file: _UpEtcdCertFile = None,
+    etcd_key_file: _UpEtcdKeyFile = None,
+    advertise_url: _UpAdvertiseUrl = None,
 ) -> None:
     """Start the allocator controller in the background on 127.0.0.1:22101 (does nothing if it
     already runs). The operator capability is written to STATE_DIR/config.json (owner-only);

@@ -56,67 +56,83 @@ def _floats(text: str | None) -> list[float] | None:
         ) from None
 
 
+_StartMachines = Annotated[
+    int,
+    typer.Option("--machines", min=1, max=MAX_MACHINES, help="Logical machines (node agents)."),
+]
+_StartModel = Annotated[
+    str, typer.Option("--model", help="smollm2-135m, gemma-3-270m or a GGUF path.")
+]
+_StartCapacitiesGib = Annotated[
+    str | None, typer.Option("--capacities-gib", help="One capacity per machine, e.g. 2,2.")
+]
+_StartMemoryMb = Annotated[
+    int | None, typer.Option("--memory-mb", min=1, help="Resident budget per replica.")
+]
+_StartMinReplicas = Annotated[
+    int, typer.Option("--min-replicas", min=0, help="Baseline replicas of the model.")
+]
+_StartMaxReplicas = Annotated[
+    int | None,
+    typer.Option("--max-replicas", min=0, help="Most replicas of the model (default: min)."),
+]
+_StartPriority = Annotated[
+    int, typer.Option("--priority", min=0, help="Priority class of the model.")
+]
+_StartPort = Annotated[
+    int, typer.Option("--port", help="Controller port on 127.0.0.1 (`grid up` uses 22101).")
+]
+_StartEnginePortBase = Annotated[
+    int, typer.Option("--engine-port-base", help="First engine port of the first node.")
+]
+_StartHeartbeatS = Annotated[
+    float, typer.Option("--heartbeat-seconds", min=0.1, help="Node heartbeat interval.")
+]
+_StartWaitS = Annotated[
+    float, typer.Option("--wait-seconds", min=0.0, help="Wait this long for READY.")
+]
+_StartCandidateModel = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--candidate-model",
+        help="A model every node holds but nothing pins (min_replicas 0): the allocator "
+        "may load it on its own. Repeatable.",
+    ),
+]
+_StartWorkloadModel = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--workload-model",
+        help="WORKLOAD=MODEL: MODEL gets workload score 1 for WORKLOAD (a model not yet "
+        "named becomes a candidate). Repeatable.",
+    ),
+]
+_StartDistinctAddresses = Annotated[
+    bool,
+    typer.Option(
+        "--distinct-addresses",
+        help="Each machine on its own loopback address (127.0.0.2, ...) and the controller "
+        "on TLS with a generated CA (`grid test status --json` shows ca_file).",
+    ),
+]
+
+
 @test_app.command("start")
 def start(
-    machines: Annotated[
-        int,
-        typer.Option("--machines", min=1, max=MAX_MACHINES, help="Logical machines (node agents)."),
-    ] = 2,
-    model: Annotated[
-        str, typer.Option("--model", help="smollm2-135m, gemma-3-270m or a GGUF path.")
-    ] = SMOLLM2_MODEL_ID,
-    capacities_gib: Annotated[
-        str | None, typer.Option("--capacities-gib", help="One capacity per machine, e.g. 2,2.")
-    ] = None,
-    memory_mb: Annotated[
-        int | None, typer.Option("--memory-mb", min=1, help="Resident budget per replica.")
-    ] = None,
-    min_replicas: Annotated[
-        int, typer.Option("--min-replicas", min=0, help="Baseline replicas of the model.")
-    ] = 1,
-    max_replicas: Annotated[
-        int | None,
-        typer.Option("--max-replicas", min=0, help="Most replicas of the model (default: min)."),
-    ] = None,
-    priority: Annotated[
-        int, typer.Option("--priority", min=0, help="Priority class of the model.")
-    ] = 0,
-    port: Annotated[
-        int, typer.Option("--port", help="Controller port on 127.0.0.1 (`grid up` uses 22101).")
-    ] = DEFAULT_PORT,
-    engine_port_base: Annotated[
-        int, typer.Option("--engine-port-base", help="First engine port of the first node.")
-    ] = (DEFAULT_ENGINE_PORT_BASE),
-    heartbeat_s: Annotated[
-        float, typer.Option("--heartbeat-seconds", min=0.1, help="Node heartbeat interval.")
-    ] = 1.0,
-    wait_s: Annotated[
-        float, typer.Option("--wait-seconds", min=0.0, help="Wait this long for READY.")
-    ] = 180.0,
-    candidate_model: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--candidate-model",
-            help="A model every node holds but nothing pins (min_replicas 0): the allocator "
-            "may load it on its own. Repeatable.",
-        ),
-    ] = None,
-    workload_model: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--workload-model",
-            help="WORKLOAD=MODEL: MODEL gets workload score 1 for WORKLOAD (a model not yet "
-            "named becomes a candidate). Repeatable.",
-        ),
-    ] = None,
-    distinct_addresses: Annotated[
-        bool,
-        typer.Option(
-            "--distinct-addresses",
-            help="Each machine on its own loopback address (127.0.0.2, ...) and the controller "
-            "on TLS with a generated CA (`grid test status --json` shows ca_file).",
-        ),
-    ] = False,
+    machines: _StartMachines = 2,
+    model: _StartModel = SMOLLM2_MODEL_ID,
+    capacities_gib: _StartCapacitiesGib = None,
+    memory_mb: _StartMemoryMb = None,
+    min_replicas: _StartMinReplicas = 1,
+    max_replicas: _StartMaxReplicas = None,
+    priority: _StartPriority = 0,
+    port: _StartPort = DEFAULT_PORT,
+    engine_port_base: _StartEnginePortBase = (DEFAULT_ENGINE_PORT_BASE),
+    heartbeat_s: _StartHeartbeatS = 1.0,
+    wait_s: _StartWaitS = 180.0,
+    candidate_model: _StartCandidateModel = None,
+    workload_model: _StartWorkloadModel = None,
+    distinct_addresses: _StartDistinctAddresses = False,
     run_dir: RunDirOpt = None,
 ) -> None:
     """Start (or find) the logical fleet on 127.0.0.1:22100; the model becomes READY with no

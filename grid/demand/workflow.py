@@ -15,7 +15,11 @@ it (an out-of-order completion callback), is aggregate demand only and never est
 order. A repeat of the same workload is no departure.
 
 An edge source -> target is learned once `min_repeats` (5) such transitions are held; its
-confidence is its count over every departure from the source (all targets). The learner holds
+confidence is its count over every departure from the source (all targets). Each transition
+also records its stage-to-stage lead: the seconds from the source request's completion to the
+start of the next stage's request. An edge's `lead_s` is the median of the newest
+`max_lead_samples` (32) leads it holds (None without any), so the predictive cache counts only
+transfer work that can finish before the predicted demand. The learner holds
 at most `max_workflows` (512) cursors and `max_transitions` (4,096) transitions, the least
 recently used going first, and forgets both `expiry_s` (one hour) after they were last seen.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
+import statistics
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,9 +55,10 @@ class WorkflowConfig:
     max_workflows: int = 512
     max_transitions: int = 4096
     expiry_s: float = 3600.0
+    max_lead_samples: int = 32
 
     def __post_init__(self) -> None:
-        for name in ("min_repeats", "max_workflows", "max_transitions"):
+        for name in ("min_repeats", "max_workflows", "max_transitions", "max_lead_samples"):
             if getattr(self, name) < 1:
                 raise _invalid(f"{name} must be at least 1", f"correct {name}")
         if not (math.isfinite(self.expiry_s) and self.expiry_s > 0):
@@ -76,6 +82,7 @@ class LearnedEdge:
     count: int  # transitions source -> target held
     departures: int  # transitions from source to any other workload held
     confidence: float  # count / departures
+    lead_s: float | None = None  # median stage-to-stage lead of the newest samples held
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,7 @@ class Transition:
     source: str
     target: str
     at: float  # the learner's clock when it was counted
+    lead_s: float | None = None  # seconds from the source's completion to the target's start
 
 
 @dataclass
@@ -105,6 +113,8 @@ class WorkflowLearner:
         self._cursors: OrderedDict[str, _Cursor] = OrderedDict()  # least recently seen first
         self._transitions: deque[Transition] = deque()  # oldest first
         self._counts: dict[tuple[str, str], int] = {}
+        # The newest held transitions with a lead, per edge (bounded by max_lead_samples).
+        self._leads: dict[tuple[str, str], deque[Transition]] = {}
         self._clock = -math.inf  # the newest `now` seen: keeps expiry order monotone
 
     def workflow_id(self, affinity_digest: str) -> str:
@@ -143,7 +153,7 @@ class WorkflowLearner:
             return Step.UNORDERED  # simultaneous work is no sequence
         if workload == cursor.workload:
             return Step.REPEAT
-        self._count(cursor.workload, workload)
+        self._count(cursor.workload, workload, started_at - cursor.completed_at)
         return Step.TRANSITION
 
     def _put(self, key: str, cursor: _Cursor) -> None:
@@ -152,10 +162,16 @@ class WorkflowLearner:
         while len(self._cursors) > self.config.max_workflows:
             self._cursors.popitem(last=False)
 
-    def _count(self, source: str, target: str) -> None:
-        self._transitions.append(Transition(source, target, self._clock))
-        pair = (source, target)
+    def _count(self, source: str, target: str, lead_s: float | None = None) -> None:
+        self._hold(Transition(source, target, self._clock, lead_s))
+
+    def _hold(self, transition: Transition) -> None:
+        self._transitions.append(transition)
+        pair = (transition.source, transition.target)
         self._counts[pair] = self._counts.get(pair, 0) + 1
+        if transition.lead_s is not None:
+            leads = self._leads.setdefault(pair, deque(maxlen=self.config.max_lead_samples))
+            leads.append(transition)
         while len(self._transitions) > self.config.max_transitions:
             self._drop_oldest_transition()
 
@@ -167,6 +183,18 @@ class WorkflowLearner:
             self._counts[pair] = left
         else:
             del self._counts[pair]
+        leads = self._leads.get(pair)
+        if leads and leads[0] is gone:
+            leads.popleft()
+        if leads is not None and not leads:
+            del self._leads[pair]
+
+    def lead_s(self, source: str, target: str) -> float | None:
+        """The median lead of the edge's newest held samples (None: no sample)."""
+        leads = self._leads.get((source, target))
+        if not leads:
+            return None
+        return float(statistics.median(t.lead_s for t in leads if t.lead_s is not None))
 
     def _expire(self, now: float) -> None:
         self._clock = max(self._clock, now)
@@ -192,7 +220,8 @@ class WorkflowLearner:
         if count < self.config.min_repeats:
             return None
         departures = sum(targets.values())
-        return LearnedEdge(workload, target, count, departures, count / departures)
+        lead = self.lead_s(workload, target)
+        return LearnedEdge(workload, target, count, departures, count / departures, lead)
 
     def edges(self, now: float) -> list[LearnedEdge]:
         """Every established edge, by source."""
@@ -212,7 +241,10 @@ class WorkflowLearner:
     def to_state(self) -> dict[str, Any]:
         """The counted transitions (bounded by `max_transitions`); cursors are not kept: their
         names depend on this learner's secret, and a restarted learner has another one."""
-        rows = [[t.source, t.target, t.at] for t in self._transitions]
+        rows: list[list[Any]] = [
+            [t.source, t.target, t.at] if t.lead_s is None else [t.source, t.target, t.at, t.lead_s]
+            for t in self._transitions
+        ]
         return {"version": STATE_VERSION, "transitions": rows}
 
     def restore(self, state: Mapping[str, Any] | None) -> int:
@@ -230,25 +262,32 @@ class WorkflowLearner:
                 next_command=RESTORE_NEXT_COMMAND,
             )
         valid = sorted(
-            (Transition(row[0], row[1], float(row[2])) for row in rows if _valid_row(row)),
+            (
+                Transition(row[0], row[1], float(row[2]), float(row[3]) if len(row) > 3 else None)
+                for row in rows
+                if _valid_row(row)
+            ),
             key=lambda t: t.at,
         )
         for transition in valid:  # oldest first, as they were counted
             self._clock = max(self._clock, transition.at)
-            self._transitions.append(transition)
-            pair = (transition.source, transition.target)
-            self._counts[pair] = self._counts.get(pair, 0) + 1
-            while len(self._transitions) > self.config.max_transitions:
-                self._drop_oldest_transition()
+            self._hold(transition)
         return len(valid)
 
 
+def _finite_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _valid_row(row: object) -> bool:
-    if not (isinstance(row, list) and len(row) == 3):
+    """[source, target, at] or, with a learned lead, [source, target, at, lead_s]."""
+    if not (isinstance(row, list) and len(row) in (3, 4)):
         return False
-    source, target, at = row
+    if len(row) == 4 and not (_finite_number(row[3]) and row[3] >= 0):
+        return False
+    source, target, at = row[:3]
     if not (isinstance(source, str) and isinstance(target, str) and source != target):
         return False
     if not (0 < len(source) <= MAX_WORD_CHARS and 0 < len(target) <= MAX_WORD_CHARS):
         return False
-    return isinstance(at, int | float) and not isinstance(at, bool) and math.isfinite(at)
+    return _finite_number(at)

@@ -71,6 +71,16 @@ if TYPE_CHECKING:
         SolverReport,
         Unsatisfied,
     )
+    from grid.fleet.prefetch import (
+        CacheEviction,
+        Prediction,
+        PredictiveEntry,
+        PrefetchAdvisory,
+        PrefetchPolicy,
+        PrefetchReport,
+        PrefetchSkip,
+    )
+    from grid.fleet.procstat import ProcStat, process_state, read_stat, start_ticks
     from grid.fleet.snapshot import load_snapshot, parse_snapshot
     from grid.fleet.wire import (
         ACK_STATUSES,
@@ -96,6 +106,7 @@ if TYPE_CHECKING:
         WireCommand,
         WireLaunch,
         WireLoad,
+        WirePredictiveEntry,
         WireResidency,
         WireResources,
         WireRoute,
@@ -139,12 +150,18 @@ _EXPORTS: dict[str, str] = {
         " Ownership Plan Policy Preemption REUSABLE_STATES Residency ResidencyState"
         " SolverReport Unsatisfied"
     ),
+    "grid.fleet.prefetch": (
+        "CacheEviction Prediction PredictiveEntry PrefetchAdvisory PrefetchPolicy"
+        " PrefetchReport PrefetchSkip"
+    ),
+    "grid.fleet.procstat": "ProcStat process_state read_stat start_ticks",
     "grid.fleet.snapshot": "load_snapshot parse_snapshot",
     "grid.fleet.wire": (
         "ACK_STATUSES ADDRESS_PATTERN AckAnswer CommandBrief DEFAULT_ENGINE_ADDRESS"
         " MAX_ROWS MAX_TEXT NODE_COMMAND_KINDS NODE_HEADER NodeCommandKind NodeReply"
         " NodeStatus NodeUpdate OPERATOR_HEADER REPLY_SIGNATURE_HEADER ReplyAllocator"
         " StatusReceipt StatusResidency WireAck WireAllocator WireCommand WireLaunch WireLoad"
+        " WirePredictiveEntry"
         " WireResidency WireResources WireRoute reply_is_signed reply_key_path"
         " reply_signature wire_json"
     ),
@@ -182,6 +199,7 @@ __all__ = [
     "AdmissionState",
     "Assignment",
     "Binding",
+    "CacheEviction",
     "CandidateRow",
     "CommandBrief",
     "Deferral",
@@ -213,7 +231,14 @@ __all__ = [
     "PortfolioPolicy",
     "PortfolioReport",
     "PortfolioSolver",
+    "Prediction",
+    "PredictiveEntry",
     "Preemption",
+    "PrefetchAdvisory",
+    "PrefetchPolicy",
+    "PrefetchReport",
+    "PrefetchSkip",
+    "ProcStat",
     "Receipt",
     "ReceiptStatus",
     "ReconcileResult",
@@ -233,6 +258,7 @@ __all__ = [
     "WireCommand",
     "WireLaunch",
     "WireLoad",
+    "WirePredictiveEntry",
     "WireResidency",
     "WireResources",
     "WireRoute",
@@ -249,11 +275,14 @@ __all__ = [
     "loads_bounded",
     "parse_history",
     "parse_snapshot",
+    "process_state",
     "read_json_file",
+    "read_stat",
     "refuse_unknown",
     "reply_is_signed",
     "reply_key_path",
     "reply_signature",
+    "start_ticks",
     "url_problem",
     "wire_json",
 ]

@@ -52,13 +52,20 @@ class Urgency(StrEnum):
     DIRECT = "direct"  # directly demanded replicas
     INFERRED = "inferred"  # correlation-only prewarming
     CLEANUP = "cleanup"  # routine destructive work (behind every availability action)
+    PREDICTIVE = "predictive"  # a cache-only prefetch advisory (behind everything else)
 
     @property
     def rank(self) -> int:
         return _URGENCY_RANK[self]
 
 
-_URGENCY_RANK = {Urgency.REQUIRED: 0, Urgency.DIRECT: 1, Urgency.INFERRED: 2, Urgency.CLEANUP: 3}
+_URGENCY_RANK = {
+    Urgency.REQUIRED: 0,
+    Urgency.DIRECT: 1,
+    Urgency.INFERRED: 2,
+    Urgency.CLEANUP: 3,
+    Urgency.PREDICTIVE: 4,
+}
 
 
 def action_id(kind: ActionKind, host_id: str, model_id: str, attempt: int) -> str:
@@ -82,6 +89,10 @@ class Action(_Strict):
     urgency: Urgency = Urgency.DIRECT
     preemption: bool = False  # part of an explicit planner-authorized preemption
     artifact_key: str = ""  # exact artifact identity for the fanout governor (loads)
+    # The predictive cache (issue 23): a cache-only load of a prediction, and the exact
+    # artifact SHA-256 such a load fetches or an evict removes ("" otherwise).
+    predictive: bool = False
+    artifact_sha256: str = ""
 
 
 class Deferral(_Strict):
@@ -118,6 +129,8 @@ class ActionRecord(_Strict):
     urgency: Urgency = Urgency.DIRECT
     preemption: bool = False
     artifact_key: str = ""
+    predictive: bool = False
+    artifact_sha256: str = ""
     reason: str = ""
     created_at: float = Field(default=0.0, ge=0)
     delivered_at: float | None = Field(default=None, ge=0)
@@ -164,6 +177,8 @@ class ActionRecord(_Strict):
             urgency=self.urgency,
             preemption=self.preemption,
             artifact_key=self.artifact_key,
+            predictive=self.predictive,
+            artifact_sha256=self.artifact_sha256,
         )
 
     @classmethod
@@ -180,6 +195,8 @@ class ActionRecord(_Strict):
             urgency=action.urgency,
             preemption=action.preemption,
             artifact_key=action.artifact_key,
+            predictive=action.predictive,
+            artifact_sha256=action.artifact_sha256,
             reason=action.reason,
             created_at=now,
         )

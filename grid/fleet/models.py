@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from grid.fleet.engine_settings import EngineSettings
+from grid.fleet.prefetch import Prediction, PredictiveEntry, PrefetchPolicy, PrefetchReport
 from grid.fleet.workloads import (
     DEFAULT_WORKLOAD_VOCABULARY,
     Modality,
@@ -189,6 +190,8 @@ class Host(_Strict):
     # proof (invariant 4).
     routes: list[str] | None = None
     residencies: list[Residency] = Field(default_factory=list)
+    # Artifacts this managed node downloaded because of a predictive prefetch (provenance).
+    predictive_cache: list[PredictiveEntry] = Field(default_factory=list)
     # GPUs as the node counts them (docs/snapshot.md "GPUs"): the device count and each
     # device's memory. A bare number for `gpu_memory_mb` means that much on every device.
     gpu_count: Count = Field(default=0, ge=0)
@@ -361,6 +364,8 @@ class Policy(_Strict):
         default_factory=lambda: list(DEFAULT_WORKLOAD_VOCABULARY)
     )
     portfolio: PortfolioPolicy = Field(default_factory=PortfolioPolicy)
+    # The predictive artifact cache (issue 23; grid/fleet/prefetch.py).
+    prefetch: PrefetchPolicy = Field(default_factory=PrefetchPolicy)
 
 
 class FleetSnapshot(_Strict):
@@ -375,6 +380,8 @@ class FleetSnapshot(_Strict):
     # Workload forecasts and outcome evidence (issue 9; grid/fleet/workloads.py).
     workloads: dict[str, WorkloadForecast] = Field(default_factory=dict)
     outcomes: list[Outcome] = Field(default_factory=list)
+    # Learned workflow predictions for the predictive cache (issue 23; grid/fleet/prefetch.py).
+    predictions: list[Prediction] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _workload_words(self) -> FleetSnapshot:
@@ -468,12 +475,14 @@ class Plan(BaseModel):
     preemptions: list[Preemption] = Field(default_factory=list)
     solver: SolverReport
     portfolio: PortfolioReport | None = None  # absent when the snapshot has no workloads
+    prefetch: PrefetchReport | None = None  # absent without predictions or predictive entries
 
     @model_serializer(mode="wrap")
     def _omit_empty_portfolio(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
         out: dict[str, object] = handler(self)
-        if out.get("portfolio", 0) is None:
-            del out["portfolio"]
+        for optional in ("portfolio", "prefetch"):
+            if optional in out and out[optional] is None:
+                del out[optional]
         return out
 
     def placed(self, model_id: str) -> list[Assignment]:

@@ -64,8 +64,10 @@ DEFAULT_ENGINE_ADDRESS = "127.0.0.1"
 MAX_ROWS = 256  # residencies or cached models per host
 MAX_TEXT = 512
 ACK_STATUSES = tuple(s.value for s in ReceiptStatus)
-NODE_COMMAND_KINDS = ("load", "warm", "drain", "unload")  # what a managed node actuates
-NodeCommandKind = Literal["load", "warm", "drain", "unload"]
+NODE_COMMAND_KINDS = ("load", "warm", "drain", "unload", "evict")  # what this node actuates
+# What a node that does not list its capabilities is taken to actuate (older nodes: no evict).
+LEGACY_COMMAND_KINDS = ("load", "warm", "drain", "unload")
+NodeCommandKind = Literal["load", "warm", "drain", "unload", "evict"]
 
 
 class _Tolerant(BaseModel):
@@ -140,9 +142,13 @@ class WireAllocator(_Tolerant):
     # (a malformed one is excluded and makes the host unhealthy). A node puts `WireResidency`.
     residencies: list[Any] = Field(default_factory=list, max_length=MAX_ROWS)
     actuator_capabilities: list[str] = Field(
-        default_factory=lambda: list(NODE_COMMAND_KINDS), max_length=16
+        default_factory=lambda: list(LEGACY_COMMAND_KINDS), max_length=16
     )
     disk_free_mb: MB | None = Field(default=None, ge=0)
+    # Provenance of the artifacts the node downloaded because of a predictive prefetch. Raw on
+    # receipt like `residencies` (`WirePredictiveEntry` rows; a malformed one is left out, so
+    # it is never evicted). A node puts `WirePredictiveEntry`.
+    predictive_cache: list[Any] = Field(default_factory=list, max_length=MAX_ROWS)
     # Router inventory: the live child engines and the host's private engine key. The key is
     # taken out by the registry on receipt (memory only) and never appears in any output.
     routes: list[WireRoute] = Field(default_factory=list, max_length=MAX_ROWS)
@@ -165,6 +171,16 @@ class WireAllocator(_Tolerant):
     advertise_address: str | None = Field(
         default=None, min_length=1, max_length=253, pattern=ADDRESS_PATTERN
     )
+
+
+class WirePredictiveEntry(_Tolerant):
+    """One predictive download as the node reports it: an age, not a timestamp."""
+
+    model_id: str = Field(min_length=1, max_length=256)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size_mb: int = Field(ge=0, le=1 << 40)
+    cached_age_s: float = Field(ge=0)
+    warmed: bool = False
 
 
 class WireAck(_Tolerant):
@@ -252,6 +268,9 @@ class WireCommand(_Tolerant):
     artifact_sha256: StrictStr | None = None
     artifact_size_mb: StrictInt | None = Field(default=None, ge=0)
     chat_template: StrictStr | None = Field(default=None, pattern=CHAT_TEMPLATE_PATTERN)
+    # A cache-only load a prediction asked for (the node records the download's provenance);
+    # an `evict` removes exactly `artifact_sha256` and nothing else.
+    predictive: StrictBool = False
     launch: WireLaunch | None = None  # the profile's engine facts (None: older controllers)
     # The controller's attestations (grid.runtime.controller.trust): the proof of the term the
     # command was delivered under, and for a WARM the grant of the residency's route. The node

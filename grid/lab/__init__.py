@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from grid.lab.capacity_templates import DEFAULT_MAX, check_demand, check_max, load_templates
     from grid.lab.fleetgen import DEFAULT_NOW, generate_fleet, what_if_document
     from grid.lab.fleetgen_production import generate_production_fleet
+    from grid.lab.fleetgen_trace import generate_trace_fleet
     from grid.lab.logical_fleet import LogicalFleet, default_run_dir
     from grid.lab.logical_fleet_settings import (
         DEFAULT_ENGINE_PORT_BASE,
@@ -52,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "grid.lab.capacity_templates": "DEFAULT_MAX check_demand check_max load_templates",
     "grid.lab.fleetgen": "DEFAULT_NOW generate_fleet what_if_document",
     "grid.lab.fleetgen_production": "generate_production_fleet",
+    "grid.lab.fleetgen_trace": "generate_trace_fleet",
     "grid.lab.logical_fleet": "LogicalFleet default_run_dir",
     "grid.lab.logical_fleet_settings": (
         "CandidateModel DEFAULT_ENGINE_PORT_BASE DEFAULT_PORT FleetModel FleetSettings"
@@ -92,6 +94,7 @@ __all__ = [
     "drill",
     "generate_fleet",
     "generate_production_fleet",
+    "generate_trace_fleet",
     "graduate",
     "graduate_html",
     "load_templates",

@@ -55,7 +55,7 @@ MODEL_SIZES: tuple[tuple[str, tuple[int, int], float], ...] = (
 )
 
 
-def _counts(total: int, shares: list[float]) -> list[int]:
+def apportion(total: int, shares: list[float]) -> list[int]:
     """Largest-remainder apportionment of `total` by shares (deterministic)."""
     exact = [total * s / sum(shares) for s in shares]
     counts = [int(e) for e in exact]
@@ -67,7 +67,7 @@ def _counts(total: int, shares: list[float]) -> list[int]:
 
 def _hosts(n_hosts: int, now: float) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for shape, count in zip(SHAPES, _counts(n_hosts, [s.share for s in SHAPES]), strict=True):
+    for shape, count in zip(SHAPES, apportion(n_hosts, [s.share for s in SHAPES]), strict=True):
         tags = ["server", "datacenter"] + (["gpu", shape.gpu_tag] if shape.gpu_tag else [])
         for i in range(count):
             out.append(
@@ -96,15 +96,21 @@ def _gpu_tags_fitting(memory_mb: int) -> list[str]:
     return [s.gpu_tag for s in SHAPES if s.gpu_tag and s.capacity_mb - s.reserved_mb >= memory_mb]
 
 
-def _models(rng: random.Random, n_models: int) -> list[dict[str, Any]]:
+def model_kinds(rng: random.Random, n_models: int) -> list[tuple[str, tuple[int, int]]]:
+    """(size prefix, memory range) per model: MODEL_SIZES apportioned, in a seeded order."""
     kinds = [
         (prefix, size)
         for (prefix, size, _share), n in zip(
-            MODEL_SIZES, _counts(n_models, [s for _p, _r, s in MODEL_SIZES]), strict=True
+            MODEL_SIZES, apportion(n_models, [s for _p, _r, s in MODEL_SIZES]), strict=True
         )
         for _ in range(n)
     ]
     rng.shuffle(kinds)
+    return kinds
+
+
+def _models(rng: random.Random, n_models: int) -> list[dict[str, Any]]:
+    kinds = model_kinds(rng, n_models)
     out: list[dict[str, Any]] = []
     for index, (prefix, (low, high)) in enumerate(kinds, start=1):
         memory = rng.randint(low, high) // 256 * 256
@@ -114,29 +120,60 @@ def _models(rng: random.Random, n_models: int) -> list[dict[str, Any]]:
         if not cpu_ok and fitting and rng.random() < GPU_CONSTRAINED_SHARE:
             required = [rng.choice(fitting)]
         priority = rng.choice([10, 10, 10, 50, 50, 100])
-        out.append(
-            {
-                "model_id": f"{prefix}-{index:04d}",
-                "memory_mb": memory,
-                "runtimes": ["llama.cpp"],
-                "backends": ["cuda", "cpu"] if cpu_ok else ["cuda"],
-                "priority": priority,
-                "min_replicas": 1 if priority >= 50 else 0,
-                "max_replicas": 64,
-                "required_tags": required,
-                "data_tier": "internal",
-                "max_colocated_models": 0,
-                "min_failure_domains": 2 if priority >= 100 else 1,
-                "artifact_size_mb": int(memory * 0.7),
-                "replica_concurrency": rng.choice([4, 8, 16]),
-                "load_estimate_s": round(5 + memory / 2000, 1),
-                "warm_estimate_s": round(2 + memory / 8000, 1),
-            }
-        )
+        backends = ["cuda", "cpu"] if cpu_ok else ["cuda"]
+        spread = 2 if priority >= 100 else 1
+        model_id = f"{prefix}-{index:04d}"
+        out.append(model_document(rng, model_id, memory, priority, backends, required, spread))
     return out
 
 
-def _demand(
+def model_document(
+    rng: random.Random,
+    model_id: str,
+    memory: int,
+    priority: int,
+    backends: list[str],
+    required: list[str],
+    min_failure_domains: int,
+) -> dict[str, Any]:
+    """One generated model profile: required baselines from priority 50, up to 64 replicas."""
+    return {
+        "model_id": model_id,
+        "memory_mb": memory,
+        "runtimes": ["llama.cpp"],
+        "backends": backends,
+        "priority": priority,
+        "min_replicas": 1 if priority >= 50 else 0,
+        "max_replicas": 64,
+        "required_tags": required,
+        "data_tier": "internal",
+        "max_colocated_models": 0,
+        "min_failure_domains": min_failure_domains,
+        "artifact_size_mb": int(memory * 0.7),
+        "replica_concurrency": rng.choice([4, 8, 16]),
+        "load_estimate_s": round(5 + memory / 2000, 1),
+        "warm_estimate_s": round(2 + memory / 8000, 1),
+    }
+
+
+def document(
+    now: float,
+    hosts: list[dict[str, Any]],
+    models: list[dict[str, Any]],
+    demand: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """A generated snapshot document (schema v1) with the default policy."""
+    return {
+        "schema_version": 1,
+        "now": now,
+        "policy": {},
+        "hosts": hosts,
+        "models": models,
+        "demand": demand,
+    }
+
+
+def zipf_demand(
     rng: random.Random, models: list[dict[str, Any]], n_hosts: int
 ) -> dict[str, dict[str, Any]]:
     """Zipf-skewed offered concurrency, scaled so the fleet is contested but not swamped."""
@@ -171,14 +208,7 @@ def production_document(
         raise ValueError("a generated fleet needs at least one host and one model")
     rng = random.Random(seed)
     model_docs = _models(rng, models)
-    return {
-        "schema_version": 1,
-        "now": now,
-        "policy": {},
-        "hosts": _hosts(hosts, now),
-        "models": model_docs,
-        "demand": _demand(rng, model_docs, hosts),
-    }
+    return document(now, _hosts(hosts, now), model_docs, zipf_demand(rng, model_docs, hosts))
 
 
 def generate_production_fleet(

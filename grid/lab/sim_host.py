@@ -6,6 +6,11 @@ memory, a disk-only load shows nothing until the weights are CACHED); a warm nee
 and ends READY (or FAILED, memory still held); a drain stops routing at once; an unload releases
 memory. The node's own fail-safe refuses an unload of a serving or busy residency, and the sim
 records it as a violation too, since the reconciler must never ask for one.
+
+The predictive cache, as the managed node keeps it: a `predictive` load that actually
+downloads records the entry's provenance (exact SHA-256, size, when), a warm marks it used, and
+an evict removes exactly that SHA only when the entry is predictive, never warmed and the model
+is not live (otherwise the node refuses it, nothing is deleted).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from grid.fleet.models import (
     Residency,
     ResidencyState,
 )
+from grid.fleet.prefetch import PredictiveEntry
 
 
 @dataclass
@@ -73,6 +79,9 @@ class SimHost:
     last_heartbeat: float | None = None
     interrupted: list[Action] = field(default_factory=list)
     unrouted: set[str] = field(default_factory=set)  # a knob: READY children without a route
+    predictive: dict[str, PredictiveEntry] = field(default_factory=dict)  # provenance
+    # Loads that download: action id -> (SHA-256 of a predictive download or "", MB).
+    _fetching: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def routed(self, model_id: str) -> bool:
         """A live child route corroborates the READY row (what the real node reports)."""
@@ -113,6 +122,10 @@ class SimHost:
                     if r.ownership is Ownership.MANAGED and self.routed(m)
                 ),
                 "residencies": [r.to_model() for _m, r in sorted(self.residencies.items())],
+                # a file deleted by other means (the lab's disk reclaim) has no provenance left
+                "predictive_cache": [
+                    e for m, e in sorted(self.predictive.items()) if m in self.cached
+                ],
             }
         )
 
@@ -125,6 +138,7 @@ class SimHost:
         fail: bool,
         on_start: Callable[[SimHost, Action, float], None],
         sha: str | None = None,
+        size_mb: int = 0,
     ) -> Outcome | None:
         """Begin an action; returns an immediate receipt when the node refuses it outright."""
         on_start(self, action, now)
@@ -146,6 +160,9 @@ class SimHost:
         elif kind is ActionKind.WARM:
             if action.model_id not in self.cached:
                 return (action.action_id, ReceiptStatus.FAILED, now, "artifact not cached")
+            entry = self.predictive.get(action.model_id)
+            if entry is not None:
+                self.predictive[action.model_id] = entry.model_copy(update={"warmed": True})
             if res is not None and res.state in LIVE_STATES:
                 return (action.action_id, ReceiptStatus.FAILED, now, "model already live")
             self.residencies[action.model_id] = SimResidency(
@@ -160,14 +177,36 @@ class SimHost:
                 return (action.action_id, ReceiptStatus.FAILED, now, "nothing ready to drain")
             if not fail:
                 res.state = ResidencyState.DRAINING  # routing stops at once
+        elif kind is ActionKind.EVICT:
+            refusal = self._evict_refusal(action, res)
+            if refusal:
+                return (action.action_id, ReceiptStatus.FAILED, now, refusal)
         elif kind is ActionKind.UNLOAD:
             busy = res is not None and (
                 res.activity_unknown or res.active_requests is None or res.active_requests > 0
             )
             if res is None or res.state is ResidencyState.READY or busy:
                 return (action.action_id, ReceiptStatus.FAILED, now, "refused: not drained")
+        if kind is ActionKind.LOAD and action.model_id not in self.cached:
+            # A real download: a predictive one records its provenance when it publishes, any
+            # other replaces whatever provenance an earlier, since deleted copy had.
+            self._fetching[action.action_id] = ((sha or "") if action.predictive else "", size_mb)
         self.running = Running(action, now + duration, fail)
         return None
+
+    def _evict_refusal(self, action: Action, res: SimResidency | None) -> str:
+        entry = self.predictive.get(action.model_id)
+        if (
+            entry is None
+            or action.model_id not in self.cached
+            or entry.sha256 != action.artifact_sha256
+        ):
+            return "evict_not_held: no predictive download of exactly this artifact"
+        if entry.warmed:
+            return "evict_used: the download was warmed"
+        if res is not None and res.state in LIVE_STATES:
+            return "evict_active: the model is live here"
+        return ""
 
     def finish(self, now: float) -> Outcome:
         assert self.running is not None
@@ -177,9 +216,19 @@ class SimHost:
         if action.kind is ActionKind.LOAD:
             if res is not None and res.state is ResidencyState.LOADING:
                 del self.residencies[action.model_id]
+            fetching = self._fetching.pop(action.action_id, None)
             if fail:
                 return (action.action_id, ReceiptStatus.FAILED, now, "injected load failure")
             self.cached.add(action.model_id)
+            if fetching is not None and not fetching[0]:
+                self.predictive.pop(action.model_id, None)
+            elif fetching is not None:
+                self.predictive[action.model_id] = PredictiveEntry(
+                    model_id=action.model_id,
+                    sha256=fetching[0],
+                    size_mb=fetching[1],
+                    cached_at=now,
+                )
         elif action.kind is ActionKind.WARM:
             if res is None or res.state is not ResidencyState.WARMING:
                 return (action.action_id, ReceiptStatus.FAILED, now, "warming process vanished")
@@ -197,4 +246,10 @@ class SimHost:
             if fail:
                 return (action.action_id, ReceiptStatus.FAILED, now, "injected unload failure")
             self.residencies.pop(action.model_id, None)
+        elif action.kind is ActionKind.EVICT:
+            refusal = self._evict_refusal(action, res)
+            if fail or refusal:
+                return (action.action_id, ReceiptStatus.FAILED, now, refusal or "injected failure")
+            self.cached.discard(action.model_id)
+            del self.predictive[action.model_id]
         return (action.action_id, ReceiptStatus.SUCCEEDED, now, "")

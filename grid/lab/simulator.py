@@ -147,6 +147,7 @@ class FleetSimulator:
                 state=h.state,
                 last_heartbeat=h.last_heartbeat,
                 cached=set(h.cached_models),
+                predictive={e.model_id: e for e in h.predictive_cache},
             )
             for r in h.residencies:
                 if r.state is ResidencyState.CACHED:
@@ -413,6 +414,7 @@ class FleetSimulator:
                     self._should_fail(action),
                     self._on_start,
                     sha=prof.artifact_sha256 if prof else None,
+                    size_mb=prof.artifact_size_mb if prof else 0,
                 )
                 if refused is not None:
                     self._receipt(refused)

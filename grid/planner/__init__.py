@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from grid.fleet.faces import lazy_face
 
 if TYPE_CHECKING:
-    from grid.planner.deadline import Deadline, output_reserve_s
+    from grid.planner.deadline import Deadline, output_reserve_s, rich_output_s
     from grid.planner.eligibility import REASON_TEXT, explain_reasons, host_refusals, pair_refusals
     from grid.planner.plan import make_plan
     from grid.planner.preemption_rules import eviction_authority, victim_fence
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # module -> the names it gives the face, separated by spaces
 _EXPORTS: dict[str, str] = {
-    "grid.planner.deadline": "Deadline output_reserve_s",
+    "grid.planner.deadline": "Deadline output_reserve_s rich_output_s",
     "grid.planner.eligibility": "REASON_TEXT explain_reasons host_refusals pair_refusals",
     "grid.planner.plan": "make_plan",
     "grid.planner.preemption_rules": "eviction_authority victim_fence",
@@ -44,6 +44,7 @@ __all__ = [
     "make_plan",
     "output_reserve_s",
     "pair_refusals",
+    "rich_output_s",
     "vacate_improve",
     "victim_fence",
     "violations",

@@ -1,8 +1,8 @@
-"""Turn an engine's chosen candidate set into the Plan document (shared by every engine).
-
-Order: stage repacks and preemptions for unmet required/direct replicas (victims leave the
-placement, relocated incumbents join it at their new host),
-explain every unmet replica, then score every level on the final placement.
+"""Turn a staged placement into the Plan document (shared by every engine; pipeline.py's
+explain phase): the assignments (fixed replicas and placed candidates with their reasons),
+every level's value and bound on the final placement, an explanation of every unmet replica.
+Staging (preemption.py) and the workload portfolio (portfolio/attach.py) are phases of their
+own, before and after this one.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.deadline import SHORTENED_NOTE, Deadline
 from grid.planner.explain import explain_unsatisfied
 from grid.planner.levels import levels, score_placement
-from grid.planner.portfolio.attach import attach_portfolio
-from grid.planner.preemption import stage_changes
 from grid.planner.problem import PlacementProblem
 
 Key = tuple[str, str]
@@ -80,9 +78,9 @@ def _with_shortened(message: str, deadline: Deadline | None, *, unsatisfied_coun
     return f"{message} {note}".strip()
 
 
-def assemble_plan(
+def plan_document(
     problem: PlacementProblem,
-    placed: set[Key],
+    staged: tuple[list[Preemption], set[Key]],
     *,
     engine: str,
     status: str,
@@ -90,16 +88,14 @@ def assemble_plan(
     bounds: dict[str, int] | None = None,
     message: str = "",
     deadline: Deadline | None = None,
-    staged: tuple[list[Preemption], set[Key]] | None = None,
     values: dict[str, int] | None = None,
 ) -> Plan:
-    """`staged`: stage_changes(problem, placed) when the caller has it already, `values`:
-    score_placement of its final placement likewise (0.2 s at 10,000 hosts); `deadline`:
-    the command's budget, which shortens explanations once it has run out (and says so)."""
-    clock = deadline.clock() if deadline is not None else 0.0
-    preemptions, final = staged if staged is not None else stage_changes(problem, placed)
-    if deadline is not None:
-        clock = deadline.mark("staging", clock)
+    """The Plan document of a staged placement (`staged`: stage_changes' preemptions and
+    final placement): assignments, every level's value and bound, explanations. `values`:
+    score_placement of the final placement when the caller has it (0.2 s at 10,000 hosts);
+    `deadline`: the command's budget, which shortens explanations once it has run out (and
+    the message says so)."""
+    preemptions, final = staged
     assignments = assignments_of(problem, final)
     values = values if values is not None else score_placement(problem, final)
     bounds = bounds if bounds is not None else static_bounds(problem)  # capacity-blind
@@ -111,8 +107,6 @@ def assemble_plan(
         bound = max(bound, value) if level.sense == "max" else min(bound, value)
         objective.append(LevelValue(level=level.name, value=value, bound=bound))
     unsatisfied = explain_unsatisfied(problem, final, preemptions, deadline)
-    if deadline is not None:
-        deadline.mark("explain", clock)  # with the assignments, levels and bounds
     plan = Plan(
         assignments=sorted(assignments, key=lambda a: (a.host_id, a.model_id)),
         desired_replicas={m.model_id: problem.targets[m.model_id].desired for m in problem.models},
@@ -129,12 +123,4 @@ def assemble_plan(
     shortened = sum(1 for u in plan.unsatisfied if SHORTENED_NOTE in u.message)
     if shortened:
         plan.solver.message = _with_shortened(message, deadline, unsatisfied_count=shortened)
-    # Workload portfolio (issue 9): fixed on top of this plan, absent without workloads.
-    return attach_portfolio(
-        problem.snapshot,
-        plan,
-        engine=engine,
-        assignments_of=assignments_of,
-        deadline=deadline,
-        targets=problem.targets,
-    )
+    return plan

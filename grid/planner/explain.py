@@ -10,7 +10,8 @@ and failure_domain_shortfall (missing_replicas 0) when the replicas span too few
 Bindings name the constraint family, the host and the amounts. They come from a CP-SAT
 infeasibility core (cpsat/assumptions.py: other models keep their levels-1–2 replicas) over at
 most LOCAL_KEYS candidates, for the first CPSAT_MODELS models within a deterministic work budget
-(CPSAT_WORK per model, CPSAT_TOTAL_WORK per plan), and from the static ledger otherwise.
+(deadline.CALIBRATION: core_work_per_model, core_work_total), and from the static ledger
+otherwise.
 `would_fit_if` is the single host whose blockers (or refusals) are fewest and smallest. Out of
 time (deadline.explanation_margin_s), a capacity entry uses the static ledger and says so.
 """
@@ -25,7 +26,7 @@ from itertools import islice
 from grid.fleet.models import Binding, ModelProfile, Preemption, Unsatisfied
 from grid.planner.cpsat.assumptions import Core, binding_core
 from grid.planner.cpsat.ledger import Blocker, Ledger
-from grid.planner.deadline import SHORTENED_NOTE, Deadline, explanation_margin_s
+from grid.planner.deadline import CALIBRATION, SHORTENED_NOTE, Deadline, explanation_margin_s
 from grid.planner.eligibility import REASON_TEXT
 from grid.planner.gpus import gpus_wanted, refusal_text
 from grid.planner.levels import placed_counts
@@ -33,10 +34,6 @@ from grid.planner.problem import PlacementProblem
 
 Key = tuple[str, str]
 CPSAT_MODELS = 20  # models explained with a CP-SAT core; the rest get the static ledger
-CPSAT_WORK = 0.1  # CP-SAT deterministic time per model (roughly a third of a second at most)
-CPSAT_TOTAL_WORK = 0.3  # for the whole plan, so explanations never dominate planning
-CORE_WALL_PER_WORK = 7.0  # wall s per unit of deterministic work (0.1: ~0.33 s idle, x2 busy)
-MIN_CORE_WORK = 0.005  # below this a core is not worth starting: the ledger explains instead
 LOCAL_HOSTS = 16  # hosts in one explanation model ...
 LOCAL_KEYS = 1500  # ... and candidate variables (the first host always counts)
 MAX_BINDINGS = 8
@@ -404,12 +401,13 @@ class _Explainer:
         self, model_id: str, hosts: list[str], required_host: str | None = None
     ) -> list[Binding] | None:
         """Bindings from a CP-SAT core; None when the deadline leaves no time for one."""
-        if self.cpsat_models >= CPSAT_MODELS or self.cpsat_work >= CPSAT_TOTAL_WORK:
+        if self.cpsat_models >= CPSAT_MODELS or self.cpsat_work >= CALIBRATION.core_work_total:
             return []
-        work = min(CPSAT_WORK, CPSAT_TOTAL_WORK - self.cpsat_work)
+        work = min(CALIBRATION.core_work_per_model, CALIBRATION.core_work_total - self.cpsat_work)
         if self.deadline is not None:  # a core may use only what the deadline has left
-            work = min(work, (self.deadline.remaining() - self.margin_s) / CORE_WALL_PER_WORK)
-            if work < MIN_CORE_WORK:
+            left = self.deadline.remaining() - self.margin_s
+            work = min(work, left / CALIBRATION.core_wall_per_work_s)
+            if work < CALIBRATION.core_work_min:
                 return None
         self.cpsat_models += 1
         core = binding_core(
@@ -467,7 +465,7 @@ class _Explainer:
         cand = self.problem.candidates.get((model_id, host_id))
         if cand is not None:
             for blocker in self.ledger.host_blockers(cand):
-                if blocker.family == family:
+                if blocker.family == family and family != "gpu":  # gpu: the wording below
                     return self.blocker_binding(model_id, blocker)
         load = self.ledger.hosts[host_id]
         budget = load.budget

@@ -10,6 +10,7 @@ feasible host for a model's next replica from candidates pre-sorted by static qu
 
 from __future__ import annotations
 
+import heapq
 import operator
 from array import array
 from collections import Counter
@@ -32,9 +33,7 @@ DOMAIN_REQUIRED_BONUS = 1_000_000
 DOMAIN_SPREAD_BONUS = 150
 
 LevelKey = tuple[int, int, int, int, int]
-# Up to this many reachable failure domains, the greedy pass keeps one list (and one refused
-# prefix) per domain: the best candidate is the best of each domain's first feasible one.
-DOMAIN_INDEX_MAX = 64
+Head = tuple[int, int, str]  # (-static score, position in score order, failure domain)
 
 
 def replica_stage(problem: PlacementProblem, model_id: str, k: int) -> int:
@@ -80,9 +79,11 @@ class CandidateOrder:
 
     A domain bonus is the same for every candidate of one domain, so among equal static
     scores the single list would be scanned past every full host looking for a host in a new
-    domain; with few domains the greedy pass keeps one list and prefix per domain instead,
-    which makes the pass linear in candidates (the same candidate wins: highest total, then
-    the earliest in the single list).
+    domain; the greedy pass keeps one list and refused prefix per domain instead, and the
+    domains' head candidates in two heaps (domains the model covers, domains it does not: the
+    bonus is equal within each), so a pick costs a heap step per refused candidate and the
+    pass is linear in candidates at any number of domains (the same candidate wins: highest
+    total, then the earliest in the single list).
     """
 
     def __init__(self, problem: PlacementProblem, scores: dict[tuple[str, str], int]) -> None:
@@ -114,6 +115,9 @@ class CandidateOrder:
             self.domains[model_id] = frozenset(seq)
         self._by_domain: dict[str, dict[str, list[int]]] = {}
         self._domain_start: dict[str, dict[str, int]] = {}
+        # Per model: heaps of (-static score, position, domain) of each domain's head, one for
+        # the domains the model covers and one for the others (`_best_by_domain`).
+        self._heads: dict[str, tuple[list[Head], list[Head]]] = {}
         # Per model and domain: the head position last found feasible and its host ledger's
         # version then (a host's feasibility changes only when its ledger does).
         self._feasible: dict[str, dict[str, tuple[int, int]]] = {}
@@ -144,8 +148,7 @@ class CandidateOrder:
             max_bonus = DOMAIN_REQUIRED_BONUS
         else:
             max_bonus = DOMAIN_SPREAD_BONUS
-        few_domains = len(self.domains[model_id]) <= DOMAIN_INDEX_MAX
-        if greedy and max_bonus and skip_host is None and few_domains:
+        if greedy and max_bonus and skip_host is None:
             return self._best_by_domain(state, model_id, max_bonus)
         cands, order = self._cands[model_id], self.order[model_id]
         static_of = self.sorted_scores[model_id]
@@ -173,41 +176,54 @@ class CandidateOrder:
     ) -> Candidate | None:
         cands, order = self._cands[model_id], self.order[model_id]
         static_of = self.sorted_scores[model_id]
+        covered = state.domains[model_id]
         lists = self._by_domain.get(model_id)
         if lists is None:
             seq = self._domain_seq.pop(model_id)
             lists = self._by_domain[model_id] = _indices_by_domain(seq)
             self._domain_start[model_id] = dict.fromkeys(lists, 0)
             self._feasible[model_id] = {}
+            heads: tuple[list[Head], list[Head]] = ([], [])
+            for domain, indices in lists.items():
+                heads[domain in covered].append((-static_of[indices[0]], indices[0], domain))
+            for heap in heads:
+                heapq.heapify(heap)
+            self._heads[model_id] = heads
         starts = self._domain_start[model_id]
         feasible = self._feasible[model_id]
         ledgers = state.ledgers
-        covered = state.domains[model_id]
-        best_index, best_total = -1, 0
         # `state.allowed` for this model during one call (`best` checked the model's room):
         # a pinned candidate is allowed, any other one while the pin reservation leaves room.
         unpinned_allowed = state.nonpinned[model_id] < state.nonpinned_allowance[model_id]
         fits = state.fits
-        for domain, indices in lists.items():
-            bonus = 0 if domain in covered else max_bonus
-            pos = starts[domain]
-            while pos < len(indices):
-                index = indices[pos]
-                total = static_of[index] + bonus
-                if best_index >= 0 and (
-                    total < best_total or (total == best_total and index > best_index)
-                ):
-                    break  # the rest of this domain cannot win (sorted, ties: earlier wins)
+        found: list[tuple[int, int]] = []  # (total, position) of each heap's feasible head
+        for in_covered, heap in enumerate(self._heads[model_id]):
+            other = self._heads[model_id][1 - in_covered]
+            while heap:
+                _neg, index, domain = heap[0]
+                if (domain in covered) != bool(in_covered):
+                    heapq.heappush(other, heapq.heappop(heap))  # newly covered: no bonus now
+                    continue
                 cand = cands[order[index]]
+                pos = starts[domain]
                 if unpinned_allowed or cand.pinned:
                     version = ledgers[cand.host_id].version
                     if feasible.get(domain) == (pos, version) or fits(cand):
                         feasible[domain] = (pos, version)
-                        best_index, best_total = index, total
+                        bonus = 0 if in_covered else max_bonus
+                        found.append((static_of[index] + bonus, index))
                         break
-                pos += 1  # refused once, refused for the rest of the greedy pass
-            starts[domain] = pos
-        return cands[order[best_index]] if best_index >= 0 else None
+                # refused once, refused for the rest of the greedy pass: the next head
+                heapq.heappop(heap)
+                indices = lists[domain]
+                starts[domain] = pos + 1
+                if pos + 1 < len(indices):
+                    nxt = indices[pos + 1]
+                    heapq.heappush(heap, (-static_of[nxt], nxt, domain))
+        if not found:
+            return None
+        _total, index = min(found, key=lambda tp: (-tp[0], tp[1]))
+        return cands[order[index]]
 
 
 class _SortedView(Mapping[str, list[Candidate]]):

@@ -259,7 +259,7 @@ def _exclusion_partners(excluded: frozenset[frozenset[str]]) -> dict[str, frozen
     return {model_id: frozenset(others) for model_id, others in partners.items()}
 
 
-def _host_budget(host: Host, snap: FleetSnapshot, profiles: dict[str, ModelProfile]) -> HostBudget:
+def host_budget(host: Host, snap: FleetSnapshot, profiles: dict[str, ModelProfile]) -> HostBudget:
     alloc = allocatable_mb(host)
     live = [r for r in host.residencies if r.state in LIVE_STATES]
     fixed = [r for r in live if not r.is_managed]
@@ -454,7 +454,7 @@ def _build_problem(snap: FleetSnapshot, targets: dict[str, Target] | None) -> Pl
     )
     partners = _exclusion_partners(excluded)
     profiles = {m.model_id: m for m in models}
-    budgets = [_host_budget(h, snap, profiles) for h in hosts]
+    budgets = [host_budget(h, snap, profiles) for h in hosts]
     candidates: dict[tuple[str, str], Candidate] = {}
     refusals = RefusalTable()
     by_model: dict[str, list[Candidate]] = {m.model_id: [] for m in models}

@@ -29,7 +29,6 @@ pays keeps the one-step result.
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable, Iterator
 
 from grid.planner.cpsat.ledger import HostLoad, Ledger, host_blockers
@@ -249,6 +248,4 @@ def _own_host(ledger: Ledger, base: Ledger, host_id: str) -> None:
     """Copy a host load still shared with `base` before the trial adds to it."""
     load = ledger.hosts[host_id]
     if load is base.hosts[host_id]:
-        ledger.hosts[host_id] = dataclasses.replace(
-            load, models=set(load.models), new_models=set(load.new_models)
-        )
+        ledger.hosts[host_id] = load.copy()

@@ -1,8 +1,12 @@
-"""Solver-agnostic plan checker: every hard constraint, re-derived from the snapshot (pure).
+"""Solver-agnostic plan checker: every hard constraint, from the snapshot and the plan (pure).
 
-It deliberately does not reuse the engines' precomputed caps (`PlacementProblem`): it recomputes
-each ledger from residency sets, so a mistake in a shared derivation shows up as a violation.
-Use `violations()` for a list and `check()` to raise.
+The plan document is checked against the snapshot itself: references, duplicates, the fixed
+replicas, eligibility of each pair (eligibility.py), runtimes and declared memory, incumbent
+flags, replica bounds, pins and the explained shortfalls. The per-host families run through
+the one per-host ledger that every engine uses (grid/planner/ledger.py), on budgets derived
+from the snapshot's hosts (problem.host_budget); the tests' reference (tests/planner/
+reference.py) restates those rules on its own. Use `violations()` for a list and `check()` to
+raise.
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ from grid.fleet.models import (
     ResidencyState,
 )
 from grid.planner.eligibility import compatible_runtimes, host_refusals, pair_refusals
-from grid.planner.gpus import violations_on as gpu_violations
-from grid.planner.problem import allocatable_mb, footprint_mb
+from grid.planner.ledger import Blocker, HostLoad, Rules, blockers
+from grid.planner.problem import Candidate, HostBudget, footprint_mb, host_budget
 from grid.planner.targets import Target, compute_targets
 
 SHORTFALL_CODES_EXCLUDED = {"failure_domain_shortfall"}
@@ -128,8 +132,9 @@ def violations(
                 )
             )
 
+    rules = Rules.of_snapshot(snap.models, snap.hosts)
     for host_id, placed in variable.items():
-        out += _host_violations(snap, hosts[host_id], placed, profiles)
+        out += _host_violations(snap, hosts[host_id], placed, profiles, rules)
 
     out += _unsatisfied_violations(snap, plan, targets, totals)
     return out
@@ -156,62 +161,57 @@ def _host_violations(
     host: Host,
     placed: list[tuple[str, int, bool]],
     profiles: dict[str, ModelProfile],
+    rules: Rules,
 ) -> list[Violation]:
-    out: list[Violation] = []
-    alloc = allocatable_mb(host)
-    live = [r for r in host.residencies if r.state in LIVE_STATES]
-    fixed = [r for r in live if not r.is_managed]
-    fixed_models = {r.model_id for r in fixed}
-    live_models = {r.model_id for r in live}
-    placed_models = {m for m, _mem, _new in placed}
-    new_models = {m for m, _mem, new in placed if new}
-    hid = host.host_id
-
-    total = sum(mem for _m, mem, _n in placed)
-    if total > max(0, alloc - sum(r.memory_mb for r in fixed)):
-        out.append(Violation("memory", f"{hid}: desired footprint {total} MB exceeds allocatable"))
-    new_total = sum(mem for _m, mem, new in placed if new)
-    headroom = snap.policy.memory_headroom_fraction * alloc
-    if new_total and new_total > alloc - sum(r.memory_mb for r in live) - headroom:
-        out.append(Violation("live_memory", f"{hid}: new allocations of {new_total} MB do not fit"))
-    if host.max_models:
-        if len(placed_models | fixed_models) > host.max_models:
-            out.append(Violation("slots", f"{hid}: more models than max_models"))
-        if new_models and len(new_models | live_models) > host.max_models:
-            out.append(Violation("live_slots", f"{hid}: new models exceed live free slots"))
-    occupants = placed_models | fixed_models
-    ceilings = {m: profiles[m].max_colocated_models for m in occupants if m in profiles}
-    for model_id, ceiling in ceilings.items():
-        if ceiling and len(occupants) > ceiling:
-            out.append(Violation("colocation", f"{hid}: {model_id} allows {ceiling} models"))
-    if new_models:
-        live_occ = live_models | placed_models
-        for model_id in sorted(live_occ):
-            prof = profiles.get(model_id)
-            if prof and prof.max_colocated_models and len(live_occ) > prof.max_colocated_models:
-                out.append(Violation("colocation_live", f"{hid}: {model_id} ceiling exceeded"))
-    for a in sorted(placed_models):
-        others = (occupants | (live_models if a in new_models else set())) - {a}
-        for b in sorted(others):
-            pa, pb = profiles.get(a), profiles.get(b)
-            if (pa and b in pa.colocation_excludes) or (pb and a in pb.colocation_excludes):
-                out.append(Violation("colocation_exclusion", f"{hid}: {a} beside {b}"))
-    if host.disk_free_mb is not None:
-        needed = sum(
-            profiles[m].artifact_size_mb
-            for m in new_models
-            if m not in host.cached_models
-            and not any(
-                r.model_id == m and r.state is ResidencyState.CACHED for r in host.residencies
-            )
+    """The per-host rules (grid/planner/ledger.py) on the plan's placements of one host, added
+    one by one in model order to a ledger of the host's budget derived from the snapshot; each
+    family that refuses one is reported once."""
+    budget = host_budget(host, snap, profiles)
+    load = HostLoad(budget)
+    cached_here = set(host.cached_models) | {
+        r.model_id for r in host.residencies if r.state is ResidencyState.CACHED
+    }
+    found: dict[str, str] = {}
+    for model_id, memory, is_new in sorted(placed):
+        disk = profiles[model_id].artifact_size_mb if is_new and model_id not in cached_here else 0
+        cand = Candidate(
+            model_id,
+            host.host_id,
+            "",
+            memory,
+            memory if is_new else 0,
+            disk,
+            None if is_new else ResidencyState.READY,
+            model_id in cached_here,
+            False,
         )
-        if needed > host.disk_free_mb:
-            out.append(
-                Violation("disk", f"{hid}: {needed} MB of artifacts, {host.disk_free_mb} free")
-            )
-    assigned = [(m, not new) for m, _mem, new in placed]
-    out += [Violation("gpu", text) for text in gpu_violations(host, profiles, assigned)]
-    return out
+        for blocker in blockers(load, cand, rules):
+            code = _code(blocker, budget)
+            found.setdefault(code, f"{host.host_id}: {_detail(blocker, model_id)}")
+        load.add(cand, rules.ceilings.get(model_id, 0))
+    return [Violation(code, message) for code, message in found.items()]
+
+
+def _code(blocker: Blocker, budget: HostBudget) -> str:
+    """A blocker's family, the new-model slot cap apart (`live_slots`)."""
+    if blocker.family == "slots" and not (
+        budget.desired_cap is not None and blocker.need > budget.desired_cap
+    ):
+        return "live_slots"
+    return blocker.family
+
+
+def _detail(blocker: Blocker, model_id: str) -> str:
+    what = {
+        "memory": "desired footprint exceeds allocatable",
+        "live_memory": "new allocations do not fit the free memory",
+        "slots": "more models than max_models",
+        "colocation": f"{blocker.other} allows {blocker.free} models",
+        "colocation_exclusion": f"{model_id} beside {blocker.other}",
+        "disk": "artifacts exceed the free disk",
+        "gpu": "too few free GPUs with the memory it needs",
+    }.get(blocker.family, blocker.family)
+    return f"{what} ({model_id}: needs {blocker.need}, {blocker.free} free)"
 
 
 def _unsatisfied_violations(

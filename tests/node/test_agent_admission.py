@@ -116,7 +116,7 @@ def test_malformed_commands() -> None:
     del no_id["action_id"]
     verdict, _ = admit(no_id, host_id=HOST, authority=FRESH, ttl_remaining_s=5)
     assert not verdict.accepted and verdict.status is None  # nothing to acknowledge
-    bad_kind = command("evict")
+    bad_kind = command("teleport")  # no node command has this kind
     verdict, _ = admit(bad_kind, host_id=HOST, authority=FRESH, ttl_remaining_s=5)
     assert (verdict.status, verdict.code) == (ReceiptStatus.FAILED, "malformed_command")
     bad_generation = command("warm")

@@ -72,3 +72,23 @@ def test_notebook_executes_without_error_cells(
     # One sentence of reading per figure and fleet, and the capacity answers themselves.
     assert text.count("Reading (office)") == 4 and text.count("Reading (fleet-64)") == 4
     assert "'added': {'gpu-server':" in text
+    # The flat curves explained from the plans (issue 25): hand-read from the fleet files, the
+    # replicas no current host takes are the comfyui image/video models, each already at its
+    # max_replicas at 1x, so the unmet curve and the GPU-server answer stay flat.
+    flat = {
+        line.split(": ", 1)[0]: line for line in text.splitlines() if line.startswith("Why flat (")
+    }
+    assert set(flat) == {
+        "Why flat (office)",
+        "Why flat (fleet-64)",
+        "Why flat (office, GPU servers)",
+        "Why flat (fleet-64, GPU servers)",
+    }
+    for name, stuck in {
+        "office": ["image-sdxl", "video-wan"],
+        "fleet-64": ["video-006", "video-012", "video-021"],
+    }.items():
+        reading = flat[f"Why flat ({name})"]
+        assert "unmet curve is flat" in reading and "already wants its `max_replicas`" in reading
+        assert all(m in reading for m in stuck), reading
+        assert "count stays" in flat[f"Why flat ({name}, GPU servers)"]

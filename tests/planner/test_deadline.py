@@ -35,8 +35,17 @@ def test_a_deadline_spent_before_the_solve_returns_the_heuristic_plan_and_says_w
     assert plan.solver.status == "HEURISTIC_FALLBACK"
     assert "left no time for CP-SAT" in plan.solver.message
     assert violations(snap, plan) == []
-    # no solver phase ran; the phases after it (staging, explanations) are clocked too
-    assert set(deadline.spent) == {"build", "heuristic", "staging", "explain"}
+    # no solver phase ran (vacate and solve took the fallback path at once); the phases after
+    # it (staging, explanations, validation) are clocked too
+    assert set(deadline.spent) == {
+        "build",
+        "heuristic",
+        "vacate",
+        "solve",
+        "stage",
+        "explain",
+        "validate",
+    }
 
 
 def test_explanations_shorten_out_of_time_and_the_plan_says_so() -> None:
@@ -125,3 +134,25 @@ def test_a_deadline_counts_from_its_start() -> None:
     assert not deadline.expired()  # read at 1.0: 1.0 left
     assert deadline.expired(margin_s=0.6)  # read at 1.5: 0.5 left
     assert deadline.expired()  # read at 2.0: nothing left
+
+
+def test_no_time_for_a_search_still_proves_levels_by_their_bounds() -> None:
+    # A clock that never moves. Hand-worked for 2 hosts and 2 distinct candidates at 0.23 s:
+    # the reserve is 0.12 + 2 x 60 us + 2 x 0.5 us + the cores' min(0.0202, 5 % of 0.23 =
+    # 0.0115) + the output 0.05 + 2 x 30 us = 0.181681 s, which leaves 0.0483 s, under the
+    # 0.05 s a search needs: the fallback path. Its floor (no cores, no per-candidate term) is
+    # 0.17018 s, which leaves 0.0598 s: enough for the proofs by bounds alone.
+    snap = snapshot(
+        [host("h1", 8192), host("h2", 8192)],
+        [model("small", 2000, max_replicas=2)],
+        {"small": want(2)},
+    )
+    plan = make_plan(snap, time_limit_s=0.23, deadline=Deadline(0.23, clock=FakeStepClock(0.0)))
+    assert plan.solver.engine == "cp-sat"
+    assert "levels proven by bounds only" in plan.solver.message
+    level = next(o for o in plan.solver.objective if o.level.endswith(":direct:2"))
+    assert level.value == level.bound == 1
+    assert violations(snap, plan) == []
+    # 0.22 s leaves the floor 0.0498 s: the fallback as before
+    late = make_plan(snap, time_limit_s=0.22, deadline=Deadline(0.22, clock=FakeStepClock(0.0)))
+    assert late.solver.status == "HEURISTIC_FALLBACK"

@@ -8,12 +8,14 @@ stages at the reference's optimal values, is never below the reference's value o
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from ortools.sat.python import cp_model
 
+import grid.planner.deadline as budget
 from grid.fleet.models import FleetSnapshot
-from grid.planner.cpsat import solve
 from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.cpsat.exclusive import ExclusiveBound
 from grid.planner.cpsat.solve import solve_lexicographic
@@ -72,7 +74,7 @@ def test_two_big_hosts_bound_three_solo_models_to_two(monkeypatch: pytest.Monkey
     bound = ExclusiveBound(problem).stage_bound(stages, index, achieved, _solver())
     assert bound == stages[index].signed(values)  # the hand-worked optimum, exactly
     # solve.py proves the level without any full model (none fits the budget here).
-    monkeypatch.setattr(solve, "BUILD_SHARE", 0.0)
+    monkeypatch.setattr(budget, "CALIBRATION", replace(budget.CALIBRATION, model_build_share=0.0))
     result = solve_lexicographic(problem, hints=[placed], time_limit_s=10, deterministic=True)
     assert result.placed == placed
     assert result.bounds["p10:direct:1"] == 3
@@ -113,7 +115,7 @@ def test_the_bound_never_cuts_off_the_reference_optimum(drawn) -> None:  # type:
 def test_proofs_from_the_bound_are_the_reference_optimum(drawn, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """From a stuck start and no full model: every level the solve reports at its bound in
     the proven prefix is the reference optimum."""
-    monkeypatch.setattr(solve, "BUILD_SHARE", 0.0)
+    monkeypatch.setattr(budget, "CALIBRATION", replace(budget.CALIBRATION, model_build_share=0.0))
     snap, pick = drawn
     problem = build_problem(snap)
     ref = reference_optimum(problem).values

@@ -9,11 +9,13 @@ HiGHS lexicographic MILP of tests/planner/reference.py, its own level scorer
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import grid.planner.deadline as budget
 from grid.fleet.models import FleetSnapshot
 from grid.planner.cpsat import solve
 from grid.planner.cpsat.ledger import repair
@@ -43,7 +45,7 @@ def _fleet_and_hint(
 @pytest.fixture(autouse=True)
 def _no_full_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """No full model fits any budget (solve.py builds one within BUILD_SHARE of it)."""
-    monkeypatch.setattr(solve, "BUILD_SHARE", 0.0)
+    monkeypatch.setattr(budget, "CALIBRATION", replace(budget.CALIBRATION, model_build_share=0.0))
 
 
 def test_a_vacated_host_takes_the_model_that_needs_it_alone() -> None:
@@ -116,9 +118,9 @@ def test_neighbourhoods_after_an_unproven_full_model_stay_valid(
     """The full model built and cut short (a tiny deterministic budget per stage), then
     neighbourhood solves on the stage: still a valid plan, never below the hint, never above
     the optimum."""
-    monkeypatch.setattr(solve, "BUILD_SHARE", 1.0)
+    figures = replace(budget.CALIBRATION, model_build_share=1.0, min_stage_s=0.001)
+    monkeypatch.setattr(budget, "CALIBRATION", figures)
     monkeypatch.setattr(solve, "NEIGHBOURHOOD_MIN_KEYS", 0)
-    monkeypatch.setattr(solve, "MIN_STAGE_S", 0.001)
     snap, problem, ref, hint = _fleet_and_hint(seed, pick)
     order = list(ref.values)
     result = solve_lexicographic(

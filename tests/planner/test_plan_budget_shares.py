@@ -15,11 +15,12 @@ import grid.planner.portfolio.attach as attach
 from grid.fleet.models import FleetSnapshot
 from grid.fleet.snapshot import load_snapshot
 from grid.planner.deadline import (
+    CALIBRATION,
     Deadline,
     portfolio_share_s,
     post_solve_reserve_s,
 )
-from grid.planner.plan import MIN_SOLVE_S, SOLVE_SETUP_SHARE, make_plan
+from grid.planner.plan import make_plan
 from grid.planner.validate import violations
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.planning import solve as controller_solve
@@ -87,7 +88,7 @@ def test_mixed_1000_reaches_the_solver_at_two_seconds_by_hand() -> None:
     # build 0.36, heuristic 0.21, vacate 0.28 s): 0.65 s left, over the reserve, the solver's
     # setup (0.3 x 0.36) and the 0.05 s a solve needs ...
     left = 2.0 - (0.5 + 0.36 + 0.21 + 0.28)
-    assert left > reserve + SOLVE_SETUP_SHARE * 0.36 + MIN_SOLVE_S
+    assert left > reserve + CALIBRATION.solve_setup_share * 0.36 + CALIBRATION.min_solve_s
     # ... and over the phases measured after it (staging 0.157, shortened explanations 0.072,
     # validation 0.017, the JSON document and the exit 0.03 at most)
     assert reserve > 0.157 + 0.072 + 0.017 + 0.03

@@ -2,7 +2,7 @@
 C-level candidate orders (heuristic_order.py), against the per-pair path they replace.
 
 Oracles: `_per_pair_build` decides every (model, host) pair on its own with the pair rules
-(`problem._pair`, the budgets of `_host_budget`), in host-ID then model order: the build as it
+(`problem._pair`, the budgets of `host_budget`), in host-ID then model order: the build as it
 was before host shapes; `_types_by_host` groups hosts by their own full candidate signature
 (the former per-host grouping); the candidate order is restated as one `sorted` with the
 documented key. Fleets: production-shaped ones (few shapes) mutated with what breaks a shape
@@ -94,7 +94,7 @@ def _per_pair_build(
     candidates: list[tuple[tuple[str, str], Candidate]] = []
     refusals: list[tuple[tuple[str, str], list[str]]] = []
     for host in sorted(snap.hosts, key=lambda h: h.host_id):
-        budget = problem_module._host_budget(host, snap, profiles)
+        budget = problem_module.host_budget(host, snap, profiles)
         residencies = {r.model_id: r for r in host.residencies}
         for model in models:
             key = (model.model_id, host.host_id)

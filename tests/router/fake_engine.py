@@ -71,7 +71,12 @@ class FakeEngine:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
                 engine.requests.append(
-                    {"path": self.path, "headers": dict(self.headers.items()), "body": body}
+                    {
+                        "path": self.path,
+                        "headers": dict(self.headers.items()),
+                        "body": body,
+                        "peer": self.client_address[1],  # the client's port: one per connection
+                    }
                 )
                 if self.headers.get("Authorization") != f"Bearer {engine.engine_key}":
                     return self._json(401, {"error": {"message": "Invalid API Key"}})

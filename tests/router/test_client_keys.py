@@ -18,10 +18,11 @@ from typing import Any
 import httpx
 import pytest
 
-from grid.api.client_keys import ClientKeys
+from grid.api.client_keys import ClientKeys, import_key_file
 from grid.api.settings import load_settings, write_settings
 from grid.fleet.errors import GridError
 from grid.fleet.wire import NodeUpdate
+from grid.runtime.controller import Controller, ControllerService, StateStore
 from tests.router.fake_engine import FakeEngine
 from tests.router.test_proxy_service import grant
 from tests.service.harness import REPO, ControllerProcess, mint, node_client
@@ -106,10 +107,12 @@ def test_v1_needs_a_key_issued_once_stored_hashed_counted_and_revocable(
     assert made.returncode == 0, made.stderr
     key = json.loads(made.stdout)["key"]
     assert key.startswith("gk1_") and len(key) > 40
-    # Stored hashed, owner-only: the file holds SHA-256(key) and never the key.
-    stored = server.state_dir / "client_keys.json"
-    text = stored.read_text()
-    assert key not in text and hashlib.sha256(key.encode()).hexdigest() in text
+    # Stored hashed, owner-only, in the controller's durable state (it follows the store):
+    # the state file holds SHA-256(key) and never the key.
+    stored = server.state_dir / "state.json"
+    [row] = json.loads(stored.read_text())["client_keys"]
+    assert (row["name"], row["sha256"]) == ("team-a", hashlib.sha256(key.encode()).hexdigest())
+    assert key not in stored.read_text() and not (server.state_dir / "client_keys.json").exists()
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     again = grid_cli(server, "allocator", "key", "create", "team-a")
     assert again.returncode == 2 and "client_key_exists" in again.stderr
@@ -193,22 +196,52 @@ def test_open_access_is_refused_off_loopback(tmp_path: Path) -> None:
     assert load_settings(state).open_access is True  # nothing rewrote the setting
 
 
-def test_the_key_store_survives_a_restart_and_refuses_a_corrupt_file(tmp_path: Path) -> None:
-    path = tmp_path / "client_keys.json"
-    keys = ClientKeys(path, operator_token="op")
+def _service(path: Path) -> ControllerService:
+    return ControllerService(Controller(StateStore(path), now=0.0))
+
+
+def test_keys_live_in_the_controller_state_and_survive_a_restart(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    keys = ClientKeys(_service(state), operator_token="op")
     key, record = keys.create("laptop-ana", now=100.0)
     assert keys.identify(key) == "laptop-ana" and keys.identify("op") == "operator"
     assert keys.identify(None) is None and keys.identify(key + "x") is None
-    again = ClientKeys(path, operator_token="op")
+    assert record.sha256 == hashlib.sha256(key.encode()).hexdigest()
+    assert key not in state.read_text()
+    # Another controller on the same store (a restart, or the next leader) accepts the key.
+    again = ClientKeys(_service(state), operator_token="op")
     assert again.identify(key) == "laptop-ana"
     again.revoke("laptop-ana", now=200.0)
-    assert ClientKeys(path).identify(key) is None
-    assert ClientKeys(path, open_access=True).identify(key) == "anonymous"
+    assert ClientKeys(_service(state)).identify(key) is None
+    assert ClientKeys(_service(state), open_access=True).identify(key) == "anonymous"
     with pytest.raises(GridError) as bad_name:
         again.create("operator", now=1.0)
     assert bad_name.value.code == "invalid_key_name"
-    path.write_text("{not json")
+
+
+def test_a_failed_save_issues_no_key(tmp_path: Path) -> None:
+    service = _service(tmp_path / "state.json")
+    keys = ClientKeys(service)
+    kept, _ = keys.create("kept", now=1.0)
+    (tmp_path / "state.json").unlink()
+    (tmp_path / "state.json").mkdir()  # the next write cannot replace a folder
+    with pytest.raises(GridError) as refused:
+        keys.create("lost", now=2.0)
+    assert refused.value.code == "state_write_failed"
+    assert [r["name"] for r in keys.rows()] == ["kept"] and keys.identify(kept) == "kept"
+
+
+def test_an_older_key_file_is_imported_once_and_a_corrupt_one_refused(tmp_path: Path) -> None:
+    legacy = tmp_path / "client_keys.json"
+    old = ClientKeys(legacy)  # an older controller's own key file
+    key, _ = old.create("team-old", now=5.0)
+    assert "team-old" in legacy.read_text() and key not in legacy.read_text()
+    keys = ClientKeys(_service(tmp_path / "state.json"))
+    assert import_key_file(legacy, keys, now=6.0) == 1
+    assert keys.identify(key) == "team-old" and not legacy.exists()
+    assert (tmp_path / "client_keys.json.imported").exists()
+    assert ClientKeys(_service(tmp_path / "state.json")).identify(key) == "team-old"
+    legacy.write_text("{not json")
     with pytest.raises(GridError) as corrupt:
-        ClientKeys(path)
+        import_key_file(legacy, keys, now=7.0)
     assert corrupt.value.code == "client_keys_unreadable"
-    assert record.sha256 == hashlib.sha256(key.encode()).hexdigest()

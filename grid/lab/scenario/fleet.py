@@ -9,7 +9,8 @@ What this adds to grid/lab/simulator.py (nothing there changes):
   draining has finished its requests by the end of the minute;
 - `evict_disk()`: a machine whose free disk falls below 15 % reclaims its least recently used
   artifacts that are not live (never a live or pinned one), counting the reclaimed MB;
-- `prefetch()`: a disk-only download of an artifact (no memory, no slot).
+- `predictions`: the strategy's predictions for the predictive cache, in every snapshot (the
+  production planner and reconciler do the prefetching; a predictive load is disk only).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from grid.fleet.models import (
     LIVE_STATES,
     DemandEntry,
     FleetSnapshot,
-    ModelProfile,
     ResidencyState,
 )
+from grid.fleet.prefetch import Prediction
 from grid.fleet.workloads import Outcome, WorkloadForecast
 from grid.lab.scenario.catalog import Machine
 from grid.lab.simulator import FleetSimulator, PlannerFn, SimConfig
@@ -44,9 +45,9 @@ class LabFleet(FleetSimulator):
             {},
             [],
         )
+        self.predictions: list[Prediction] = []
         self.last_cached_use: dict[tuple[str, str], float] = {}
         self.reclaimed_mb = 0
-        self.downloaded_mb = 0
 
     # ------------------------------------------------------------------ disk
     def disk_used_mb(self, host_id: str) -> int:
@@ -82,11 +83,6 @@ class LabFleet(FleetSimulator):
                 evicted.append((host_id, model_id))
         return evicted
 
-    def prefetch(self, host_id: str, model: ModelProfile) -> None:
-        self.hosts[host_id].cached.add(model.model_id)
-        self.last_cached_use[(host_id, model.model_id)] = self.now
-        self.downloaded_mb += model.artifact_size_mb
-
     # ------------------------------------------------------------------ views
     def snapshot(self) -> FleetSnapshot:
         base = super().snapshot()
@@ -100,6 +96,7 @@ class LabFleet(FleetSimulator):
                 "demand": {m: d for m, d in sorted(demand.items()) if m in self.models},
                 "workloads": dict(sorted(workloads.items())),
                 "outcomes": list(outcomes),
+                "predictions": [p for p in self.predictions if p.model_id in self.models],
             }
         )
 

@@ -11,8 +11,9 @@ Minute t (the clock is T0 + 60 t at its start):
    outcome, device time, queue wait and depth), so overload feeds the next controller tick;
 4. the control's demand fields go into the snapshot; the simulator runs the planner and the
    reconciler (minimum-residency fence, governors, drains that stay resident when deferred),
-   delivers actions and advances 60 s, in which the nodes execute them;
-5. smart only: learned workflow edges may prefetch one artifact to modeled disk.
+   delivers actions and advances 60 s, in which the nodes execute them; for smart the snapshot
+   also carries the control's predictions, so the production planner's cache-only advisories
+   become disk-only predictive loads (and exact evictions) like any other action.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from grid.demand import EndpointFamily, Observation, Outcome, RequestOutcome, ob
 from grid.fleet.actions import Mode
 from grid.fleet.models import FleetSnapshot, HostState, ModelProfile, Plan, ResidencyState
 from grid.lab.scenario import workday
-from grid.lab.scenario.catalog import compatible, designated
+from grid.lab.scenario.catalog import designated
 from grid.lab.scenario.fleet import LabFleet
 from grid.lab.scenario.metrics import Metrics
 from grid.lab.scenario.personas import build_users
@@ -37,7 +38,6 @@ from grid.lab.simulator import SimConfig
 T0 = 8 * 3600.0  # the virtual workday starts at 08:00
 TICK_S = 60.0
 THROTTLE = 0.5
-PREFETCH_CONFIDENCE = 0.5
 
 
 @dataclass
@@ -138,53 +138,6 @@ def _set_activity(fleet: LabFleet, result: MinuteResult, now: float) -> None:
         res.last_used_at = now
 
 
-def _free_memory_mb(fleet: LabFleet, host_id: str) -> int:
-    host = fleet.hosts[host_id]
-    return host.allocatable_raw_mb() - host.live_mb()
-
-
-def _prefetch(fleet: LabFleet, world: World, control: Control, plan: Plan, m: Metrics) -> None:
-    """Learned workflow edges from an active workload: make sure the next stage's model has a
-    cached artifact on one more compatible machine than its desired replicas (the one with the
-    most free memory, where the next replica would go), disk permitting. One per tick."""
-    active = fleet.fields[1]
-    mapping = control.mapping(plan)
-    for edge in control.signals.edges(fleet.now):
-        if edge.confidence < PREFETCH_CONFIDENCE or edge.source not in active:
-            continue
-        model_id = mapping.get(edge.target) or designated(
-            world.profiles, world.machines, edge.target
-        )
-        if model_id is None:
-            continue
-        prof = fleet.models[model_id]
-        able = [
-            x for x in world.machines if fleet.hosts[x.host_id].admitting and compatible(x, prof)
-        ]
-        cached = [x for x in able if model_id in fleet.hosts[x.host_id].cached]
-        if len(cached) >= min(len(able), plan.desired_replicas.get(model_id, 0) + 1):
-            continue
-        room = [
-            x
-            for x in able
-            if model_id not in fleet.hosts[x.host_id].cached
-            and fleet.disk_free_mb(x.host_id) >= prof.artifact_size_mb
-        ]
-        if not room:
-            continue
-        target = max(
-            room,
-            key=lambda x: (
-                _free_memory_mb(fleet, x.host_id),
-                fleet.disk_free_mb(x.host_id),
-                x.host_id,
-            ),
-        )
-        fleet.prefetch(target.host_id, prof)
-        m.prefetched(target.host_id, model_id, prof.artifact_size_mb, fleet.now)
-        return
-
-
 def run_scenario(cfg: ScenarioConfig, world: World | None = None) -> RunResult:
     if cfg.strategy not in STRATEGIES:
         raise ValueError(cfg.strategy)
@@ -222,11 +175,10 @@ def run_scenario(cfg: ScenarioConfig, world: World | None = None) -> RunResult:
         control.observe(pending, start)
         pending = _observations(result, start, fleet.models)
         fleet.fields = control.fields(start)
+        fleet.predictions = control.predicted
         report = fleet.step()
         plan = report.plan
         mapping = control.mapping(plan)
-        if control.predictive:
-            _prefetch(fleet, world, control, plan, metrics)
         evicted = fleet.evict_disk()
         metrics.minute(t, start, result, report, fleet, happened, mapping, evicted)
     metrics.finish(fleet)

@@ -64,12 +64,6 @@ class Lifecycle:
     startup_s: float = 0.0
     cold_start_s: float = 0.0
     downloaded_mb: int = 0
-    prefetch_downloads: int = 0
-    prefetch_hits: int = 0
-    prefetch_unused: int = 0
-    prefetch_mb: int = 0
-    avoided_load_s: float = 0.0
-    lead_s: list[float] = field(default_factory=list)  # prefetch -> the start that used it
     churn: Churn = field(default_factory=lambda: Churn(0, 0, 0, 0, 0))
 
 
@@ -93,7 +87,6 @@ class Metrics:
         self.overloaded: dict[str, int] = {}
         self.timeline: list[dict[str, Any]] = []
         self.life = Lifecycle()
-        self.prefetches: list[tuple[str, str, float]] = []
         self.losses: list[Change] = []  # hosts that went down or rebooted empty
         self.unsatisfied: dict[str, int] = {}
         self.violations: list[dict[str, Any]] = []
@@ -105,11 +98,6 @@ class Metrics:
         self._last_overloaded: list[str] = []
         self._last_short: list[str] = []
         self._profiles = {p.model_id: p for p in world.profiles}
-
-    def prefetched(self, host_id: str, model_id: str, mb: int, now: float) -> None:
-        self.prefetches.append((host_id, model_id, now))
-        self.life.prefetch_downloads += 1
-        self.life.prefetch_mb += mb
 
     # ------------------------------------------------------------------ per minute
     def minute(
@@ -265,7 +253,6 @@ class Metrics:
         records = sorted(fleet.records.values(), key=lambda r: (r.created_at, r.action_id))
         by_id = {r.action_id: r for r in records}
         life = self.life
-        used_prefetch: set[tuple[str, str]] = set()
         changes = list(self.losses)
         for rec in records:
             if rec.status is not RecordStatus.SUCCEEDED:
@@ -288,15 +275,6 @@ class Metrics:
                 if cold:
                     life.cold_starts += 1
                     life.cold_start_s += seconds
-                key = (rec.host_id, rec.model_id)
-                fetched = [
-                    at for h, m, at in self.prefetches if (h, m) == key and at <= rec.created_at
-                ]
-                if fetched and not cold and key not in used_prefetch:
-                    used_prefetch.add(key)
-                    life.prefetch_hits += 1
-                    life.avoided_load_s += prof.load_estimate_s
-                    life.lead_s.append(rec.created_at - fetched[0])
         floors = {m: p.min_residency_s for m, p in self._profiles.items()}
         t0 = self._t0 or 0.0
         for v in self.lifelog.violations(fleet, floors):
@@ -305,5 +283,3 @@ class Metrics:
             )
         self.violations.sort(key=lambda v: (v["minute"], v["code"], v["detail"]))
         life.churn = count_churn(changes)
-        life.prefetch_unused = len({(h, m) for h, m, _ in self.prefetches} - used_prefetch)
-        life.downloaded_mb += life.prefetch_mb

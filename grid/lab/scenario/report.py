@@ -21,6 +21,7 @@ import statistics
 from typing import Any
 
 from grid.lab.scenario.lab import RunResult
+from grid.lab.scenario.prefetch_score import prefetch_score
 
 SCHEMA_VERSION = 1
 EPS = 0.01
@@ -158,15 +159,7 @@ def document(run: RunResult, *, timeline: bool = False) -> dict[str, Any]:
             "reclaimed_mb": run.fleet.reclaimed_mb,
             "score_terms": {k: _r(v) for k, v in terms.items()},
         },
-        "prefetch": {
-            "downloads": life.prefetch_downloads,
-            "hits": life.prefetch_hits,
-            "unused": life.prefetch_unused,
-            "downloaded_mb": life.prefetch_mb,
-            "avoided_load_s": _r(life.avoided_load_s, 1),
-            "mean_lead_s": _r(statistics.fmean(life.lead_s), 1) if life.lead_s else None,
-            "reclaimed_mb": run.fleet.reclaimed_mb,
-        },
+        "prefetch": prefetch_score(run.fleet.records.values(), run.fleet.models).document(),
         "workloads": {
             word: {
                 "demand": _r(w.demand, 3),

@@ -6,10 +6,12 @@
   correlation inference); the snapshot carries `demand` (with the controller's workflow
   pre-warm: `prewarm_demand` adds INFERRED demand for the next stage's model of a learned edge),
   `workloads` and `outcomes`; the planner (with its portfolio) and the reconciler decide.
-  Predictive work: that pre-warm, and the learned edges prefetch the next stage's model into
-  modeled disk (lab.py).
+  Predictive work: that pre-warm, and the controller's `predictions` (learned edges and
+  correlation inferences, grid/runtime/controller/prefetch_inputs.py) in the snapshot, from
+  which the production planner stages cache-only advisories that the reconciler turns into
+  disk-only predictive loads (and exact evictions).
 - reactive: the same pipeline without correlation, lookahead or predictive work: inferred
-  demand entries are dropped, trends zeroed, nothing is prefetched.
+  demand entries are dropped, trends zeroed, no predictions: nothing is prefetched.
 - greedy: the current minute's visible workload only (the previous minute's completed requests),
   each word mapped to its most suitable feasible model (a model some admitting machine can hold)
   as direct demand, planned by the ordinary constrained planner every tick (no portfolio).
@@ -25,12 +27,14 @@ from collections.abc import Callable, Sequence
 
 from grid.demand import DemandConfig, DemandTracker, Observation
 from grid.fleet.models import DemandEntry, Evidence, FleetSnapshot, ModelProfile, Plan
+from grid.fleet.prefetch import Prediction
 from grid.fleet.workloads import Outcome, PortfolioPolicy, WorkloadForecast
 from grid.lab.scenario.arrivals import BASE_SERVICE_S
 from grid.lab.scenario.personas import STAGE_MINUTES, User
 from grid.router.affinity import hash_affinity_key
 from grid.runtime.controller.evidence_store import RequestSignals
-from grid.runtime.controller.workload_inputs import prewarm_demand, with_mapping
+from grid.runtime.controller.prefetch_inputs import snapshot_demand
+from grid.runtime.controller.workload_inputs import with_mapping
 
 STRATEGIES = ("smart", "reactive", "greedy", "static")
 PLAN_TIME_LIMIT_S = 2.0
@@ -62,6 +66,7 @@ class Control:
         self._digests: dict[str, str | None] = {}
         self.policy = PortfolioPolicy()
         self._last_plan: Plan | None = None
+        self.predicted: list[Prediction] = []  # the last `fields`' predictions (smart only)
 
     def _digest(self, session: str) -> str | None:
         if session not in self._digests:
@@ -90,12 +95,12 @@ class Control:
         for the next stage's model as INFERRED demand, mapped by the last plan's portfolio)."""
         self.tracker.prune(now)
         workloads, outcomes = self.signals.snapshot_fields(now, self.profiles)
-        demand = prewarm_demand(
+        demand, self.predicted = snapshot_demand(
             self.signals.edges(now),
             workloads,
             self.mapping(self._last_plan),
             self.profiles,
-            self.tracker.forecast(now, self.profiles.values()),
+            self.tracker.explain(now, self.profiles.values()),
         )
         return demand, with_mapping(workloads, self.mapping(self._last_plan)), outcomes
 

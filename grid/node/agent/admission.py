@@ -30,13 +30,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from grid.fleet.actions import ReceiptStatus
+from grid.fleet.actions import CONSTRUCTIVE_KINDS, ReceiptStatus
 from grid.fleet.errors import GridError
 from grid.fleet.generation import PlanGeneration
 from grid.fleet.wire import WireCommand
 from grid.node.agent.fence import MAX_TERM_STEP, CommandFence
-
-CONSTRUCTIVE = frozenset({"load", "warm"})
 
 # Fence reasons that mean "nothing happened, reissue freely" rather than a failure.
 _CANCELLED_FENCE = frozenset({"authority_expired"})
@@ -174,7 +172,7 @@ def start_check(
             "authority_expired",
             "the controller's authority expired before the command's turn came",
         )
-    if kind in CONSTRUCTIVE and not admits_new_work:
+    if kind in CONSTRUCTIVE_KINDS and not admits_new_work:
         return _cancel(
             "local_protection",
             f"this host is {lifecycle} by its local protection and takes no new work",

@@ -12,6 +12,12 @@
 - DRAIN marks a ready residency draining: it stops taking new work; the child keeps running.
 - UNLOAD refuses a residency that was not drained, asks the supervisor for a non-forced stop
   (busy or unknown slot activity refuses), and leaves the weights cached.
+- A `predictive` LOAD is cache-only: it shows no LOADING row (no memory, no slot) and, when it
+  actually downloads, records the artifact's provenance; a WARM marks that record used for good.
+- EVICT deletes exactly one unused predictive download, fenced by its SHA-256 (the command's
+  `artifact_sha256`): the node refuses with a code and deletes nothing for a SHA it holds no
+  predictive record of, a used or live artifact, or an operator's catalog file
+  (grid/node/artifacts/provenance.py).
 
 Each method returns an `Outcome`; the caller turns it into a receipt with a monotonic duration.
 Residency changes go through `StateKeeper.update`, which persists them before returning.
@@ -32,7 +38,14 @@ from grid.fleet.wire import WireCommand, WireLaunch
 from grid.node.agent.config import NodeConfig
 from grid.node.agent.engine_launch import node_launch
 from grid.node.agent.state import AgentState, ResidencyRecord, VerifiedArtifact
-from grid.node.artifacts import ArtifactSpec, ArtifactStore, sha256_file
+from grid.node.artifacts import (
+    EVICT_TEXT,
+    ArtifactSpec,
+    ArtifactStore,
+    PredictiveRecord,
+    evict_refusal,
+    sha256_file,
+)
 from grid.node.engines.base import EngineState, EngineSupervisor
 
 
@@ -111,11 +124,14 @@ class CommandExecutor:
         kind, model_id = command.kind, command.model_id
         try:
             if kind == "load":
-                return self.load(DeclaredArtifact.from_command(command))
+                declared = DeclaredArtifact.from_command(command)
+                return self.load(declared, predictive=command.predictive)
             if kind == "warm":
                 return self.warm(DeclaredArtifact.from_command(command), command.memory_mb)
             if kind == "drain":
                 return self.drain(model_id)
+            if kind == "evict":
+                return self.evict(model_id, command.artifact_sha256)
             return self.unload(model_id)
         except GridError as err:
             return _failed(err.code, err.message)
@@ -172,10 +188,10 @@ class CommandExecutor:
         result = self.artifacts.ensure(spec)
         return _artifact(model_id, result.path, result.sha256), result.artifact_fetched
 
-    def load(self, declared: DeclaredArtifact) -> Outcome:
+    def load(self, declared: DeclaredArtifact, *, predictive: bool = False) -> Outcome:
         model_id = declared.model_id
         before = self.keeper.read().residencies.get(model_id)
-        if before is None or before.state is ResidencyState.CACHED:
+        if not predictive and (before is None or before.state is ResidencyState.CACHED):
             self._set(model_id, ResidencyState.LOADING, keep_from=before)
         try:
             artifact, fetched = self._verified(declared)
@@ -189,8 +205,20 @@ class CommandExecutor:
                 f"this host has no file for {model_id} and its profile authorizes no transfer",
             )
 
+        now = self.clock()
+
         def publish(state: AgentState) -> None:
             state.artifacts[model_id] = artifact
+            if fetched and predictive:
+                state.predictive[model_id] = PredictiveRecord(
+                    model_id=model_id,
+                    sha256=artifact.sha256,
+                    path=artifact.path,
+                    size_bytes=artifact.size_bytes,
+                    fetched_at=now,
+                )
+            elif fetched:  # a demanded download replaces whatever a prediction fetched before
+                state.predictive.pop(model_id, None)
             current = state.residencies.get(model_id)
             if current is None or current.state in (ResidencyState.LOADING, ResidencyState.CACHED):
                 state.residencies[model_id] = ResidencyRecord(
@@ -228,6 +256,9 @@ class CommandExecutor:
 
         def warming(state: AgentState) -> None:
             state.artifacts[model_id] = artifact
+            record = state.predictive.get(model_id)
+            if record is not None and record.sha256 == artifact.sha256:
+                state.predictive[model_id] = record.model_copy(update={"warmed": True})
             state.residencies[model_id] = ResidencyRecord(
                 model_id=model_id,
                 state=ResidencyState.WARMING,
@@ -319,6 +350,43 @@ class CommandExecutor:
             how = " (SIGKILL after the grace period)" if result.killed else ""
             return _ok(f"stopped {model_id} (pid {result.pid}){how}; its weights stay cached")
         return _ok(f"{model_id} had no running engine; its weights stay cached")
+
+    def evict(self, model_id: str, sha256: str | None) -> Outcome:
+        """Delete exactly the unused predictive download of `sha256` (nothing else, ever)."""
+        state = self.keeper.read()
+        record = state.predictive.get(model_id)
+        residency = state.residencies.get(model_id)
+        catalog = [e.path for e in self.config.catalog]
+        code = evict_refusal(
+            record, sha256, residency.state if residency is not None else None, catalog
+        )
+        if code is not None:
+            return _failed(code, f"{model_id}: {EVICT_TEXT[code]}; nothing was deleted")
+        assert record is not None and sha256 is not None
+        try:
+            reclaimed = self.artifacts.evict(Path(record.path), sha256)
+        except GridError as err:
+            if err.code == "evict_not_held":
+
+                def forget(draft: AgentState) -> None:  # the file is gone: so is its record
+                    draft.predictive.pop(model_id, None)
+
+                self.keeper.update(forget)
+            raise
+
+        def evicted(draft: AgentState) -> None:
+            draft.predictive.pop(model_id, None)
+            known = draft.artifacts.get(model_id)
+            if known is not None and known.path == record.path:
+                draft.artifacts.pop(model_id)
+            current = draft.residencies.get(model_id)
+            if current is not None and current.state is ResidencyState.CACHED:
+                draft.residencies.pop(model_id)
+
+        self.keeper.update(evicted)
+        return _ok(
+            f"evicted {Path(record.path).name} (sha256 {sha256[:12]}): {reclaimed} bytes reclaimed"
+        )
 
     # ------------------------------------------------------------------ residency helpers
 

@@ -31,7 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from grid.fleet.actions import ReceiptStatus
+from grid.fleet.actions import CONSTRUCTIVE_KINDS, ReceiptStatus
 from grid.fleet.models import ADMITTING_STATES, HostState, ResidencyState
 from grid.fleet.wire import NodeReply, NodeUpdate
 from grid.node.agent.admission import local_free_mb, remaining_ttl
@@ -65,7 +65,7 @@ from grid.node.agent.state import (
 from grid.node.agent.status import status_document, write_status
 from grid.node.agent.telemetry import TelemetrySource
 from grid.node.agent.worker import Worker
-from grid.node.artifacts import ArtifactStore
+from grid.node.artifacts import ArtifactStore, predictive_rows
 from grid.node.engines.base import EngineStatus, EngineSupervisor
 from grid.node.protection import Decision, ProtectionPolicy, evaluate
 from grid.node.protection.conditions import most_restrictive
@@ -192,7 +192,7 @@ class NodeAgent:
         lifecycle = self._lifecycle(decision)
         if lifecycle not in ADMITTING_STATES:
             self.inbox.cancel_queued(
-                lambda c: c.kind in ("load", "warm"),
+                lambda c: c.kind in CONSTRUCTIVE_KINDS,
                 "local_protection",
                 f"this host became {lifecycle.value} by its local protection",
             )
@@ -304,6 +304,7 @@ class NodeAgent:
         disk = disk_free_mb(self.state_dir, self.config.disk_share)
         cached = [m for m, a in state.artifacts.items() if Path(a.path).is_file()]
         cached += [e.model_id for e in self.config.catalog if Path(e.path).is_file()]
+        present = [m for m, r in state.predictive.items() if Path(r.path).is_file()]
         rows = residency_rows(
             state.residencies, self._activity(state), state.model_last_used_at, self.clock()
         )
@@ -323,6 +324,7 @@ class NodeAgent:
             disk_free=disk,
             routes=routes,
             engine_key=supervisor.engine_key if routes and not relay else None,
+            predictive=predictive_rows(state.predictive, present, self.clock()),
         )
         if relay:
             block.relay = True

@@ -28,6 +28,7 @@ from grid.fleet.wire import (
     WireAck,
     WireAllocator,
     WireLoad,
+    WirePredictiveEntry,
     WireResidency,
     WireResources,
     WireRoute,
@@ -155,6 +156,7 @@ def envelope(
     disk_free: int | None,
     routes: list[WireRoute] | None = None,
     engine_key: str | None = None,
+    predictive: list[WirePredictiveEntry] | None = None,
 ) -> WireAllocator:
     block = WireAllocator(
         schema_version=1,
@@ -166,6 +168,8 @@ def envelope(
     )
     if disk_free is not None:
         block.disk_free_mb = disk_free
+    if predictive:
+        block.predictive_cache = list(predictive)
     if routes:
         block.routes = list(routes)
         if engine_key:

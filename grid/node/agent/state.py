@@ -4,7 +4,8 @@ What must survive an agent restart (spec, "Managed host actuator"):
 - the authority fence: the highest controller term accepted and the one controller id allowed in
   it, so a lower-term command is refused even after a restart;
 - the latest plan generation accepted (epoch and sequence);
-- residencies (what this host runs or has cached) and verified artifacts;
+- residencies (what this host runs or has cached), verified artifacts and the provenance of
+  predictive downloads (grid/node/artifacts/provenance.py);
 - the action in flight and the accepted-but-not-started queue, so that a restart can report the
   interrupted action failed and the queued ones cancelled (their mutation slots are released);
 - bounded receipts: every terminal outcome until the controller has acknowledged it, plus the
@@ -34,6 +35,7 @@ from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text, loads_bounded, read_json_file
 from grid.fleet.models import ResidencyState
 from grid.fleet.wire import WireAck, WireCommand
+from grid.node.artifacts.provenance import PredictiveRecord
 from grid.node.protection import LocalOverride, OverrideKind, ProtectionState
 
 STATE_NAME = "agent.json"
@@ -108,6 +110,8 @@ class AgentState(_Strict):
     plan_sequence: int = Field(default=0, ge=0)
     residencies: dict[str, ResidencyRecord] = Field(default_factory=dict)
     artifacts: dict[str, VerifiedArtifact] = Field(default_factory=dict)
+    # Which artifacts a predictive prefetch downloaded, and whether each was ever warmed.
+    predictive: dict[str, PredictiveRecord] = Field(default_factory=dict)
     in_flight: QueuedCommand | None = None
     queue: list[QueuedCommand] = Field(default_factory=list)
     receipts: list[Receipt] = Field(default_factory=list)

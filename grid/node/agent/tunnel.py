@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import httpx
-
 from grid.fleet.errors import GridError
 from grid.fleet.wire import NODE_HEADER
+from grid.node.agent.engine_hop import EngineHop, EngineHopError
 from grid.wire import (
     CHUNK_BYTES,
     MAX_FRAME_BYTES,
@@ -54,7 +53,7 @@ log = logging.getLogger("grid.node.tunnel")
 
 # (model id, port) -> the engine's base URL on this host, or None when no such ready engine.
 Resolver = Callable[[str, int], str | None]
-ENGINE_TIMEOUT = httpx.Timeout(connect=5.0, read=600.0, write=60.0, pool=30.0)
+ENGINE_CONNECT_S, ENGINE_WRITE_S, ENGINE_READ_S = 5.0, 60.0, 600.0
 STABLE_AFTER_S = 10.0  # a tunnel open this long resets the backoff
 RESOLVE_TTL_S = 1.0  # how long a ready engine's address is reused without asking again
 
@@ -190,11 +189,11 @@ class RelayTunnel:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         started.set()
-        async with httpx.AsyncClient(
-            timeout=ENGINE_TIMEOUT,
-            trust_env=False,
-            limits=httpx.Limits(max_connections=128, max_keepalive_connections=32),
-        ) as http:
+        http = EngineHop(
+            connect_timeout_s=ENGINE_CONNECT_S, write_timeout_s=ENGINE_WRITE_S,
+            read_timeout_s=ENGINE_READ_S,
+        )  # fmt: skip
+        try:
             while not self._stop.is_set():
                 opened = time.monotonic()
                 try:
@@ -213,8 +212,10 @@ class RelayTunnel:
                 delay = self.backoff.next_delay()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), delay)
+        finally:
+            await http.aclose()
 
-    async def _session(self, http: httpx.AsyncClient) -> None:
+    async def _session(self, http: EngineHop) -> None:
         from websockets.asyncio.client import connect
 
         assert self._stop is not None
@@ -283,7 +284,7 @@ class RelayTunnel:
 
     async def _serve(
         self,
-        http: httpx.AsyncClient,
+        http: EngineHop,
         send: Callable[[bytes], Any],
         stream: int,
         head: RequestHead,
@@ -306,25 +307,24 @@ class RelayTunnel:
         headers = {k: v for k, v in head.headers.items() if k.lower() in ("content-type", "accept")}
         headers["Authorization"] = f"Bearer {self._engine_key()}"  # added here, on the node
         try:
-            async with http.stream(
-                head.method, base + head.path, content=body, headers=headers
-            ) as r:
+            async with http.request(head.method, base + head.path, headers, body) as r:
                 kind = r.headers.get("content-type") or "application/json"
                 answer = ResponseHead(r.status_code, kind)
                 length = r.headers.get("content-length", "")
                 if length.isdigit() and int(length) <= CHUNK_BYTES:  # small, known: one frame
-                    await send(whole_frame(stream, answer, await r.aread()))
+                    await send(whole_frame(stream, answer, await r.read()))
                     return
                 await send(frame(Kind.RESPONSE, stream, answer.to_json()))
-                async for chunk in r.aiter_raw():  # as it arrives (a size would buffer)
+                async for chunk in r.chunks():  # as it arrives (a size would buffer)
                     for at in range(0, len(chunk), CHUNK_BYTES):
                         await send(frame(Kind.DATA, stream, chunk[at : at + CHUNK_BYTES]))
             await send(frame(Kind.END, stream))
-        except httpx.TimeoutException:
-            await _quietly(send, error_frame(stream, "upstream_timeout", "the engine timed out"))
-        except httpx.HTTPError as exc:
-            why = f"the engine on port {head.port} failed ({type(exc).__name__})"
-            await _quietly(send, error_frame(stream, "engine_unreachable", why))
+        except EngineHopError as exc:
+            if exc.timed_out:
+                await _quietly(send, error_frame(stream, exc.code, "the engine timed out"))
+            else:
+                why = f"the engine on port {head.port} failed ({exc.message})"
+                await _quietly(send, error_frame(stream, exc.code, why))
 
 
 async def _quietly(send: Callable[[bytes], Any], data: bytes) -> None:

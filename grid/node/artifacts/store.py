@@ -15,7 +15,8 @@ checked; a wrong digest deletes the staging file and leaves the published cache 
 Errors are GridError with codes artifact_*:
     artifact_spec_invalid, artifact_source_not_authorized, artifact_source_not_configured,
     artifact_source_missing, artifact_too_large, artifact_disk_full, artifact_http_error,
-    artifact_transfer_interrupted, artifact_digest_mismatch, artifact_io_error.
+    artifact_transfer_interrupted, artifact_digest_mismatch, artifact_io_error; `evict`
+    adds artifact_not_in_cache and evict_not_held.
 """
 
 from __future__ import annotations
@@ -287,6 +288,46 @@ class ArtifactStore:
             fsync_dir(published.parent)
         except OSError as exc:
             raise _io_error(exc, published) from exc
+
+    # ------------------------------------------------------------------ evict
+
+    def evict(self, path: Path, sha256: str) -> int:
+        """Delete exactly the published file `path` if its complete SHA-256 is `sha256` (the
+        exact-SHA fence); returns the bytes reclaimed. Refuses a file outside this cache's
+        published folder (`artifact_not_in_cache`), a missing file (`evict_not_held`) and a
+        digest mismatch (`artifact_digest_mismatch`); nothing is deleted then."""
+        models = (self.cache_dir / "models").resolve()
+        target = path.resolve()
+        if models not in target.parents:
+            raise GridError(
+                code="artifact_not_in_cache",
+                message=f"{path} is not a published artifact of the cache {self.cache_dir}.",
+                fix="Only downloads of this cache can be evicted; remove other files by hand.",
+                next_command=f"ls -l {path}",
+            )
+        if not target.is_file():
+            raise GridError(
+                code="evict_not_held",
+                message=f"{path} is not on disk; nothing was deleted.",
+                fix="Nothing to do: the controller sees the missing file at the next heartbeat.",
+            )
+        digest = sha256_file(target)
+        if digest != sha256.lower():
+            raise GridError(
+                code="artifact_digest_mismatch",
+                message=f"{path} has SHA-256 {digest}, not {sha256}; it was not deleted.",
+                fix="Check the file; an evict deletes only the exact artifact it names.",
+                next_command=f"sha256sum {path}",
+            )
+        size = target.stat().st_size
+        try:
+            target.unlink()
+            fsync_dir(target.parent)
+            with contextlib.suppress(OSError):
+                target.parent.rmdir()  # the model's folder, when nothing else is left there
+        except OSError as exc:
+            raise _io_error(exc, target) from exc
+        return size
 
 
 def _io_error(exc: OSError, where: Path) -> GridError:

@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from grid.fleet import process_state, start_ticks
+
 PROC = Path("/proc")
 BOOT_ID_PATH = PROC / "sys" / "kernel" / "random" / "boot_id"
 
@@ -38,33 +40,8 @@ def read_boot_id() -> str | None:
         return None
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name (which may hold spaces or parens)."""
-    try:
-        raw = (PROC / str(pid) / "stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    close = raw.rfind(")")
-    if close < 0:
-        return None
-    return raw[close + 1 :].split()
-
-
-def process_state(pid: int) -> str | None:
-    """The one-letter state ('R', 'S', 'Z', ...) or None when the PID does not exist."""
-    fields = _stat_fields(pid)
-    return fields[0] if fields else None
-
-
 def read_start_ticks(pid: int) -> int | None:
-    fields = _stat_fields(pid)
-    # Field 22 of stat is starttime; fields[0] here is field 3 (state).
-    if fields is None or len(fields) < 20:
-        return None
-    try:
-        return int(fields[19])
-    except ValueError:
-        return None
+    return start_ticks(pid)
 
 
 def read_birth_marker(pid: int) -> BirthMarker | None:

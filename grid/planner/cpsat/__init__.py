@@ -18,7 +18,13 @@ Levels     objective.py    one linear expression per level of levels.py (equal t
 Solve      solve.py        lexicographic stages (stages.py), hinted, within a time budget
 Explain    assumptions.py  a feasibility model with one assumption literal per (family, host) and
                            per protected model; its infeasibility core names the binding constraints
-ledger.py mirrors the hard constraints in plain Python (hint repair, explanation amounts).
+Types      aggregate.py    the replica levels over host types (n[m,T], per-type ledgers and cuts);
+           arcflow.py      exact packing of a type: its configuration graph (arc-flow) of one
+                           host's ledger, for given counts or linked to n[m,T]
+Bounds     bounds.py       capacity-blind; forced.py under forced counts (Martello-Toth L2);
+           exclusive.py    the exclusive-host relaxation of solo models
+ledger.py is the placement-wide ledger over grid/planner/ledger.py, the one per-host ledger
+(hint repair, disaggregation, vacate moves, explanation amounts).
 
 The face lists what the rest of the planner uses; names are imported on first use
 (grid/fleet/faces.py).
@@ -46,7 +52,7 @@ if TYPE_CHECKING:
     from grid.planner.cpsat.replicas import pinned_hosts, unpinned_allowance
     from grid.planner.cpsat.scoring import Scorer
     from grid.planner.cpsat.slots import add_slots
-    from grid.planner.cpsat.solve import BUILD_S_PER_KEY, BUILD_SHARE, solve_lexicographic
+    from grid.planner.cpsat.solve import solve_lexicographic
     from grid.planner.cpsat.type_ledgers import (
         TypeRoom,
         add_conflict_cuts,
@@ -71,14 +77,12 @@ _EXPORTS: dict[str, str] = {
     "grid.planner.cpsat.replicas": "pinned_hosts unpinned_allowance",
     "grid.planner.cpsat.scoring": "Scorer",
     "grid.planner.cpsat.slots": "add_slots",
-    "grid.planner.cpsat.solve": "BUILD_SHARE BUILD_S_PER_KEY solve_lexicographic",
+    "grid.planner.cpsat.solve": "solve_lexicographic",
     "grid.planner.cpsat.type_ledgers": "TypeRoom add_conflict_cuts add_type_ledgers fits_alone",
     "grid.planner.cpsat.variables": "Expr Guard PlacementVars",
 }
 
 __all__ = [
-    "BUILD_SHARE",
-    "BUILD_S_PER_KEY",
     "AggregateResult",
     "Blocker",
     "Core",

@@ -34,11 +34,21 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
+import grid.planner.deadline as budget  # every calibrated figure (CALIBRATION)
+from grid.planner.cpsat.arcflow import (
+    TypeFlow,
+    add_type_flow,
+    build_graph,
+    deal,
+    decompose,
+    item_classes,
+    pack_type,
+)
 from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.cpsat.colocation import add_colocation
 from grid.planner.cpsat.disk import add_disk
@@ -66,21 +76,17 @@ from grid.planner.levels import (
     inferred_members,
     round_members,
 )
-from grid.planner.problem import PlacementProblem
+from grid.planner.problem import Candidate, PlacementProblem
 from grid.planner.types import HostType, disaggregate, host_types, type_counts
 from grid.planner.vacate import vacate_improve
 
 SEED = 20240611
-# The three disaggregations together, per open replica: 0.27 s for 1,900 at 1,000 production
-# hosts (142 us), 1.87 s for 10,800 at 10,000 (173 us; 60 us each was counted before, and a
-# stage solved late then overran the budget by ~1.2 s).
-DISAGGREGATE_S_PER_REPLICA = 180e-6
-FIRST_STAGE_S = 1.0  # any stage may take this long: the first one pays the LP's warm-up
-WINDOW_SHARE = 0.5  # of what is left, at most, for one window of stages (`_reach_bounds`)
 RELAXED = 2**62  # a window's relaxed constraint: expr >= -RELAXED always holds
-FALLBACK_BUILDS = 3  # the stage-by-stage pass runs when this many model builds' time is left
 BALANCE_SCALE = 10**6  # `_balance`: integer weights of the relative memory load
 Expr = cp_model.LinearExpr
+# A solution of the host-type model: n[m,T] by (model, type_id), the individual hosts'
+# placements, and the per-host contents (class paths) of the exact types' flows.
+Solution = tuple[dict[Key, int], set[Key], dict[str, list[list[int]]]]
 
 
 @dataclass
@@ -93,6 +99,9 @@ class AggregateResult:
     aggregated_hosts: int = 0
     types: int = 0
     counts: dict[Key, int] = field(default_factory=dict)  # the aggregate's n[m,T] (model, type)
+    # Types whose counts were proven not to pack (arcflow.pack_type): the sums were loose there.
+    unpacked: set[str] = field(default_factory=set)
+    exact: bool = False  # types with a configuration graph were exact (arcflow.py)
 
 
 def aggregation_pays(problem: PlacementProblem) -> bool:
@@ -103,8 +112,15 @@ def aggregation_pays(problem: PlacementProblem) -> bool:
 
 
 class _AggregateModel:
-    def __init__(self, problem: PlacementProblem, types: Sequence[HostType]) -> None:
+    def __init__(
+        self,
+        problem: PlacementProblem,
+        types: Sequence[HostType],
+        exact: Iterable[str] = (),
+    ) -> None:
         self.problem = problem
+        self.exact = set(exact)
+        self.flows: dict[str, TypeFlow] = {}  # type_id -> its arc-flow (exact types)
         self.model = cp_model.CpModel()
         self.grouped = [t for t in types if t.count > 1]
         singles = [t.host_ids[0] for t in types if t.count == 1]
@@ -134,7 +150,26 @@ class _AggregateModel:
             self.top[var.index] = top
             self.n[(cand.model_id, htype.type_id)] = var
             ns.append(var)
-        add_type_ledgers(self.model, ns, cands, room, count, problem.excluded_pairs)
+        add_type_ledgers(self.model, ns, cands, room, count, problem.excluded_pairs, most_cut=True)
+        if htype.type_id in self.exact:
+            self._add_flow(htype, cands, ns)
+
+    def _add_flow(
+        self, htype: HostType, cands: Sequence[Candidate], ns: Sequence[cp_model.IntVar]
+    ) -> None:
+        """The type's configuration graph linked to its n[m,T] (arcflow.py): exact packing."""
+        tops = {c.model_id: self.top[v.index] for c, v in zip(cands, ns, strict=True)}
+        live = [m for m, top in tops.items() if top > 0]
+        classes = item_classes(self.problem, htype, live, {m: tops[m] > 1 for m in live})
+        graph = build_graph(self.problem, htype, classes)
+        if graph is None:
+            return
+        var_of = {c.model_id: v for c, v in zip(cands, ns, strict=True)}
+        most = [sum(tops[m] for m in cls.models) for cls in classes]
+        flow = add_type_flow(self.model, graph, htype.count, most)
+        for cls, arcs in zip(classes, flow.by_class, strict=True):
+            self.model.add(Expr.sum(arcs) == Expr.sum([var_of[m] for m in cls.models]))
+        self.flows[htype.type_id] = flow
 
     def count_terms(self, model_id: str, *, unpinned: bool = False) -> list[cp_model.IntVar]:
         pins = pinned_hosts(self.problem, model_id) if unpinned else frozenset()
@@ -232,37 +267,55 @@ class _AggregateModel:
 
 
 def disaggregation_s(problem: PlacementProblem) -> float:
-    """The three disaggregations' time after the last stage: DISAGGREGATE_S_PER_REPLICA per
+    """The three disaggregations' time after the last stage: disaggregate_s_per_replica per
     open replica (the stages leave that much of the budget)."""
-    return DISAGGREGATE_S_PER_REPLICA * sum(
+    return budget.CALIBRATION.disaggregate_s_per_replica * sum(
         problem.open_replicas(m.model_id) for m in problem.models
     )
 
 
 def solve_aggregated(
-    problem: PlacementProblem, *, hint: set[Key], time_limit_s: float
+    problem: PlacementProblem, *, hint: set[Key], time_limit_s: float, exact: bool = False
 ) -> AggregateResult:
     """Lexicographic replica levels over host types, then disaggregation and its check.
 
     First with windows (`_Attempt`: a run of stages proven at once where one solution meets
-    all their static bounds); when its counts do not disaggregate to a proof and time is left,
-    once more stage by stage on a fresh model (the solve before windows existed)."""
-    deadline = time.perf_counter() + max(0.0, time_limit_s - disaggregation_s(problem))
+    all their static bounds); when a type's counts are proven not to pack (arcflow.pack_type),
+    once more with that type's configuration graph (exact there); when the counts still do not
+    disaggregate to a proof and time is left, once more stage by stage on a fresh model (the
+    solve before windows existed). `exact`: every aggregated type with a configuration graph
+    of at most arcflow.MAX_ARCS arcs is exact from the first pass."""
+    end = time.perf_counter() + max(0.0, time_limit_s)
+    deadline = end - disaggregation_s(problem)
     types = host_types(problem)
     scorer = Scorer(problem)
     static = static_bounds(problem, scorer.quality)
     started = time.perf_counter()
-    first = _Attempt(problem, types, scorer, static)
+    grouped = [t.type_id for t in types if t.count > 1]
+    first = _Attempt(problem, types, scorer, static, exact=grouped if exact else ())
     build_s = time.perf_counter() - started
-    result = first.run(hint, deadline, windows=True)
+    result = first.run(hint, deadline, end, windows=True)
+    if not result.proven and result.unpacked and deadline - time.perf_counter() > build_s:
+        # The sums were loose on some type (its counts do not pack): its configuration graph
+        # makes the model exact there, and the levels it proves are the per-host optimum.
+        tight = _Attempt(problem, types, scorer, static, exact=result.unpacked)
+        result = _better(problem, scorer, result, tight.run(hint, deadline, end, windows=True))
     # The second pass builds its model again: only while that leaves it time to solve.
-    if not result.proven and deadline - time.perf_counter() > FALLBACK_BUILDS * build_s:
-        again = _Attempt(problem, types, scorer, static).run(hint, deadline, windows=False)
-        if (
-            again.proven
-            or compare(problem, scorer.score(again.placed), scorer.score(result.placed)) > 0
-        ):
-            result = again
+    if (
+        not result.proven
+        and deadline - time.perf_counter() > budget.CALIBRATION.fallback_builds * build_s
+    ):
+        again = _Attempt(problem, types, scorer, static).run(hint, deadline, end, windows=False)
+        result = _better(problem, scorer, result, again)
+    return result
+
+
+def _better(
+    problem: PlacementProblem, scorer: Scorer, result: AggregateResult, again: AggregateResult
+) -> AggregateResult:
+    gain = compare(problem, scorer.score(again.placed), scorer.score(result.placed))
+    if again.proven or gain > 0:
+        return again
     return result
 
 
@@ -275,13 +328,20 @@ class _Attempt:
         types: list[HostType],
         scorer: Scorer,
         static: dict[str, int],
+        exact: Iterable[str] = (),
     ) -> None:
         self.problem, self.types, self.scorer, self.static = problem, types, scorer, static
-        self.built = _AggregateModel(problem, types)
+        self.built = _AggregateModel(problem, types, exact)
+        self.unpacked: set[str] = set()
         self.exprs = self.built.expressions()
         self.stages = [s for s in fold_stages(stages_of(problem), static) if _replica(s)]
 
-    def run(self, hint: set[Key], deadline: float, *, windows: bool) -> AggregateResult:
+    def run(
+        self, hint: set[Key], deadline: float, end: float | None = None, *, windows: bool
+    ) -> AggregateResult:
+        """`deadline`: for the stages; `end` (default: `deadline`): for the disaggregation's
+        exact packings and vacate moves too."""
+        end = deadline if end is None else end
         built, exprs, static, stages = (
             self.built,
             self.exprs,
@@ -291,7 +351,7 @@ class _Attempt:
         values = self.scorer.score(hint)
         grouped = [t for t in self.types if t.count > 1]
         singles_hint = {k for k in hint if k in built.xs.x}
-        solution: tuple[dict[Key, int], set[Key]] = (type_counts(grouped, hint), singles_hint)
+        solution: Solution = (type_counts(grouped, hint), singles_hint, {})
         solved = False
         statuses: list[str] = []
         best: dict[str, int] = {}
@@ -310,10 +370,12 @@ class _Attempt:
                 index += 1
                 continue
             share = remaining / (len(stages) - index)
-            built.hint(*solution)
+            built.hint(*solution[:2])
             if window > 0:  # the static bounds of the next `window` stages in one solution?
                 group = stages[index : index + window]
-                limit = min(WINDOW_SHARE * remaining, max(0.01, share * len(group)))
+                limit = min(
+                    budget.CALIBRATION.window_share * remaining, max(0.01, share * len(group))
+                )
                 targets = [(s.expression(exprs), s.signed(static)) for s in group]
                 reached, status = _reach_bounds(built, targets, limit)
                 if reached is None:  # infeasible: a shorter window; out of time: none
@@ -328,7 +390,7 @@ class _Attempt:
                 window *= 2
                 continue
             built.model.maximize(stage.expression(exprs))
-            solver = _solver(max(0.01, share, min(remaining, FIRST_STAGE_S)))
+            solver = _solver(max(0.01, share, min(remaining, budget.CALIBRATION.first_stage_s)))
             status = solver.solve(built.model)
             statuses.append(solver.status_name(status))
             if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -341,7 +403,7 @@ class _Attempt:
             index, window = index + 1, 1 if windows else 0
         placed = set(hint)
         if solved:  # disaggregated once, at the end; never worse than the hint
-            placed, values = self._disaggregate(solution, placed, values, best)
+            placed, values = self._disaggregate(solution, placed, values, best, end)
         proven = (
             len(statuses) == len(stages)
             and all(s == "OPTIMAL" for s in statuses)
@@ -356,32 +418,76 @@ class _Attempt:
             aggregated_hosts=sum(t.count for t in self.types if t.count > 1),
             types=len(self.types),
             counts=solution[0],
+            unpacked=set(self.unpacked),
+            exact=bool(self.built.flows),
         )
 
     def _disaggregate(
         self,
-        solution: tuple[dict[Key, int], set[Key]],
+        solution: Solution,
         placed: set[Key],
         values: dict[str, int],
         best: dict[str, int],
+        end: float,
     ) -> tuple[set[Key], dict[str, int]]:
         problem, scorer = self.problem, self.scorer
-        for packing in ("first_fit", "spread", "slots"):
-            spread = packing != "first_fit"
-            current = disaggregate(problem, self.types, *solution, packing=packing)
+        counts, singles, _paths = solution
+
+        def reached() -> bool:
+            return all(values[name] == v for name, v in best.items())
+
+        def consider(current: set[Key], ties: bool = False) -> None:
+            nonlocal placed, values
             current_values = scorer.score(current)
-            if compare(problem, current_values, values) > 0 or (
-                not spread and compare(problem, current_values, values) == 0
-            ):
+            gain = compare(problem, current_values, values)
+            if gain > 0 or (ties and gain == 0):
                 placed, values = current, current_values
-        if any(values[name] != v for name, v in best.items()):
+
+        for packing in ("first_fit", "spread", "slots"):
+            current = disaggregate(problem, self.types, counts, singles, packing=packing)
+            consider(current, ties=packing == "first_fit")
+        if not reached():
+            # The packings missed the counts on some type: pack them exactly (arcflow.py).
+            consider(self._pack_exactly(solution, placed, end))
+        if not reached():
             # A packing lost replicas the counts promise: vacate moves (a host freed for a
             # missing replica, the evicted ones re-placed) often win them back.
-            improved = vacate_improve(problem, placed)
-            improved_values = scorer.score(improved)
-            if compare(problem, improved_values, values) > 0:
-                placed, values = improved, improved_values
+            consider(vacate_improve(problem, placed, out_of_time=lambda: time.perf_counter() > end))
         return placed, values
+
+    def _pack_exactly(self, solution: Solution, placed: set[Key], end: float) -> set[Key]:
+        """The solution's individual placements, and per aggregated type: the heuristic
+        packing where it reached the type's counts, the flow's paths on an exact type, else
+        arcflow.pack_type (types proven not to pack are noted in `unpacked`)."""
+        counts, singles, paths = solution
+        grouped = [t for t in self.types if t.count > 1]
+        reached = type_counts(grouped, placed)
+        out = set(singles)
+        todo: list[HostType] = []
+        for htype in grouped:
+            wanted = {m: counts.get((m, htype.type_id), 0) for m in htype.models}
+            on_type = set(htype.host_ids)
+            mine = {k for k in placed if k[1] in on_type}
+            if all(reached.get((m, htype.type_id), 0) == n for m, n in wanted.items()):
+                out |= mine
+            elif htype.type_id in paths:
+                graph = self.built.flows[htype.type_id].graph
+                out |= deal(htype, graph, paths[htype.type_id], wanted) or mine
+            else:
+                todo.append(htype)
+        for index, htype in enumerate(todo):
+            wanted = {m: counts.get((m, htype.type_id), 0) for m in htype.models}
+            on_type = set(htype.host_ids)
+            mine = {k for k in placed if k[1] in on_type}
+            left = (end - time.perf_counter()) / (len(todo) - index)
+            if left <= 0.01:
+                out |= mine
+                continue
+            packed = pack_type(self.problem, htype, wanted, time_limit_s=left, hint=mine)
+            if packed.infeasible:
+                self.unpacked.add(htype.type_id)
+            out |= packed.placed if len(packed.placed) > len(mine) else mine
+        return out
 
 
 def _solver(limit_s: float) -> cp_model.CpSolver:
@@ -437,9 +543,13 @@ def _values(solver: cp_model.CpSolver, exprs: dict[str, Expr]) -> dict[str, int]
     return {name: round(solver.value(expr)) for name, expr in exprs.items()}
 
 
-def _solution(solver: cp_model.CpSolver, built: _AggregateModel) -> tuple[dict[Key, int], set[Key]]:
+def _solution(solver: cp_model.CpSolver, built: _AggregateModel) -> Solution:
     counts = {key: solver.value(var) for key, var in built.n.items()}
-    return counts, {k for k, var in built.xs.x.items() if solver.boolean_value(var)}
+    paths = {
+        tid: decompose(flow.graph, [solver.value(v) for v in flow.flows])
+        for tid, flow in built.flows.items()
+    }
+    return counts, {k for k, var in built.xs.x.items() if solver.boolean_value(var)}, paths
 
 
 def _replica(stage: Stage) -> bool:

@@ -20,6 +20,7 @@ from typing import Literal
 
 from ortools.sat.python import cp_model
 
+import grid.planner.deadline as budget  # every calibrated figure (CALIBRATION)
 from grid.planner.cpsat.build import add_hard_constraints
 from grid.planner.cpsat.variables import Guard, Key, PlacementVars
 from grid.planner.levels import placed_counts
@@ -28,7 +29,6 @@ from grid.planner.problem import PlacementProblem
 Outcome = Literal["infeasible", "feasible", "unknown"]
 SEED = 20240611
 MAX_SHRINK_SOLVES = 1  # one deletion pass: cores stay the same on the bench fleets at half the cost
-WALL_SAFETY_S = 2.0  # never reached in practice: the deterministic budget ends a search first
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def _solve(
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = SEED
     solver.parameters.max_deterministic_time = max(0.001, work_limit)
-    solver.parameters.max_time_in_seconds = WALL_SAFETY_S
+    solver.parameters.max_time_in_seconds = budget.CALIBRATION.core_wall_safety_s
     # Small local models: presolve costs more than it saves, and cores stay the same.
     solver.parameters.cp_model_presolve = False
     return solver.solve(model), solver

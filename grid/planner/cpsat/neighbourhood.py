@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 
 from ortools.sat.python import cp_model
 
+import grid.planner.deadline as budget  # every calibrated figure (CALIBRATION)
 from grid.planner.cpsat.build import add_hard_constraints
 from grid.planner.cpsat.ledger import Ledger, repair_order
 from grid.planner.cpsat.objective import level_expressions
@@ -48,10 +49,7 @@ from grid.planner.levels import (
 from grid.planner.problem import PlacementProblem
 
 NEIGHBOURHOOD_HOSTS = 10  # hosts vacated per neighbourhood (1,000 mixed: ~5,000 variables)
-MAX_NEIGHBOURHOOD_S = 0.5  # one neighbourhood's solve at most, so that several get a turn
-MIN_NEIGHBOURHOOD_S = 0.02
 EXACT_LIMIT = 2**50
-BUILD_SHARE = 0.5  # of a stage's time left, at most, for one neighbourhood's build
 
 Solver = Callable[[float], cp_model.CpSolver]
 
@@ -196,7 +194,7 @@ def improve_stage(
 
     `bound`: the stage's static bound (signed); the search stops once the stage reaches it.
     `build_s_per_key`: the expected build cost per variable; a neighbourhood that would take
-    more than BUILD_SHARE of the stage's time left to build is passed over.
+    more than neighbourhood_build_share of the stage's time left to build is passed over.
     """
     stage = stages[index]
     search = _Search(problem, stages, index, quality, bound)
@@ -212,18 +210,22 @@ def improve_stage(
         ]
         improved = False
         for short_model, vacated in groups:
-            if ends - time.perf_counter() < MIN_NEIGHBOURHOOD_S:
+            if ends - time.perf_counter() < budget.CALIBRATION.neighbourhood_min_s:
                 return placed, values, solves
             tried.add((short_model, vacated[0]))
-            max_keys = BUILD_SHARE * (ends - time.perf_counter()) / build_s_per_key
+            max_keys = (
+                budget.CALIBRATION.neighbourhood_build_share
+                * (ends - time.perf_counter())
+                / build_s_per_key
+            )
             built = search.model(short_model, vacated, placed, values, max_keys)
             if built is None:
                 continue
             model, xs = built
             left = ends - time.perf_counter()
-            if left < MIN_NEIGHBOURHOOD_S:
+            if left < budget.CALIBRATION.neighbourhood_min_s:
                 return placed, values, solves
-            run = solver(min(left, MAX_NEIGHBOURHOOD_S))
+            run = solver(min(left, budget.CALIBRATION.neighbourhood_max_s))
             status = run.solve(model)
             solves += 1
             if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -37,9 +37,11 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
+import grid.planner.deadline as budget  # every calibrated figure (CALIBRATION)
 from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.cpsat.build import add_hard_constraints
 from grid.planner.cpsat.exclusive import ExclusiveBound
+from grid.planner.cpsat.forced import forced_soft_bounds
 from grid.planner.cpsat.ledger import Ledger, placement_problems, repair_order
 from grid.planner.cpsat.neighbourhood import improve_stage
 from grid.planner.cpsat.objective import level_expressions
@@ -57,25 +59,13 @@ from grid.planner.levels import Level, compare
 from grid.planner.problem import PlacementProblem
 
 SEED = 20240611
-MIN_STAGE_S = 0.05
-BUILD_S_PER_KEY = 40e-6  # measured ~25 µs per candidate for the full model, with margin
-BUILD_SHARE = 0.5  # a model may take at most this share of the remaining budget to build
 # Presolve never paid for itself on these models: above ~3,000 candidates it can use a stage's
 # whole slice (~0.35 s on 9,500 variables) and leave it UNKNOWN; below, it roughly doubled the
 # wall time of a 64-host plan (measured 300 ms with it, 170 ms without, same levels proven).
 PRESOLVE_MAX_KEYS = 0
-# The caller still stages preemptions and explains shortfalls after the solve (up to ~0.7 s on
-# a few hundred hosts): the stages leave that much of the budget unused.
-ASSEMBLY_RESERVE_S = 0.75
-ASSEMBLY_RESERVE_SHARE = 0.2
 # A full model this large that leaves a replica stage unproven is followed by neighbourhood
 # solves on that stage (the 1,000 × 200 mixed fleet at 10 s: 79,106 candidates).
 NEIGHBOURHOOD_MIN_KEYS = 20_000
-# The exclusive-host relaxation of a stage (exclusive.py; ~12 ms per stage on the 1,000 x 200
-# mixed fleet, its tables ~25 ms once) is tried while this much is left, each solve at most
-# EXCLUSIVE_MAX_S.
-EXCLUSIVE_MIN_S = 0.02
-EXCLUSIVE_MAX_S = 0.2
 
 
 @dataclass
@@ -159,8 +149,9 @@ def solve_lexicographic(
     deterministic: bool,
     soft_stage_limit_s: float | None = None,
     reserve_s: float | None = None,
-    build_s_per_key: float = BUILD_S_PER_KEY,
+    build_s_per_key: float = 0.0,
     proven_bounds: dict[str, int] | None = None,
+    prove_only: bool = False,
 ) -> SolveResult:
     """`soft_stage_limit_s` caps each stage below the failure-domain level (disruption, quality,
     spare hosts): a latency-bound caller (the controller's tick) may act on a placement whose
@@ -169,11 +160,14 @@ def solve_lexicographic(
     reserve below). `build_s_per_key`: the expected model-build cost per candidate, raised by a
     caller that measured a slow machine. `proven_bounds`: optimal values of some levels proven
     elsewhere (the host-type model, aggregate.py), replacing their static bounds: a stage whose
-    hint meets them is proven without a solve."""
+    hint meets them is proven without a solve. `prove_only`: no model is built and no stage
+    searched: the best hint is kept, and each stage it proves by a bound (static, proven,
+    exclusive-host or forced) is reported proven (a budget that leaves no solve its setup)."""
     run = _Run(problem, hints, time_limit_s, deterministic, soft_stage_limit_s, reserve_s)
+    run.prove_only = prove_only
     if proven_bounds:
         run.static.update(proven_bounds)
-    run.build_s_per_key = max(BUILD_S_PER_KEY, build_s_per_key)
+    run.build_s_per_key = max(budget.CALIBRATION.model_build_s_per_key, build_s_per_key)
     failure = run.execute()
     if failure is not None:
         return failure
@@ -206,11 +200,14 @@ class _Run:
         self.problem = problem
         self.deterministic = deterministic
         self.soft_stage_limit_s = soft_stage_limit_s
-        self.build_s_per_key = BUILD_S_PER_KEY
+        self.build_s_per_key = budget.CALIBRATION.model_build_s_per_key
         reserve = (
             reserve_s
             if reserve_s is not None
-            else min(ASSEMBLY_RESERVE_S, ASSEMBLY_RESERVE_SHARE * max(0.0, time_limit_s))
+            else min(
+                budget.CALIBRATION.assembly_reserve_s,
+                budget.CALIBRATION.assembly_reserve_share * max(0.0, time_limit_s),
+            )
         )
         self.deadline = time.perf_counter() + max(0.0, time_limit_s - reserve)
         self.scorer = Scorer(problem)
@@ -225,6 +222,7 @@ class _Run:
         self._model: _Model | None = None
         self._scope_keys: dict[int, list[Key]] = {}
         self._exclusive: ExclusiveBound | None = None
+        self.prove_only = False
 
     def remaining(self) -> float:
         return self.deadline - time.perf_counter()
@@ -250,7 +248,7 @@ class _Run:
             return self._model
         keys = self._scope_keys.get(stage.scope)
         size = len(keys) if keys is not None else scope_size(self.problem, stage.scope)
-        if self.build_s_per_key * size > BUILD_SHARE * self.remaining():
+        if self.build_s_per_key * size > budget.CALIBRATION.model_build_share * self.remaining():
             return None  # the keys are listed only for a model that will be built
         if keys is None:
             keys = self._scope_keys[stage.scope] = scope_keys(self.problem, stage.scope)
@@ -261,7 +259,11 @@ class _Run:
         return self._model
 
     def execute(self) -> SolveResult | None:
+        forced = False
         for index, stage in enumerate(self.stages):
+            if not forced and not all(lv.replica_level for lv in stage.levels):
+                forced = True
+                self.force_soft_bounds()
             if self.meets_bound(stage):
                 self.bounds.update({n: self.values[n] for n in stage.names})
                 self.reports.append(StageReport(stage.names, "BOUND", 0.0))
@@ -278,6 +280,10 @@ class _Run:
                 )
                 self.fix(stage)
                 continue
+            if self.prove_only:
+                self.unproven(stage, "SKIPPED")
+                self.fix(stage)
+                continue
             built = self.model_for(stage)
             if built is None:
                 self.search_neighbourhoods(index, started)
@@ -288,11 +294,19 @@ class _Run:
             self.fix(stage)
         return None
 
+    def force_soft_bounds(self) -> None:
+        """Every replica level proven at its static bound forces each model's count: the
+        soft levels get forced.py's bounds (quality, spare hosts), valid under those fixings."""
+        replica = [lv.name for s in self.stages for lv in s.levels if lv.replica_level]
+        if self.proven and all(self.values[n] == self.static[n] for n in replica):
+            for name, bound in forced_soft_bounds(self.problem, self.scorer.quality).items():
+                self.static[name] = min(self.static[name], bound)
+
     def meets_exclusive_bound(self, index: int) -> bool:
         """Does the incumbent meet the exclusive-host bound (exclusive.py) of a replica stage
         whose earlier stages are all proven? Then the stage is proven without a solve."""
         stage = self.stages[index]
-        if not self.proven or self.remaining() < EXCLUSIVE_MIN_S:
+        if not self.proven or self.remaining() < budget.CALIBRATION.exclusive_min_s:
             return False
         if self._exclusive is None:
             self._exclusive = ExclusiveBound(self.problem)
@@ -300,7 +314,7 @@ class _Run:
             return False
         position = {id(s): i for i, s in enumerate(self.stages)}
         achieved = {position[id(s)]: value for s, value in self._fixings}
-        limit = min(EXCLUSIVE_MAX_S, self.remaining())
+        limit = min(budget.CALIBRATION.exclusive_max_s, self.remaining())
         solver = _solver(limit, self.deterministic, True)
         bound = self._exclusive.stage_bound(self.stages, index, achieved, solver)
         return bound is not None and stage.signed(self.values) >= bound
@@ -349,7 +363,7 @@ class _Run:
     ) -> SolveResult | None:
         remaining = self.remaining()
         to_solve = sum(1 for s in rest if not self.meets_bound(s))
-        limit = min(remaining, max(MIN_STAGE_S, remaining / max(1, to_solve)))
+        limit = min(remaining, max(budget.CALIBRATION.min_stage_s, remaining / max(1, to_solve)))
         if self.soft_stage_limit_s is not None and _is_soft(stage):
             limit = min(limit, self.soft_stage_limit_s)
         built.model.maximize(stage.expression(built.exprs))

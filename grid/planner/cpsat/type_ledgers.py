@@ -5,8 +5,10 @@ L (footprint memory), L' (make-before-break memory), s (model slots) and D (know
 left for them:
     Σ_m mem(m)·n[m,T] ≤ |T|·L,   Σ_m new_mb(m)·n[m,T] ≤ |T|·L',   Σ_m n[m,T] ≤ |T|·s,
     Σ_m disk(m)·n[m,T] ≤ |T|·D,   n[a,T] + n[b,T] ≤ |T| for every excluded pair,
-    Σ_{m: size(m)·k > L} n[m,T] ≤ (k−1)·|T| for k = 2..s and both ledgers
-    (a host holds at most k−1 items each larger than L/k: valid cuts of the packing),
+    Σ_{m: size(m)·k > L} n[m,T] ≤ (k−1)·|T| for k = 2..min(s, q) and both ledgers
+    (a host holds at most k−1 items each larger than L/k: valid cuts of the packing), and
+    Σ_m n[m,T] ≤ q·|T|, q the most models one host holds by that ledger (its smallest ones;
+    the placement's model only, which then stops the k-item cuts at q),
     threshold cuts on types of at most THRESHOLD_CUT_MAX_SLOTS slots (`_threshold_cuts`).
 Colocation ceilings are not aggregated (the disaggregation enforces them). The sums are exact
 with one model slot per host and a relaxation of bin packing otherwise.
@@ -70,9 +72,12 @@ def add_type_ledgers(
     room: TypeRoom,
     count: int,
     excluded_pairs: Iterable[frozenset[str]],
+    *,
+    most_cut: bool = False,
 ) -> None:
     """The per-type sums and packing cuts above; cands[i] is the candidate of ns[i] on the
-    type's first host."""
+    type's first host. `most_cut`: the q·|T| cut, with the k-item cuts only up to q (aggregate.py;
+    the portfolio's typed model keeps every k-item cut and no q cut, as measured there)."""
     model.add(Expr.weighted_sum(ns, [c.memory_mb for c in cands]) <= count * room.footprint_mb)
     model.add(Expr.weighted_sum(ns, [c.new_mb for c in cands]) <= count * room.new_mb)
     if room.slots is not None:
@@ -82,17 +87,36 @@ def add_type_ledgers(
     sizes = ([c.memory_mb for c in cands], [c.new_mb for c in cands])
     for limit, sized in zip((room.footprint_mb, room.new_mb), sizes, strict=True):
         cap = room.slots if room.slots is not None else len(cands)
-        for k in range(2, min(cap, len(cands)) + 1):
+        top = min(cap, len(cands))
+        if most_cut:
+            most = _most_items(sized, limit)  # one replica of each model: its smallest ones
+            if most < top:
+                model.add(Expr.sum(ns) <= most * count)
+            top = min(top, most)
+        previous: int | None = None
+        for k in range(2, top + 1):
             # A host holds at most k−1 items each larger than limit/k.
             big = [v for mb, v in zip(sized, ns, strict=True) if mb * k > limit]
-            if len(big) > 1:
+            if len(big) > 1 and len(big) != previous:
                 model.add(Expr.sum(big) <= (k - 1) * count)
+            previous = len(big)
         if cap <= THRESHOLD_CUT_MAX_SLOTS:
             _threshold_cuts(model, ns, sized, limit, cap, count)
     present = {c.model_id: var for c, var in zip(cands, ns, strict=True)}
     for pair in sorted(tuple(sorted(p)) for p in excluded_pairs if len(p) == 2):
         if pair[0] in present and pair[1] in present:
             model.add(present[pair[0]] + present[pair[1]] <= count)
+
+
+def _most_items(sized: Sequence[int], limit: int) -> int:
+    """The most models one host holds by this ledger alone: its smallest ones that fit."""
+    used, most = 0, 0
+    for size in sorted(sized):
+        if used + size > limit:
+            break
+        used += size
+        most += 1
+    return most
 
 
 def add_conflict_cuts(

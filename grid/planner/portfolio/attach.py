@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from grid.fleet.models import Assignment, FleetSnapshot, Plan, Unsatisfied
 from grid.fleet.workloads import PortfolioLevel, PortfolioReport, PortfolioSolver
-from grid.planner.deadline import PORTFOLIO_FINISH_S, Deadline, output_reserve_s
+from grid.planner.deadline import CALIBRATION, PORTFOLIO_FINISH_S, Deadline, output_reserve_s
 from grid.planner.portfolio.context import Key, PortfolioContext, build_context
 from grid.planner.portfolio.hysteresis import hold
 from grid.planner.portfolio.preempt import preemptions_of, stage_preemptions
@@ -29,7 +29,6 @@ from grid.planner.portfolio.solve import CpsatResult, solve_after_search
 from grid.planner.problem import PlacementProblem
 from grid.planner.targets import Target
 
-MIN_CPSAT_S = 0.05  # below this the coordinate search decides alone
 FINISH_RESERVE_S = PORTFOLIO_FINISH_S  # the caller's validation and output come on top
 AssignmentsOf = Callable[[PlacementProblem, set[Key]], list[Assignment]]
 
@@ -79,7 +78,8 @@ def decide(
         + (" (portfolio budget reached)" if search.exhausted else ""),
     )
     limit = ctx.policy.time_limit_s if budget_s is None else min(budget_s, ctx.policy.time_limit_s)
-    if engine != "heuristic" and limit - (time.perf_counter() - started) < MIN_CPSAT_S:
+    too_late = limit - (time.perf_counter() - started) < CALIBRATION.portfolio_min_cpsat_s
+    if engine != "heuristic" and too_late:
         solver.message = "no time left for CP-SAT under the time limit; " + solver.message
     elif engine != "heuristic":
         remaining = limit - (time.perf_counter() - started)

@@ -30,6 +30,7 @@ from ortools.sat.python import cp_model
 
 from grid.planner.cpsat.build import add_hard_constraints
 from grid.planner.cpsat.variables import Expr, PlacementVars
+from grid.planner.deadline import CALIBRATION
 from grid.planner.portfolio.assign import AssignVars
 from grid.planner.portfolio.context import Key, PortfolioContext
 from grid.planner.portfolio.exploration import add_exploration_budget
@@ -46,11 +47,6 @@ from grid.planner.portfolio.search import SearchResult, place
 from grid.planner.portfolio.typed import TypedVars, add_typed_constraints
 
 SEED = 20240611
-# The per-host fallback after an unpacked typed solution: its model costs about this much to
-# build per variable key (measured: 12.4 us at 256 production hosts, 12,000 keys; 17.8 us at
-# 1,000, 152,000 keys, 2.7 s), and runs only while FALLBACK_BUILDS builds' time is left.
-PER_HOST_BUILD_S_PER_KEY = 18e-6
-FALLBACK_BUILDS = 2
 # (stage label, levels); a stage of several max levels is solved as one weighted sum whose
 # weights dominate (each weight exceeds the largest value of everything after it).
 STAGES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
@@ -150,7 +146,8 @@ def solve_portfolio(
     False never, None (default) where it pays (hosttypes.aggregation_pays). When a typed
     solution's counts do not pack onto their hosts (the type ledgers relax bin packing), the
     per-host model solves with what is left of the budget, hinted with the typed placement,
-    when that is at least FALLBACK_BUILDS estimated builds of it; otherwise the typed
+    when that is at least CALIBRATION.portfolio_fallback_builds estimated builds of it
+    (deadline.py); otherwise the typed
     placement (valid, its levels as evaluated) is FEASIBLE, or None when it has none."""
     deadline = time.perf_counter() + time_limit_s
     types = portfolio_types(ctx) if aggregate is not False else []
@@ -165,8 +162,8 @@ def solve_portfolio(
         exact = None
         # The per-host model only where its build leaves it time to solve (its build is not
         # cut by the deadline).
-        build_s = PER_HOST_BUILD_S_PER_KEY * len(ctx.variable_keys())
-        if remaining > FALLBACK_BUILDS * build_s:
+        build_s = CALIBRATION.portfolio_build_s_per_key * len(ctx.variable_keys())
+        if remaining > CALIBRATION.portfolio_fallback_builds * build_s:
             exact = _solve(ctx, hint_mapping, hint_placement, *args, [])
         if exact is not None:
             exact.fallback = True

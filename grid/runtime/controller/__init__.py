@@ -10,13 +10,17 @@ from grid.fleet.generation import PlanGeneration
 from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.core import Controller
+from grid.runtime.controller.engine_restarts import serving_view, stage_restarts
 from grid.runtime.controller.evidence_store import EvaluationRequest, RequestSignals, keeper_for
 from grid.runtime.controller.host_drains import set_host_drain
+from grid.runtime.controller.key_records import update_client_keys
 from grid.runtime.controller.lease import LeaseFile, process_marker
 from grid.runtime.controller.live_state import ControllerState, restore_state
 from grid.runtime.controller.outbox import Outbox
+from grid.runtime.controller.prefetch_inputs import snapshot_demand
 from grid.runtime.controller.reports import Delivery, NodeReply, TickReport
 from grid.runtime.controller.service import ControllerService
+from grid.runtime.controller.state import ClientKeyRecord
 from grid.runtime.controller.status import StatusView, percentile, status_document
 from grid.runtime.controller.store import MemoryStore, StateStore, Store
 from grid.runtime.controller.timings import TimingTable
@@ -26,6 +30,7 @@ from grid.runtime.controller.workload_inputs import prewarm_demand, with_mapping
 
 __all__ = [
     "Attestor",
+    "ClientKeyRecord",
     "Controller",
     "ControllerConfig",
     "ControllerService",
@@ -52,7 +57,11 @@ __all__ = [
     "prewarm_demand",
     "process_marker",
     "restore_state",
+    "serving_view",
     "set_host_drain",
+    "snapshot_demand",
+    "stage_restarts",
     "status_document",
+    "update_client_keys",
     "with_mapping",
 ]

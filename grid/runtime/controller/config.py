@@ -56,6 +56,9 @@ class ControllerConfig:
     notify_min_interval_s: float = 0.2
     # A host noted for a suspicious report in the last minute: its updates at this rate only.
     suspect_heartbeat_rate_per_s: float = 1.0
+    # A replicated model's engines restart for a profile change one host at a time; a host that
+    # was not seen restarting within this long yields its turn (engine_restarts.py).
+    restart_hold_s: float = 60.0
     demand: DemandConfig = field(default_factory=DemandConfig)
 
     def plan_worker_for(self, hosts: int) -> str:

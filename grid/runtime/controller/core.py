@@ -77,12 +77,13 @@ from grid.runtime.controller.planning import (
 from grid.runtime.controller.profiles import validate_profile
 from grid.runtime.controller.registry import Registry
 from grid.runtime.controller.reports import Counters, Delivery, NodeReply, TickReport
+from grid.runtime.controller.snapshot_inputs import fleet_snapshot
 from grid.runtime.controller.status import StatusView
 from grid.runtime.controller.store import Store
 from grid.runtime.controller.timings import TimingTable
 from grid.runtime.controller.trust import Attestor
 from grid.runtime.controller.wire import NodeUpdate
-from grid.runtime.controller.workload_inputs import classifier_config, fleet_snapshot
+from grid.runtime.controller.workload_inputs import classifier_config
 from grid.runtime.reconcile import parse_mode, reconcile, with_failures
 
 

@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from grid.fleet.actions import DESTRUCTIVE_KINDS, Tombstone
+from grid.fleet.actions import DESTRUCTIVE_KINDS, ActionKind, Tombstone
 from grid.fleet.models import FleetSnapshot, Host, ModelProfile, Plan, Policy, Residency
+from grid.planner.prefetch import REFUSAL_TEXT, eviction_refusal
 from grid.runtime.controller.state import Command
 from grid.runtime.reconcile.gates import (
     Candidate,
@@ -39,7 +40,7 @@ from grid.runtime.reconcile.gates import Lease as RouteLease
 from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.view import FleetView
 
-__all__ = ["Hold", "RouteLease", "revalidate_destructive"]
+__all__ = ["Hold", "RouteLease", "revalidate_destructive", "revalidate_evictions"]
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,8 @@ def revalidate_destructive(
     """The destructive batches that must not be sent now (empty: send everything)."""
     by_model: dict[str, list[Command]] = {}
     for command in commands:
-        if command.action.kind in DESTRUCTIVE_KINDS:
+        kind = command.action.kind
+        if kind in DESTRUCTIVE_KINDS and kind is not ActionKind.EVICT:  # evicts: below
             by_model.setdefault(command.action.model_id, []).append(command)
     if not by_model:
         return []
@@ -122,4 +124,46 @@ def revalidate_destructive(
         if code:
             ids = tuple(c.action.action_id for c in batch)
             holds.append(Hold(model_id, ids, reason, code))
+    return holds
+
+
+def revalidate_evictions(
+    commands: list[Command],
+    *,
+    plan: Plan | None,
+    hosts: dict[str, Host],
+    leases: dict[str, RouteLease],
+    profiles: Mapping[str, ModelProfile],
+    now: float,
+    stale_s: float,
+) -> list[Hold]:
+    """The queued evicts that must not be sent now, against the latest heartbeat: the host is
+    reachable and its newest report still shows exactly that unused predictive entry, and the
+    one eviction rule (grid/planner/prefetch/protect.py) still lets it go."""
+    holds: list[Hold] = []
+    planned = {(a.model_id, a.host_id) for a in plan.assignments} if plan is not None else set()
+    for command in commands:
+        a = command.action
+        if a.kind is not ActionKind.EVICT:
+            continue
+        host, lease = hosts.get(a.host_id), leases.get(a.host_id)
+        code = ""
+        if host is None or lease is None or now - lease.received_at > stale_s:
+            code = "host_unreachable"
+        elif plan is None:
+            code = "no_plan"
+        else:
+            code = (
+                eviction_refusal(
+                    host,
+                    a.model_id,
+                    a.artifact_sha256,
+                    profile=profiles.get(a.model_id),
+                    planned_here=(a.model_id, a.host_id) in planned,
+                )
+                or ""
+            )
+        if code:
+            reason = REFUSAL_TEXT.get(code, code.replace("_", " "))
+            holds.append(Hold(a.model_id, (a.action_id,), f"evict on {a.host_id}: {reason}", code))
     return holds

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
+from grid.fleet import read_stat
 from grid.fleet.errors import GridError
 from grid.fleet.files import read_json_file
 
@@ -110,10 +111,8 @@ def process_marker(pid: int) -> str | None:
     """A process-birth marker (start time in clock ticks), or None when no such process lives."""
     if pid <= 0:
         return None
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            stat = fh.read()
-    except OSError:
+    stat = read_stat(pid)
+    if stat is None:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -121,11 +120,9 @@ def process_marker(pid: int) -> str | None:
         except PermissionError:
             return ""
         return ""
-    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    fields = stat.rsplit(")", 1)[-1].split()
-    if len(fields) < 20 or fields[0] == "Z":
+    if stat.state == "Z":
         return None  # zombie: the process has exited
-    return fields[19]
+    return str(stat.start_ticks)
 
 
 def holder_is_alive(record: LeaseRecord) -> bool:

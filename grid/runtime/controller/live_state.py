@@ -24,11 +24,12 @@ from grid.fleet.errors import GridError
 from grid.fleet.generation import PlanGeneration
 from grid.fleet.models import ADMITTING_STATES, Host, HostState, ModelProfile, Plan, Policy
 from grid.runtime.controller.commands import CommandBook
+from grid.runtime.controller.engine_restarts import Grants
 from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
 from grid.runtime.controller.externals import ExternalInventory
 from grid.runtime.controller.generation import GenerationCounter
 from grid.runtime.controller.reports import Counters, TickReport
-from grid.runtime.controller.state import ControllerDocument
+from grid.runtime.controller.state import ClientKeyRecord, ControllerDocument
 from grid.runtime.controller.store import Store
 from grid.runtime.controller.timings import TimingTable
 
@@ -115,6 +116,9 @@ class ControllerState:
         ]
 
     externals: ExternalInventory = field(default_factory=ExternalInventory)  # issue 21
+    # Replaced (never changed in place) on every change: readers index it by identity.
+    client_keys: list[ClientKeyRecord] = field(default_factory=list)
+    restart_grants: Grants = field(default_factory=dict)  # live only (engine_restarts.py)
 
     def configure_tracking(self) -> None:
         """After a profile change: demand series, learned timings and outcome evidence follow
@@ -152,6 +156,7 @@ class ControllerState:
             workflow=self.signals.workflow.to_state(),
             host_drains=dict(sorted(self.host_drains.items())),
             externals=self.externals.to_state(),
+            client_keys=self.client_keys,
         )
         return doc.model_dump(mode="json")
 
@@ -192,6 +197,7 @@ def restore_state(store: Store, demand: DemandConfig) -> ControllerState:
         warnings=warnings,
         host_drains=dict(doc.host_drains),
         externals=ExternalInventory.from_state(doc.externals),
+        client_keys=list(doc.client_keys),
     )
     state.tracker.configure(state.profiles, retiring=state.tombstones)
     return state

@@ -12,7 +12,8 @@ controller checks steps 1 and 2 (`Controller.poll_commands`), the `Outbox` does 
    marked for delivery; each child route's lease is the heartbeat whose envelope last listed
    it, `HostEntry.routes_received_at`, which a heartbeat without an envelope does not renew); a held
    batch has its markers durably removed again, or, if that compensating write fails, keeps
-   them (conservatively: the command may be running) and says so in status.
+   them (conservatively: the command may be running) and says so in status. A queued evict is
+   revalidated the same way against the latest heartbeat (`revalidate_evictions`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ from grid.fleet.errors import GridError
 from grid.fleet.models import ModelProfile, Plan, Policy
 from grid.runtime.controller.commands import CommandBook, Marker
 from grid.runtime.controller.config import ControllerConfig
-from grid.runtime.controller.delivery import Hold, RouteLease, revalidate_destructive
+from grid.runtime.controller.delivery import (
+    Hold,
+    RouteLease,
+    revalidate_destructive,
+    revalidate_evictions,
+)
 from grid.runtime.controller.lease import LeaseRecord
 from grid.runtime.controller.live_state import Warnings
 from grid.runtime.controller.registry import Registry
@@ -116,6 +122,15 @@ class Outbox:
             now=now,
             stale_s=facts.policy.heartbeat_stale_s,
             margin_s=config.destructive_margin_s,
+        )
+        holds += revalidate_evictions(
+            candidates,
+            plan=facts.plan,
+            hosts={h: e.host for h, e in hosts.items()},
+            leases={h: RouteLease(e.received_at, ttl) for h, e in hosts.items()},
+            profiles=facts.profiles,
+            now=now,
+            stale_s=facts.policy.heartbeat_stale_s,
         )
         held_ids = {i for h in holds for i in h.action_ids}
         if held_ids:

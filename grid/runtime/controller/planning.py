@@ -92,6 +92,8 @@ def plan_inputs(snap: FleetSnapshot, targets: dict[str, Target] | None = None) -
         for res in host["residencies"]:
             res.pop("loaded_at", None)
             res.pop("last_used_at", None)
+        for entry in host.get("predictive_cache", []):
+            entry.pop("cached_at", None)  # rebuilt from an age at every heartbeat
     profiles = {m.model_id: m for m in snap.models}
     protected = sorted(
         (h.host_id, r.model_id)
@@ -101,8 +103,20 @@ def plan_inputs(snap: FleetSnapshot, targets: dict[str, Target] | None = None) -
         or snap.now - r.loaded_at
         < (profiles[r.model_id].min_residency_s if r.model_id in profiles else 0.0)
     )
+    prefetch = snap.policy.prefetch
     doc["clock_facts"] = {
         "refusals": {h.host_id: host_refusals(h, snap) for h in snap.hosts},
+        # what the predictive cache reads from an entry's age: replaceable, expired
+        "predictive_age": sorted(
+            (
+                h.host_id,
+                e.model_id,
+                snap.now - e.cached_at >= prefetch.replacement_min_age_s,
+                snap.now - e.cached_at >= prefetch.cache_ttl_s,
+            )
+            for h in snap.hosts
+            for e in h.predictive_cache
+        ),
         "targets": {m: asdict(t) for m, t in sorted((targets or compute_targets(snap)).items())},
         "protected": protected,
     }

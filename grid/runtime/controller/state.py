@@ -3,21 +3,22 @@
 Kept: mode, policy, model profiles, retirement tombstones, the plan-generation counter, the
 highest controller term issued, action records (bounded history) with the command envelope of
 every open one, learned timings, the demand tracker's bounded state, per-model last-used
-watermarks, workload forecasts, outcome evidence and learned workflow transitions. Not kept:
+watermarks, workload forecasts, outcome evidence, learned workflow transitions and the digests
+of the client keys of /v1. Not kept:
 host membership (hosts must re-register after a restart), secrets and the workflow cursors
 (named with a per-process secret).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grid.fleet.actions import Action, ActionRecord, Mode, Tombstone
+from grid.fleet.actions import Action, ActionKind, ActionRecord, Mode, Tombstone
 from grid.fleet.externals import ExternalEndpoint
 from grid.fleet.models import ModelProfile, Policy
-from grid.fleet.wire import NodeCommandKind, WireCommand, WireLaunch
+from grid.fleet.wire import WireCommand, WireLaunch
 
 STATE_SCHEMA_VERSION = 1
 MAX_TERMINAL_RECORDS = 512  # newest finished records kept for backoff and status
@@ -44,12 +45,17 @@ class Command(_Strict):
         holds it now), so a node verifies and, where authorized, fetches the exact artifact
         without asking for anything else; each is null when undeclared (additive fields). Every
         field is within the wire's limits by construction (a profile's model id is at most
-        `MAX_MODEL_ID` characters), so building it never fails at delivery.
+        `MAX_MODEL_ID` characters), so building it never fails at delivery. An evict (and a
+        predictive load) carries the exact SHA-256 the plan proved, not the profile's current
+        one: the node deletes only that artifact.
         """
         a = self.action
+        sha = profile.artifact_sha256 if profile else None
+        if a.artifact_sha256 and (a.kind is ActionKind.EVICT or a.predictive):
+            sha = a.artifact_sha256
         return WireCommand(
             action_id=a.action_id,
-            kind=cast(NodeCommandKind, a.kind.value),  # the four kinds (validated)
+            kind=a.kind.value,  # every action kind is a node command kind
             node_id=a.host_id,
             host_id=a.host_id,
             model_id=a.model_id,
@@ -65,12 +71,24 @@ class Command(_Strict):
             not_before=a.not_before,
             attempt=a.attempt,
             artifact_source=profile.artifact_source if profile else None,
-            artifact_sha256=profile.artifact_sha256 if profile else None,
+            artifact_sha256=sha,
             artifact_size_mb=profile.artifact_size_mb if profile else None,
             chat_template=profile.chat_template if profile else None,
+            predictive=a.predictive and a.kind is ActionKind.LOAD,
             launch=WireLaunch.of(profile) if profile else None,
             schema_version=1,
         )
+
+
+class ClientKeyRecord(BaseModel):
+    """One client key of /v1 (grid/api/client_keys.py): only its SHA-256 is ever kept."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    prefix: str = Field(max_length=16)  # the key's first characters, to recognise it
+    created_at: float
+    revoked_at: float | None = None
 
 
 class ControllerDocument(_Strict):
@@ -98,6 +116,9 @@ class ControllerDocument(_Strict):
     host_drains: dict[str, str] = Field(default_factory=dict)
     # Issue 21: external OpenAI-compatible endpoints the operator added (their health is live).
     externals: list[ExternalEndpoint] = Field(default_factory=list)
+    # Client keys of /v1, hashed: they follow the store (file or etcd), so every controller of
+    # a cluster accepts them (absent in older files: none, or imported from client_keys.json).
+    client_keys: list[ClientKeyRecord] = Field(default_factory=list)
 
 
 def bound_records(records: list[ActionRecord]) -> list[ActionRecord]:

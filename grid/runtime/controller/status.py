@@ -18,6 +18,7 @@ from grid.runtime.controller.externals import external_entry
 from grid.runtime.controller.gatekeeper import SUSPICIOUS, Gatekeeper
 from grid.runtime.controller.live_state import ControllerState
 from grid.runtime.controller.outbox import Outbox
+from grid.runtime.controller.prefetch_status import prefetch_section
 from grid.runtime.controller.registry import Registry
 from grid.runtime.controller.store import Store
 from grid.runtime.reconcile.codes import withdrawal_text
@@ -276,6 +277,7 @@ class StatusView:
                 "series": state.tracker.footprint().series,
             },
             "workloads": _workloads(state, snap, now),
+            "prefetch": prefetch_section(plan, snap, now),
             "plan": None if plan is None else plan.model_dump(mode="json"),
             "plan_generation": str(last.generation) if last.generation else None,
             "unmet": [] if plan is None else [u.model_dump(mode="json") for u in plan.unsatisfied],

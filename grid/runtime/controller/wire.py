@@ -13,10 +13,12 @@ time so a skewed node clock cannot bypass minimum residency or scale-down cooldo
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from pydantic import ValidationError
 
 from grid.fleet.models import Host, HostState, Ownership, Residency
+from grid.fleet.prefetch import PredictiveEntry
 from grid.fleet.wire import (
     ACK_STATUSES,
     MAX_ROWS,
@@ -25,6 +27,7 @@ from grid.fleet.wire import (
     WireAck,
     WireAllocator,
     WireLoad,
+    WirePredictiveEntry,
     WireResidency,
     WireResources,
     WireRoute,
@@ -78,6 +81,29 @@ def parse_residency(row: object, now: float) -> Residency | None:
         return Residency.model_validate(body)
     except ValidationError:
         return None
+
+
+def parse_predictive(rows: list[Any], now: float) -> list[PredictiveEntry]:
+    """The envelope's predictive provenance rows (ages become controller timestamps); a row
+    that does not validate is left out, so nothing it names is ever evicted, and a model
+    reported twice keeps its first row."""
+    out: dict[str, PredictiveEntry] = {}
+    for row in rows:
+        body = wire_json(row) if isinstance(row, WirePredictiveEntry) else row
+        try:
+            entry = WirePredictiveEntry.model_validate(body)
+        except ValidationError:
+            continue
+        if entry.model_id in out:
+            continue
+        out[entry.model_id] = PredictiveEntry(
+            model_id=entry.model_id,
+            sha256=entry.sha256,
+            size_mb=entry.size_mb,
+            cached_at=max(0.0, now - entry.cached_age_s),
+            warmed=entry.warmed,
+        )
+    return [out[m] for m in sorted(out)]
 
 
 def build_host(
@@ -135,6 +161,7 @@ def build_host(
         actuator_capabilities=list(envelope.actuator_capabilities),
         routes=sorted({r.model_id for r in envelope.routes}),
         residencies=residencies,
+        predictive_cache=parse_predictive(envelope.predictive_cache, now),
         gpu_count=len(resources.gpu_memory_mb) or resources.gpu_count,
         gpu_memory_mb=list(resources.gpu_memory_mb),
     )
@@ -153,4 +180,6 @@ def safety_signature(host: Host) -> tuple[object, ...]:
                 for r in host.residencies
             )
         ),
+        # an evict is destructive: a change of provenance waits for a tick that saw it
+        tuple(sorted((e.model_id, e.sha256, e.warmed) for e in host.predictive_cache)),
     )

@@ -23,17 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from grid.demand import ClassifierConfig, LearnedEdge, RevisionMeasurements
-from grid.fleet.models import (
-    DemandEntry,
-    Evidence,
-    FleetSnapshot,
-    Host,
-    ModelProfile,
-    Plan,
-    Policy,
-)
+from grid.fleet.models import DemandEntry, Evidence, Host, ModelProfile, Plan, Policy
 from grid.fleet.workloads import WorkloadForecast
-from grid.runtime.controller.live_state import ControllerState
 
 FALLBACK_WORD = "general"
 
@@ -132,29 +123,3 @@ def with_mapping(
         w: f.model_copy(update={"mapped_model": mapping[w]}) if w in mapping else f
         for w, f in workloads.items()
     }
-
-
-def fleet_snapshot(
-    state: ControllerState, hosts: list[Host], measured: RevisionMeasurements, now: float
-) -> FleetSnapshot:
-    """The planning snapshot of a tick: the registry's hosts, the profiles, and the demand and
-    workload inputs the controller state holds (prunes the demand tracker to `now`)."""
-    profiles = state.profiles
-    models = [profiles[m] for m in sorted(profiles)]
-    learned = state.timings.learned_startup(profiles, [h.host_id for h in hosts], now)
-    state.tracker.prune(now)
-    workloads, outcomes = state.signals.snapshot_fields(now, profiles)
-    workloads, mapping = mapped_inputs(workloads, state.last.plan)
-    demand = prewarm_demand(
-        state.signals.edges(now), workloads, mapping, profiles, state.tracker.forecast(now, models)
-    )
-    return FleetSnapshot(
-        now=now,
-        policy=state.policy,
-        hosts=measured_hosts(hosts, profiles, measured, now),
-        models=models,
-        demand=demand,
-        learned_startup=learned,
-        workloads=workloads,
-        outcomes=outcomes,
-    )

@@ -1,5 +1,6 @@
 """Pure reconciliation: a solved plan and the actual fleet in, staged safe actions out."""
 
+from grid.runtime.reconcile.cache import EXPIRED_REASON, REPLACED_REASON
 from grid.runtime.reconcile.codes import DEFERRAL_TEXT, withdrawal_text
 from grid.runtime.reconcile.core import reconcile, result_document
 from grid.runtime.reconcile.gates import (
@@ -21,6 +22,8 @@ from grid.runtime.reconcile.view import FleetView, route_proven
 
 __all__ = [
     "DEFERRAL_TEXT",
+    "EXPIRED_REASON",
+    "REPLACED_REASON",
     "Candidate",
     "DeliveryLeases",
     "FleetView",

@@ -70,6 +70,24 @@ DEFERRAL_TEXT: dict[str, str] = {
     ),
     "insufficient_slots": "the host's model slots are promised to actions still in flight",
     "insufficient_disk": "the host's reported free disk cannot hold the artifact",
+    # the predictive cache (cache.py)
+    "predictive_reserve": (
+        "a predictive transfer must leave the policy's predictive disk reserve free "
+        "(policy.predictive_disk_reserve_mb)"
+    ),
+    "no_disk_telemetry": (
+        "the host reports no free disk, and missing disk telemetry never authorizes a "
+        "predictive transfer"
+    ),
+    "advisory_stale": (
+        "the plan's advisory names another artifact revision than the model's profile now does"
+    ),
+    "evict_unsupported": "the node does not offer the evict actuator (an older node)",
+    "not_predictive": "the node holds no predictive download of exactly this artifact",
+    "artifact_used": "the download was warmed once: a used artifact is never evicted",
+    "artifact_active": "a residency of the model is live on the host",
+    "pinned_artifact": "the model is pinned to the host, so its artifact stays",
+    "planned_here": "the plan places the model on this host, so its artifact stays",
     # retries and governors
     "backoff": "the previous attempt failed; the next one waits for its backoff time",
     "dependency_deferred": "the action it depends on was deferred, so it waits too",

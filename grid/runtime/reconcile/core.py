@@ -8,7 +8,8 @@ Pure: no I/O and no clock; `now` is the snapshot's. One tick runs these stages i
    evidence makes unsafe withdraw their model's whole destructive batch;
 4. availability work (LOAD, WARM) for missing planned replicas;
 5. staged preemptions (prefetch, victim drain and unload);
-6. cleanup of obsolete and retired managed residencies (drain, then unload once idle);
+6. cleanup of obsolete and retired managed residencies (drain, then unload once idle), then
+   the predictive cache's cache-only prefetches and exact evictions (cache.py);
    stages 3, 5 and 6 pass every drain and unload through the one gate list (`gates.py`), and
    open drains count as gone for every floor check after stage 3;
 7. undelivered open records that no stage still wants are withdrawn (`plan_changed`);
@@ -30,6 +31,7 @@ from grid.fleet.actions import (
 )
 from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.targets import Target
+from grid.runtime.reconcile.cache import propose_cache_work
 from grid.runtime.reconcile.constructive import propose_constructive
 from grid.runtime.reconcile.destructive import (
     block_dangling,
@@ -86,6 +88,7 @@ def reconcile(
     propose_constructive(view, index, tick)
     propose_preemptions(view, index, tick, victims)
     propose_cleanup(view, index, tick, victims)
+    propose_cache_work(view, index, tick)
 
     for record in index.open_records():
         wanted = record.action_id in tick.in_flight

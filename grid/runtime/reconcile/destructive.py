@@ -23,18 +23,13 @@ from grid.runtime.reconcile.gates import (
     Candidate,
     GateContext,
     Path,
-    Stage,
-    first_blocker,
+    admitted_after_standing,
     floor_blocker,
+    refused_standing,
 )
 from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.proposals import Proposal, TickState
-from grid.runtime.reconcile.safety import (
-    Blocker,
-    awaiting_heartbeat,
-    defer_blocked,
-    destructive_postcondition,
-)
+from grid.runtime.reconcile.safety import Blocker, destructive_postcondition
 from grid.runtime.reconcile.view import FleetView, Key
 
 
@@ -152,7 +147,7 @@ def propose_cleanup(
 
 
 def _cleanup_one(ctx: GateContext, tick: TickState, host_id: str, res: Residency) -> None:
-    view, history = ctx.view, ctx.history
+    view = ctx.view
     model_id = res.model_id
     prof = view.profiles.get(model_id)
     retired = model_id in view.retired
@@ -168,21 +163,10 @@ def _cleanup_one(ctx: GateContext, tick: TickState, host_id: str, res: Residency
         tick.removing_of(model_id),
         scale_down=scale_down,
     )
-    key = (kind, host_id, model_id)
-    blocker = first_blocker(ctx, candidate, Stage.STANDING)
-    if blocker is not None:
-        defer_blocked(tick, key, blocker)
+    if refused_standing(ctx, tick, candidate):
         return
-    if tick.keep_open(history.open_record(key)) is not None:
+    if not admitted_after_standing(ctx, tick, candidate):
         return
-    if awaiting_heartbeat(view, history, key):
-        return
-    blocker = first_blocker(ctx, candidate, Stage.TIMING)
-    if blocker is not None:
-        defer_blocked(tick, key, blocker)
-        return
-    if kind is ActionKind.DRAIN:
-        tick.note_removal(model_id, host_id)
     why = "the model was retired" if retired else "no longer in the plan"
     if candidate.path is Path.REPACK:
         why = "the plan relocates it and its new replica is ready"

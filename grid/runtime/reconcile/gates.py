@@ -21,16 +21,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from grid.fleet.actions import ActionKind
 from grid.fleet.models import ADMITTING_STATES, Residency, ResidencyState
 from grid.planner.preemption_rules import eviction_authority, victim_fence
 from grid.runtime.reconcile.history import HistoryIndex
+from grid.runtime.reconcile.proposals import TickState
 from grid.runtime.reconcile.safety import (
     Blocker,
+    awaiting_heartbeat,
     backoff_blocker,
+    defer_blocked,
     domain_floor_blocker,
     evacuation_blocker,
     last_replica_blocker,
@@ -366,6 +369,36 @@ def first_blocker(
         if blocker is not None:
             return blocker
     return None
+
+
+def refused_standing(
+    ctx: GateContext, tick: TickState, candidate: Candidate, *, detail: str | None = None
+) -> bool:
+    """The first half of every proposed drain or unload (cleanup and preemption alike): a
+    standing gate that refuses it is deferred with its code (and `detail`, when given)."""
+    blocker = first_blocker(ctx, candidate, Stage.STANDING)
+    if blocker is None:
+        return False
+    key = (candidate.kind, candidate.host_id, candidate.model_id)
+    defer_blocked(tick, key, blocker if detail is None else replace(blocker, detail=detail))
+    return True
+
+
+def admitted_after_standing(ctx: GateContext, tick: TickState, candidate: Candidate) -> bool:
+    """The second half: not while the same action is open or its result is unobserved, then the
+    timing gates (a refusal is deferred); an admitted drain is noted as removing its replica."""
+    key = (candidate.kind, candidate.host_id, candidate.model_id)
+    if tick.keep_open(ctx.history.open_record(key)) is not None:
+        return False
+    if awaiting_heartbeat(ctx.view, ctx.history, key):
+        return False
+    blocker = first_blocker(ctx, candidate, Stage.TIMING)
+    if blocker is not None:
+        defer_blocked(tick, key, blocker)
+        return False
+    if candidate.kind is ActionKind.DRAIN:
+        tick.note_removal(candidate.model_id, candidate.host_id)
+    return True
 
 
 def floor_blocker(ctx: GateContext, candidate: Candidate) -> Blocker | None:

@@ -117,6 +117,13 @@ class Governor:
             free_disk = host.disk_free_mb - self.reserved_disk.get(p.host_id, 0)
             if p.artifact_mb > free_disk:
                 return "insufficient_disk", f"needs {p.artifact_mb} MB, {max(0, free_disk)} free"
+            if p.artifact_mb + p.disk_reserve_mb > free_disk:  # a predictive load's reserve
+                return "predictive_reserve", (
+                    f"needs {p.artifact_mb} MB and leaves {p.disk_reserve_mb} MB free; "
+                    f"{max(0, free_disk)} MB free"
+                )
+        if p.predictive and p.kind is ActionKind.LOAD and host.disk_free_mb is None:
+            return "no_disk_telemetry", "the host reports no free disk"
         return None
 
     def _slot_refusal(self, p: Proposal) -> str | None:
@@ -225,6 +232,8 @@ class Governor:
                 urgency=p.urgency,
                 preemption=p.preemption,
                 artifact_key=p.artifact_key,
+                predictive=p.predictive,
+                artifact_sha256=p.artifact_sha256,
             )
             accepted[id(p)] = action
             actions.append(action)

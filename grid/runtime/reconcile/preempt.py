@@ -22,7 +22,13 @@ from grid.fleet.actions import ActionKind
 from grid.fleet.models import LIVE_STATES, Preemption, ResidencyState
 from grid.planner.eligibility import pair_refusals
 from grid.runtime.reconcile.constructive import artifact_key, replica_urgency, startup_s
-from grid.runtime.reconcile.gates import Candidate, GateContext, Path, Stage, first_blocker
+from grid.runtime.reconcile.gates import (
+    Candidate,
+    GateContext,
+    Path,
+    admitted_after_standing,
+    refused_standing,
+)
 from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.proposals import Proposal, TickState
 from grid.runtime.reconcile.safety import awaiting_heartbeat, backoff_blocker, defer_blocked
@@ -95,32 +101,16 @@ def propose_preemptions(
             tick.removing_of(victim_id),
             beneficiary=beneficiary.model_id,
         )
-        key = (kind, host_id, victim_id)
-        blocker = first_blocker(ctx, candidate, Stage.STANDING)
-        if blocker is not None:
-            tick.defer(
-                kind,
-                host_id,
-                victim_id,
-                blocker.code,
-                detail=f"named as a preemption victim for {beneficiary.model_id}",
-            )
+        victim_detail = f"named as a preemption victim for {beneficiary.model_id}"
+        if refused_standing(ctx, tick, candidate, detail=victim_detail):
             continue
         ben_round = len(view.counted_hosts(beneficiary.model_id)) + 1
         urgency = replica_urgency(view, beneficiary.model_id, host_id, ben_round)
         cached = view.exact_cached(beneficiary.model_id, host_id)
         prefetch, prefetch_record = _prefetch(view, history, tick, p, cached)
-        if tick.keep_open(history.open_record(key)) is not None:
-            continue
-        if awaiting_heartbeat(view, history, key):
-            continue
-        blocker = first_blocker(ctx, candidate, Stage.TIMING)
-        if blocker is not None:
-            defer_blocked(tick, key, blocker)
+        if not admitted_after_standing(ctx, tick, candidate):
             continue
         busy_rank = 0 if kind is ActionKind.UNLOAD else (1 if res.active_requests == 0 else 2)
-        if kind is ActionKind.DRAIN:
-            tick.note_removal(victim_id, host_id)
         tick.proposals.append(
             Proposal(
                 kind=kind,

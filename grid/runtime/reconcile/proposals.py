@@ -14,7 +14,13 @@ from grid.fleet.actions import ActionKind, ActionRecord, Deferral, Urgency, With
 from grid.runtime.reconcile.codes import deferral_text, withdrawal_text
 from grid.runtime.reconcile.history import ActionKey
 
-KIND_ORDER = {ActionKind.LOAD: 0, ActionKind.WARM: 1, ActionKind.DRAIN: 2, ActionKind.UNLOAD: 3}
+KIND_ORDER = {
+    ActionKind.LOAD: 0,
+    ActionKind.WARM: 1,
+    ActionKind.DRAIN: 2,
+    ActionKind.UNLOAD: 3,
+    ActionKind.EVICT: 4,
+}
 
 
 @dataclass
@@ -35,6 +41,11 @@ class Proposal:
     depends_on: Proposal | None = None  # a prerequisite proposed in this tick
     depends_on_record: str | None = None  # ... or an open record's id
     claims_memory: bool = False  # a constructive step of a lifecycle not yet live on the host
+    # The predictive cache (cache.py): a cache-only load or an exact evict, the artifact's
+    # SHA-256, and the free disk a predictive load must leave (the governors' disk ledger).
+    predictive: bool = False
+    artifact_sha256: str = ""
+    disk_reserve_mb: int = 0
 
     @property
     def key(self) -> ActionKey:
@@ -46,9 +57,10 @@ class Proposal:
 
     def sort_key(self) -> tuple[int, int, int, int, float, int, str, str, int]:
         """Scarce slots go to higher priority across lifecycle phases, then by service class,
-        one replica round per model, the shortest remaining cold start, idle victims first."""
+        one replica round per model, the shortest remaining cold start, idle victims first;
+        routine cleanup after all of that, and predictive prefetches after everything."""
         return (
-            1 if self.routine_cleanup else 0,
+            2 if self.urgency is Urgency.PREDICTIVE else (1 if self.routine_cleanup else 0),
             -self.priority,
             self.urgency.rank,
             self.replica_round,
