@@ -17,15 +17,19 @@ from rich.table import Table
 
 from grid.fleet.errors import GridError
 from grid.lab.scenario import (
+    DEFAULT_ORACLE_TIME_LIMIT_S,
+    ORACLE,
     STRATEGIES,
     WORDS,
     ScenarioConfig,
     document,
     graduate,
     oracle_document,
+    oracle_report,
     parse_option,
     read_trace,
     run_oracle,
+    run_oracle_strategy,
     run_scenario,
 )
 
@@ -74,11 +78,11 @@ def _ints(text: str, option: str) -> list[int]:
 
 
 def _check_strategy(strategy: str) -> None:
-    if strategy not in STRATEGIES:
+    if strategy not in (*STRATEGIES, ORACLE):
         raise GridError(
             "unknown_strategy",
-            f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}",
-            fix="pass --strategy smart, reactive, greedy or static",
+            f"strategy {strategy!r} is not one of {', '.join((*STRATEGIES, ORACLE))}",
+            fix="pass --strategy smart, reactive, greedy, static or oracle",
             path="--strategy",
             next_command=NEXT,
         )
@@ -99,7 +103,11 @@ def scenario_cmd(
     ] = "30m",
     seed: Annotated[int, typer.Option("--seed", help="Seed of topology, users and arrivals.")] = 42,
     strategy: Annotated[
-        str, typer.Option("--strategy", help="smart | reactive | greedy | static.")
+        str,
+        typer.Option(
+            "--strategy",
+            help="smart | reactive | greedy | static | oracle (the oracle's schedule replayed).",
+        ),
     ] = "smart",
     oracle: Annotated[
         bool, typer.Option("--oracle", help="Also solve the hindsight oracle on the run's trace.")
@@ -147,10 +155,17 @@ def scenario_cmd(
         traces=traces,
     )
     started = time.perf_counter()
-    run = run_scenario(cfg)
-    doc = document(run, timeline=timeline)
-    if oracle:
-        doc["oracle"] = run_oracle(run, oracle_time_limit)
+    if strategy == ORACLE:
+        replayed = run_oracle_strategy(cfg, time_limit_s=oracle_time_limit)
+        run = replayed.run
+        doc = document(run, timeline=timeline)
+        if oracle:
+            doc["oracle"] = oracle_report(run, replayed.problem, replayed.result)
+    else:
+        run = run_scenario(cfg)
+        doc = document(run, timeline=timeline)
+        if oracle:
+            doc["oracle"] = run_oracle(run, oracle_time_limit)
     doc["wall_s"] = round(time.perf_counter() - started, 3)
     note = _write_scenario_html(html_out, cfg, run, doc) if html_out is not None else ""
     if as_json:
@@ -236,8 +251,10 @@ def _render(doc: dict[str, Any], timeline: bool) -> None:
     if "oracle" in doc:
         o = doc["oracle"]
         console.print(
-            f"oracle {o['status']}: ceiling {o['service_ceiling']:.1%}, potential gain "
-            f"{o['potential_gain']:.1%}, gap {o['gap']:.2%}; the run's placements serve "
+            f"oracle {o['status']}: ceiling {o['service_ceiling']:.1%}, bound "
+            f"{o['bound']:.2f}, potential gain {o['potential_gain']:.1%} (placement "
+            f"{o['placement_gain']:.1%}, routing {o['routing_gain']:.1%}), gap {o['gap']:.2%}; "
+            "the run's placements serve "
             f"{o['run_placements_served']:.2f} of the oracle's {o['served']:.2f} "
             f"({o['run_placement_changes']} changes); {o['winning_changes_total']} oracle "
             "residencies the run lacked"
@@ -258,6 +275,12 @@ def graduate_cmd(
     duration: Annotated[str, typer.Option("--duration", help="Virtual run length.")] = "2h",
     models: Annotated[int, typer.Option("--models", min=1, max=40, help="Catalogue models.")] = 8,
     users: Annotated[int, typer.Option("--users", min=1, max=5000, help="Users per cell.")] = 50,
+    oracle_time_limit: Annotated[
+        float,
+        typer.Option(
+            "--oracle-time-limit", min=0.1, help="Oracle budget per largest-fleet cell (s)."
+        ),
+    ] = DEFAULT_ORACLE_TIME_LIMIT_S,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
     html_out: Annotated[
         Path | None,
@@ -270,7 +293,14 @@ def graduate_cmd(
     sizes, seed_list = _ints(machines, "--machines"), _ints(seeds, "--seeds")
     seconds = parse_duration(duration)
     started = time.perf_counter()
-    result = graduate(sizes, seed_list, models=models, users=users, duration_s=seconds)
+    result = graduate(
+        sizes,
+        seed_list,
+        models=models,
+        users=users,
+        duration_s=seconds,
+        oracle_time_limit_s=oracle_time_limit,
+    )
     result["wall_s"] = round(time.perf_counter() - started, 3)
     if as_json:
         typer.echo(_dump(result))
@@ -292,6 +322,7 @@ def _render_graduate(result: dict[str, Any]) -> None:
     cells.add_column("seed", justify="right")
     for name in STRATEGIES:
         cells.add_column(name, justify="right")
+    cells.add_column("oracle served", justify="right")
     for c in result["cells"]:
         row = [str(c["machines"]), str(c["seed"])]
         for name in STRATEGIES:
@@ -300,6 +331,8 @@ def _render_graduate(result: dict[str, Any]) -> None:
                 f"{v['served_fraction']:.1%} / {v['score']:.1f} / {v['churn']}"
                 f" / {v['startup_s']:.0f}"
             )
+        oracle = c.get("oracle")
+        row.append(f"{oracle['served_fraction']:.1%}" if oracle else "")
         cells.add_row(*row)
     console.print(cells)
     gates = Table(title="Gates", box=box.SIMPLE_HEAD)

@@ -126,6 +126,7 @@ if TYPE_CHECKING:
         PortfolioPolicy,
         PortfolioReport,
         PortfolioSolver,
+        ReplacementAuthorization,
         WorkloadForecast,
     )
 
@@ -168,7 +169,7 @@ _EXPORTS: dict[str, str] = {
     "grid.fleet.workloads": (
         "AdmissionRow AdmissionState CandidateRow DEFAULT_WORKLOAD_VOCABULARY Modality"
         " Outcome PortfolioLevel PortfolioPolicy PortfolioReport PortfolioSolver"
-        " WorkloadForecast"
+        " ReplacementAuthorization WorkloadForecast"
     ),
 }
 
@@ -243,6 +244,7 @@ __all__ = [
     "ReceiptStatus",
     "ReconcileResult",
     "RecordStatus",
+    "ReplacementAuthorization",
     "ReplyAllocator",
     "Residency",
     "ResidencyState",

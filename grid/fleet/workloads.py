@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
+import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from grid.fleet.errors import SnapshotError
@@ -60,6 +61,17 @@ class Modality(StrEnum):
     EMBEDDING = "embedding"
 
 
+class ReplacementAuthorization(_Strict):
+    """A replacement path the plan authorized for a workload (a mature beneficiary's exact
+    planner-proved path, docs/portfolio.md "Mature-beneficiary replacement"): `model_id` takes
+    `host_id` once `victims` are gone. The controller carries it from the plan into the next
+    forecasts until the beneficiary is READY there or the workload's evidence lapses."""
+
+    model_id: str = Field(min_length=1)
+    host_id: str = Field(min_length=1)
+    victims: list[str] = Field(default_factory=list)
+
+
 class WorkloadForecast(_Strict):
     """One workload word's forecast over the demand window (unbound and `auto` requests)."""
 
@@ -73,6 +85,8 @@ class WorkloadForecast(_Strict):
     # the portfolio's mapping hysteresis reads it (grid/planner/portfolio/hysteresis.py).
     # None: no mapping in effect; an id without a profile is ignored.
     mapped_model: str | None = None
+    # A replacement the plan in effect authorized for this workload (None: none).
+    replacement: ReplacementAuthorization | None = None
 
     @property
     def arrival_concurrency(self) -> float:
@@ -132,6 +146,12 @@ class PortfolioPolicy(_Strict):
     # better by more than these margins at the level that decides (docs/portfolio.md item 14).
     hysteresis_missing_replicas: int = Field(default=2, ge=0)
     hysteresis_utility_points: float = Field(default=5.0, ge=0)
+    # A starved workload's mature beneficiary may replace an incumbent with at least this many
+    # times the incumbent's confidence-weighted device-time pressure (docs/portfolio.md).
+    mature_replacement_ratio: float = Field(default=1.5, ge=1.0)
+    # ... of an incumbent READY at least this long (and past its minimum residency), so two
+    # bursty workloads do not trade one room back and forth every few minutes.
+    mature_victim_age_s: float = Field(default=1800.0, ge=0)
 
 
 # ----------------------------------------------------------------------------- plan output
@@ -175,6 +195,14 @@ class CandidateRow(BaseModel):
     utility: float
     confidence: float
     exploration_bonus: float
+    # The feasibility scan's ranked preemption paths (at most 16), for an uncovered workload's
+    # infeasible candidate: "HOST: victim, victim" (docs/portfolio.md item 15). Left out of
+    # the document when empty, so the contract's candidate keys are unchanged then.
+    preemption_paths: list[str] = Field(default_factory=list)
+
+    @pydantic.model_serializer(mode="wrap")
+    def _omit_empty(self, handler: pydantic.SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_empty(handler(self), "preemption_paths")
 
 
 class PortfolioLevel(BaseModel):
@@ -198,6 +226,20 @@ class PortfolioReport(BaseModel):
     admission: list[AdmissionRow] = Field(default_factory=list)
     candidates: list[CandidateRow] = Field(default_factory=list)
     solver: PortfolioSolver
+    # workload -> the replacement this plan authorizes (new, or carried until fulfilled); left
+    # out of the document when empty, so the contract's portfolio keys are unchanged then
+    replacements: dict[str, ReplacementAuthorization] = Field(default_factory=dict)
+
+    @pydantic.model_serializer(mode="wrap")
+    def _omit_empty(self, handler: pydantic.SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_empty(handler(self), "replacements")
+
+
+def _without_empty(data: Any, key: str) -> dict[str, Any]:
+    out = dict(data)
+    if not out.get(key):
+        out.pop(key, None)
+    return out
 
 
 # ----------------------------------------------------------------------------- validation

@@ -4,7 +4,9 @@
 (each eligible (model, host) pair absent or present with its age since load, capped); `simulate`
 replays a contract-format schedule action by action. Both read the trace document (a dict) and
 compute served with exact fractions of the decimal values, so they share nothing with
-grid.lab.oracle (its scaling, replayer, model or greedy).
+grid.lab.oracle (its scaling, replayer, model, flows or greedy). They read the optional physics
+of docs/oracle.md too (host `speed` and `throttle`, demand `classes`): a minute's served is then
+the max-flow value, computed by enumerating every cut.
 """
 
 from __future__ import annotations
@@ -48,15 +50,39 @@ def _fits(doc: dict[str, Any], present: set[tuple[str, str]]) -> bool:
     return True
 
 
-def _served(doc: dict[str, Any], ready: dict[str, int], t: int) -> Fraction:
-    total = Fraction(0)
-    for model in doc["models"]:
-        series = doc.get("demand", {}).get(model["model_id"])
-        if series is None:
-            continue
-        cap = _frac(model.get("replica_concurrency", 1.0)) * ready.get(model["model_id"], 0)
-        total += min(_frac(series[t]), cap)
-    return total
+def _speed(doc: dict[str, Any], host_id: str, t: int) -> Fraction:
+    host = next(h for h in doc["hosts"] if h["host_id"] == host_id)
+    speed = _frac(host.get("speed", 1.0))
+    for start, end, fraction in host.get("throttle", []):
+        if start <= t < end:
+            speed *= _frac(fraction)
+    return speed
+
+
+def _served(doc: dict[str, Any], ready: list[tuple[str, str]], t: int) -> Fraction:
+    """What minute t serves with these ready (model, host) replicas, by the min-cut formula.
+
+    Classes: each model's own demand (served by it alone) and the trace's `classes` (served by
+    any listed model). The maximum flow of classes onto model capacities equals the smallest,
+    over sets S of classes, of the demand outside S plus the capacity of every model some class
+    of S may use (max-flow min-cut, enumerated over every S: no flow algorithm involved)."""
+    conc = {m["model_id"]: _frac(m.get("replica_concurrency", 1.0)) for m in doc["models"]}
+    capacity: dict[str, Fraction] = {}
+    for model_id, host_id in ready:
+        capacity[model_id] = capacity.get(model_id, Fraction(0)) + conc[model_id] * _speed(
+            doc, host_id, t
+        )
+    members = {m: [m] for m in conc} | {c: list(ms) for c, ms in doc.get("classes", {}).items()}
+    demand = {c: _frac(series[t]) for c, series in doc.get("demand", {}).items() if series[t] > 0}
+    names = sorted(demand)
+    best: Fraction | None = None
+    for size in range(len(names) + 1):
+        for chosen in itertools.combinations(names, size):
+            used = {m for c in chosen for m in members[c]}
+            cut = sum((demand[c] for c in names if c not in chosen), Fraction(0))
+            cut += sum((capacity.get(m, Fraction(0)) for m in used), Fraction(0))
+            best = cut if best is None or cut < best else best
+    return best if best is not None else Fraction(0)
 
 
 def brute_force(doc: dict[str, Any]) -> tuple[Fraction, int]:
@@ -90,10 +116,11 @@ def brute_force(doc: dict[str, Any]) -> tuple[Fraction, int]:
                 }
                 if not _fits(doc, present):
                     continue
-                ready: dict[str, int] = {}
-                for (model_id, _h), (age, _c) in zip(pairs, combo, strict=True):
-                    if age is not None and age >= load:
-                        ready[model_id] = ready.get(model_id, 0) + 1
+                ready = [
+                    pair
+                    for pair, (age, _c) in zip(pairs, combo, strict=True)
+                    if age is not None and age >= load
+                ]
                 value = (served + _served(doc, ready, t), mutations + sum(c for _a, c in combo))
                 key = tuple(age for age, _c in combo)
                 old = nxt.get(key)
@@ -132,10 +159,7 @@ def simulate(doc: dict[str, Any], schedule: list[dict[str, Any]]) -> tuple[Fract
                 loaded_at[pair] = t
             mutations += 1
         assert _fits(doc, set(loaded_at)), f"memory or slots exceeded at minute {t}"
-        ready: dict[str, int] = {}
-        for (model_id, _h), s in loaded_at.items():
-            if t - s >= load:
-                ready[model_id] = ready.get(model_id, 0) + 1
+        ready = [pair for pair, s in loaded_at.items() if t - s >= load]
         served += _served(doc, ready, t)
     assert all(0 <= a["minute"] < doc["minutes"] for a in schedule)
     return served, mutations

@@ -113,3 +113,44 @@ def test_failed_gates_say_by_how_much() -> None:
     # smart − static: 0, 0.05, 0.01 -> median 0.01 < 0.02
     assert found["median_service_gain_over_static"]["value"] == pytest.approx(0.01)
     assert not found["median_service_gain_over_static"]["passed"]
+
+
+def _with(cell: dict[str, object], oracle: float | None, changes: int) -> dict[str, object]:
+    out = {**cell, "duration_s": 7200}
+    rows = dict(out["strategies"])  # type: ignore[call-overload]
+    rows["smart"] = {**rows["smart"], "mapping_changes": changes}
+    out["strategies"] = rows
+    if oracle is not None:
+        out["oracle"] = {"served_fraction": oracle, "bound_fraction": oracle, "status": "OPTIMAL"}
+    return out
+
+
+def test_the_score_oracle_and_mapping_gates_by_hand() -> None:
+    cells = [_with(GOOD[0], None, 40), _with(GOOD[1], 1.0, 10), _with(GOOD[2], 0.96, 26)]
+    found = _by_name(gates(cells))
+    # smart − static score: 10, 10, 3 -> median 10; smart − greedy: 2, 1, 1 -> median 1
+    assert found["median_score_gain_over_static"]["value"] == pytest.approx(10.0)
+    assert found["median_score_gain_over_greedy"]["value"] == pytest.approx(1.0)
+    # largest fleet (4): 0.95 / 1.0 = 0.95 and 0.93 / 0.96 = 0.96875 -> worst 0.95
+    assert found["served_vs_oracle_largest_fleet"]["value"] == pytest.approx(0.95)
+    # largest fleet: (10 + 26) changes over 4 simulated hours
+    assert found["mapping_changes_per_hour"]["value"] == pytest.approx(9.0)
+    assert all(g["passed"] for g in found.values()), found
+    worse = [_with(GOOD[0], None, 40), _with(GOOD[1], 1.2, 30), _with(GOOD[2], 0.96, 26)]
+    bad = _by_name(gates(worse))
+    assert not bad["served_vs_oracle_largest_fleet"]["passed"]  # 0.95 / 1.2 < 0.9
+    assert bad["mapping_changes_per_hour"]["value"] == pytest.approx(14.0)
+    assert not bad["mapping_changes_per_hour"]["passed"]
+
+
+def test_a_smart_score_below_static_fails_the_median_gate() -> None:
+    cells = [dict(c) for c in GOOD]
+    for c in cells:
+        rows = dict(c["strategies"])  # type: ignore[call-overload]
+        rows["static"] = {**rows["static"], "score": 90}
+        c["strategies"] = rows
+    found = _by_name(gates(cells))
+    # 80-90, 85-90, 83-90 -> median -7
+    assert found["median_score_gain_over_static"]["value"] == pytest.approx(-7.0)
+    assert not found["median_score_gain_over_static"]["passed"]
+    assert "served_vs_oracle_largest_fleet" not in found  # hand-made cells without the oracle

@@ -161,3 +161,42 @@ def test_controller_inputs_name_the_last_plans_mapping() -> None:
     assert named["coding"].mapped_model == "gen"
     assert named["general"].mapped_model is None
     assert mapped_inputs(workloads, None) == (workloads, {})
+
+
+@pytest.mark.parametrize("engine", ["cpsat", "heuristic"])
+def test_the_held_mapping_does_not_spend_the_spare_slot_reserve(engine: str) -> None:
+    # h1 (2 slots) holds coder and gen READY; h2 (2 slots) is empty: exactly the reserve of two
+    # spare slots. coder (max 2 replicas now) asks ⌈1.6 · 1.0⌉ = 2 and has 1; gen carries coding
+    # with 1. The decision keeps the reserve and maps coding to gen (missing 0 against coder's
+    # 1). Held on coder, the greedy ledger would add coder's second replica on h2 and spend a
+    # reserve slot the decision keeps, so the held portfolio looked 1 spare slot worse and the
+    # switch was "justified" at spare_slots; placed without spending the reserve, the two tie
+    # there and the 1-replica gain at `missing` is inside the margin of 2: coding stays on coder.
+    models = [
+        model("coder", 4096, max_replicas=2, workload_scores={"coding": 1.0}),
+        model("gen", 4096, max_replicas=1, replica_concurrency=8, workload_scores={"coding": 0.6}),
+    ]
+    residencies = [resident(str(m["model_id"]), 4096, **RECENT) for m in models]
+    snap = wsnapshot(
+        [
+            host("h1", 32768, max_models=2, residencies=residencies),
+            host("h2", 32768, max_models=2),
+        ],
+        models,
+        {"coding": {**work(10, 1.0), "mapped_model": "coder"}},
+    )
+    plan, report = planned(snap, engine)
+    assert report.mapping == {"coding": "coder"}
+    assert "held coding" in report.solver.message
+    assert [a.host_id for a in plan.assignments if a.model_id == "coder"] == ["h1"]
+    # without the state the decision is gen (the reserve kept, missing 0): what the hold resists
+    free = wsnapshot(
+        [
+            host("h1", 32768, max_models=2, residencies=residencies),
+            host("h2", 32768, max_models=2),
+        ],
+        models,
+        {"coding": work(10, 1.0)},
+    )
+    _plan, plain = planned(free, engine)
+    assert plain.mapping == {"coding": "gen"}

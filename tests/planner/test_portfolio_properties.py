@@ -312,6 +312,13 @@ def _brute_force_levels(
         ]
         for w in admitted
     }
+    # Spare slots are kept only while the fleet's free slots cover what the admitted workloads
+    # ask (each at its least-demanding candidate); a saturated fleet keeps none.
+    slotted = all(s for _m, s in hosts)
+    least_asked = sum(
+        min(_need(snap, w, m) for m in options[w][1:]) for w in admitted if options[w][1:]
+    )
+    reserve = 0 if slotted and least_asked > sum(s for _m, s in hosts) else 2
     layouts: list[dict[str, int]] = []
     # Every set of (model, host) pairs, one replica per pair, that fits memory and slots.
     pairs = [(m, h) for m in range(len(models)) for h in range(len(hosts))]
@@ -332,15 +339,15 @@ def _brute_force_levels(
                     slots - sum(1 for _m, hh in chosen if hh == h)
                     for h, (_mem, slots) in enumerate(hosts)
                 )
-                if all(slots for _mem, slots in hosts)
-                else 2
+                if slotted
+                else reserve
             )
-            counts["__spare__"] = min(2, free)
+            counts["__spare__"] = min(reserve, free)
             layouts.append(counts)
     best: tuple[int, ...] = (
         0,
         0,
-        min(2, sum(s for _m, s in hosts)) if all(s for _m, s in hosts) else 2,
+        min(reserve, sum(s for _m, s in hosts)) if slotted else reserve,
         0,
         0,
     )

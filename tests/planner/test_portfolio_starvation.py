@@ -70,6 +70,11 @@ YOUNG = [
 ]
 
 
+# research at 1.5 units: video's 2.0 is below the mature-beneficiary 1.5x, so only the
+# reclaim's own fences decide (replace.py's rule is tested in test_portfolio_replacement.py)
+CLOSE = {"research": work(5, 1.5), "video": work(5, 2.0)}
+
+
 @pytest.mark.parametrize(
     ("hosts", "profile", "demand"),
     [
@@ -87,7 +92,7 @@ def test_fenced_replicas_are_never_reclaimed(
     demand: dict[str, Any] | None,
 ) -> None:
     fleet = hosts or _two_copies()
-    plan, report = planned(_fleet(fleet, profile, demand))
+    plan, report = planned(_fleet(fleet, profile, demand, workloads=CLOSE))
     assert plan.preemptions == []
     assert hosts_of(plan, "gen") == sorted(h["host_id"] for h in fleet)
     assert row(report, "video").state == "capacity-contended"

@@ -236,13 +236,13 @@ def test_six_identical_one_slot_hosts_by_hand() -> None:
     """Six one-slot hosts, coding → a, research → b, no evidence.
 
     need(coding, a) = ⌈1.5·1.2 / (1·0.5)⌉ = ⌈3.6⌉ = 4; need(research, b) = ⌈1.0·1.2/0.5⌉ = 3.
-    covered 2; failures round(1000·0.05) = 50; pressure 150 + 100 = 250. Spare slots rank
-    above missing: keeping min(2, free) = 2 leaves 4 slots for 7 asked replicas, so missing =
-    7 − 4 = 3 (every split with one of each covers both). Utility (tenths): a pays the cold
-    start min(10, (4 + 20)/4) = 6 points, b min(10, 44/4) = 10, both earn the 6-point bonus at
-    zero evidence: (90 − 6 + 6) + (80 − 10 + 6) = 166 points = 1660. Transition then takes
-    the cheaper cold starts: 3 of a and 1 of b, 3·24 + 44 = 116 s. First-fit by host ID:
-    a on h0–h2, b on h3."""
+    covered 2; failures round(1000·0.05) = 50; pressure 150 + 100 = 250. The workloads ask
+    4 + 3 = 7 replicas of 6 free slots: the fleet is saturated, so no slot is spare (the
+    reserve is 0) and all six serve: missing = 7 − 6 = 1 (4 a + 2 b or 3 a + 3 b). Utility
+    (tenths): a pays the cold start min(10, (4 + 20)/4) = 6 points, b min(10, 44/4) = 10,
+    both earn the 6-point bonus at zero evidence: (90 − 6 + 6) + (80 − 10 + 6) = 166 points =
+    1660. Transition then takes the cheaper cold starts: 4 of a and 2 of b, 4·24 + 2·44 =
+    184 s (3 + 3 would be 204 s). First-fit by host ID: a on h0–h3, b on h4–h5."""
     snap = _one_slot_fleet()
     ctx = _context(snap)
     assert [(t.type_id, t.count, t.models) for t in portfolio_types(ctx)] == [("h0", 6, ("a", "b"))]
@@ -250,10 +250,10 @@ def test_six_identical_one_slot_hosts_by_hand() -> None:
         "covered": 2,
         "failures": 50,
         "pressure": 250,
-        "spare_slots": 2,
-        "missing": 3,
+        "spare_slots": 0,
+        "missing": 1,
         "utility": 1660,
-        "transition": 116,
+        "transition": 184,
     }
     for aggregate in (True, False):
         result = _solve(ctx, aggregate=aggregate)
@@ -263,7 +263,14 @@ def test_six_identical_one_slot_hosts_by_hand() -> None:
         assert result.status == "OPTIMAL"
     typed = _solve(ctx, aggregate=True)
     assert typed.exact and not typed.fallback and typed.aggregated_hosts == 6
-    assert sorted(typed.placement) == [("a", "h0"), ("a", "h1"), ("a", "h2"), ("b", "h3")]
+    assert sorted(typed.placement) == [
+        ("a", "h0"),
+        ("a", "h1"),
+        ("a", "h2"),
+        ("a", "h3"),
+        ("b", "h4"),
+        ("b", "h5"),
+    ]
     plan = _plan(snap, aggregate=True)
     assert violations(snap, plan) == []
     assert plan.portfolio is not None

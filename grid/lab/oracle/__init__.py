@@ -56,7 +56,7 @@ so merging minutes is not exact in general; generated and real traces change eve
 from grid.lab.oracle.generate import generate_document, generate_trace
 from grid.lab.oracle.greedy import greedy_schedule
 from grid.lab.oracle.replay import Action, Replay, replay
-from grid.lab.oracle.solve import OracleModelMismatch, OracleResult, solve_oracle
+from grid.lab.oracle.solve import OracleModelMismatch, OracleResult, solve_oracle, solve_problem
 from grid.lab.oracle.trace import Problem, Trace, TraceError, compile_trace, load_trace, parse_trace
 
 __all__ = [
@@ -75,4 +75,5 @@ __all__ = [
     "parse_trace",
     "replay",
     "solve_oracle",
+    "solve_problem",
 ]

@@ -1,30 +1,37 @@
-"""Per-minute configuration-LP upper bounds on served (independent of the CP-SAT search).
+"""Configuration-LP upper bounds on served (independent of the CP-SAT search).
 
-At minute t, whatever a schedule does, the replicas ready at t sit on hosts that have been up
-since t − load (t ≥ load), or are initial replicas (t < load), and each host's ready set fits its
-memory and slots. Relaxing everything that couples minutes, the most minute t can serve is a
-small packing problem; its configuration LP (one column per maximal set of models a host type
-can hold, counted per type: the aggregation of identical hosts is exact here, since nothing
-couples minutes) is much tighter than the item LP of the time-expanded model, whose fractional
-replicas split memory. B_t = ⌊LP_t⌋ (served is an integer) is added to CP-SAT as the cut
-Σ_m served[m, t] ≤ B_t, and Σ_t B_t is a proven bound on Σ served.
+Hosts with the same capacity, slots, eligible models, speed row, up row and initial replicas
+form a *type* (counted). At minute t a host of a type holds one set of models that fits its
+memory and slots; relaxing which host holds which set, y[type, k, t] counts the type's hosts
+whose present set fits inside maximal configuration k (one column per maximal set: much
+tighter than the item LP of the time-expanded model, whose fractional replicas split memory).
+n[m, type, t] counts ready replicas of m on the type: a replica ready at t was present at every
+minute of [t − load, t], so n[m, type, t] ≤ Σ_{k ∋ m} y[type, k, u] for each such u in the span
+(a minute before the span is left free, but its host must be up then); before minute `load`
+only initial replicas can be ready. A model's ready capacity at t is Σ_type cap(m, type, t) ·
+n[m, type, t]; classes route onto it (flow rows), and a solo class on an even model keeps the
+exact concave hull of min(D, C·n) over integer counts.
 
-`coupled_bounds` tightens this across minutes (a replica ready at t was present, so counted in
-its host's configuration, at every minute of [t − load, t]): one LP per span of minutes, each
-also capped by the B_t; it stops the per-minute bound from re-packing every minute for free.
+`minute_bounds`: B_t = ⌊LP over the single minute t⌋ (served is an integer), added to CP-SAT as
+the cut Σ_c served[c, t] ≤ B_t; Σ_t B_t is a proven bound on Σ served. `coupled_bounds`: one LP
+per span of COUPLED_SPAN minutes, coupled across minutes and capped by the B_t; it stops the
+per-minute bound from re-packing every minute for free.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 from scipy.optimize import linprog
+from scipy.sparse import coo_matrix
 
 from grid.lab.oracle.trace import Problem
 
 LP_SAFETY = 1e-7  # relative slack added before rounding an LP value down (solver tolerance)
+COUPLED_SPAN = 120  # minutes per coupled LP (longer spans: tighter, slower)
 
 Config = tuple[int, ...]
 
@@ -62,192 +69,220 @@ def _configs_cached(memory: tuple[int, ...], capacity: int, slots: int) -> tuple
     return tuple(_maximal_configs(memory, capacity, slots))
 
 
-def _host_types(problem: Problem, t: int) -> dict[tuple[object, ...], tuple[int, list[Config]]]:
-    """Host types that may have ready replicas at t: key -> (count, configs over model ids)."""
-    types: dict[tuple[object, ...], tuple[int, list[Config]]] = {}
-    since = max(0, t - problem.load)
+@dataclass(frozen=True)
+class HostType:
+    hosts: tuple[int, ...]
+    models: tuple[int, ...]  # eligible models
+    configs: tuple[Config, ...]  # maximal sets over model indices
+    up: tuple[bool, ...]
+    rate: tuple[int, ...]
+    initial: frozenset[int]  # models with an initial replica on every host of the type
+
+    @property
+    def count(self) -> int:
+        return len(self.hosts)
+
+
+def host_types(problem: Problem) -> list[HostType]:
+    groups: dict[tuple[object, ...], list[int]] = {}
     for h in range(len(problem.host_ids)):
-        if not all(problem.up[h][since : t + 1]):
-            continue
-        if t < problem.load:  # only initial replicas can be ready yet
-            held = tuple(sorted(m for m, hh in problem.initial if hh == h))
-            if held:
-                types[("initial", h)] = (1, [held])
-            continue
-        _count_host(problem, h, types)
-    return types
-
-
-def _count_host(
-    problem: Problem, h: int, types: dict[tuple[object, ...], tuple[int, list[Config]]]
-) -> None:
-    """Add host h to its type (capacity, slots, eligible models), with the type's configs."""
-    models = tuple(m for m in range(len(problem.model_ids)) if problem.eligible[m][h])
-    key = (problem.capacity[h], problem.slots[h], models)
-    if key in types:
-        types[key] = (types[key][0] + 1, types[key][1])
-        return
-    mem = tuple(problem.memory[m] for m in models)
-    local = _configs_cached(mem, problem.capacity[h], problem.slots[h])
-    types[key] = (1, [tuple(models[j] for j in cfg) for cfg in local])
-
-
-class _Layout:
-    """The LP's structure for one set of host types (shared by the minutes that have it)."""
-
-    def __init__(self, problem: Problem, types: dict[tuple[object, ...], tuple[int, list[Config]]]):
-        self.models = [m for m in range(len(problem.model_ids))]
-        columns: list[tuple[int, Config]] = []
-        for i, (_count, configs) in enumerate(types.values()):
-            columns += [(i, cfg) for cfg in configs]
-        self.n_y, n_s = len(columns), len(self.models)
-        member = np.zeros((n_s, self.n_y))
-        owner = np.zeros((len(types), self.n_y))
-        for col, (ti, cfg) in enumerate(columns):
-            owner[ti, col] = 1.0
-            for m in cfg:
-                member[m, col] = 1.0
-        self.member = member
-        self.owner = owner
-        self.counts = np.array([float(count) for count, _c in types.values()])
-        self.useful = member.any(axis=1)
-
-    def solve(self, problem: Problem, t: int) -> float:
-        d = np.array([float(problem.demand[m][t]) for m in self.models])
-        c = np.array([float(problem.conc[m]) for m in self.models])
-        d[~self.useful] = 0.0
-        k = np.maximum(1.0, np.ceil(d / c))
-        last = d - c * (k - 1)
-        n_s = len(self.models)
-        eye = np.eye(n_s)
-        a_ub = np.vstack(
-            [
-                np.hstack([self.owner, np.zeros((len(self.counts), n_s))]),
-                np.hstack([-c[:, None] * self.member, eye]),
-                np.hstack([-last[:, None] * self.member, eye]),
-            ]
+        models = tuple(m for m in range(len(problem.model_ids)) if problem.eligible[m][h])
+        init = frozenset(m for m, hh in problem.initial if hh == h)
+        key = (
+            problem.capacity[h],
+            problem.slots[h],
+            models,
+            problem.rate[h],
+            problem.up[h],
+            init,
         )
-        b_ub = np.concatenate([self.counts, np.zeros(n_s), c * (k - 1) - last * (k - 1)])
-        bounds = [(0.0, None)] * self.n_y + [(0.0, float(v)) for v in d]
-        cost = np.concatenate([np.zeros(self.n_y), -np.ones(n_s)])
-        res = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
-        if res.status != 0:  # cannot happen (y = 0 is feasible): fall back to the trivial bound
-            return float(d.sum())
-        return -float(res.fun)
-
-
-def minute_bounds(problem: Problem) -> list[int]:
-    """B_t for every minute: ⌊configuration LP⌋, never above Σ demand at t."""
-    layouts: dict[tuple[object, ...], _Layout] = {}
+        groups.setdefault(key, []).append(h)
     out = []
-    for t in range(problem.minutes):
-        total = sum(problem.demand[m][t] for m in range(len(problem.model_ids)))
-        types = _host_types(problem, t)
-        if total == 0 or not types:
-            out.append(0)
-            continue
-        key = tuple((k, v[0]) for k, v in types.items())
-        layout = layouts.get(key)
-        if layout is None:
-            layout = layouts[key] = _Layout(problem, types)
-        value = layout.solve(problem, t)
-        out.append(min(total, math.floor(value * (1 + LP_SAFETY) + 1e-6)))
+    for key, hosts in groups.items():
+        h = hosts[0]
+        models = key[2]
+        assert isinstance(models, tuple)
+        mem = tuple(problem.memory[m] for m in models)
+        local = _configs_cached(mem, problem.capacity[h], problem.slots[h])
+        out.append(
+            HostType(
+                hosts=tuple(hosts),
+                models=models,
+                configs=tuple(tuple(models[j] for j in cfg) for cfg in local),
+                up=problem.up[h],
+                rate=problem.rate[h],
+                initial=frozenset(m for m, hh in problem.initial if hh == h),
+            )
+        )
     return out
 
 
-def _present_types(problem: Problem, t: int) -> list[tuple[int, list[Config]]]:
-    """Host types up at t (any present set): (count, maximal configurations over model ids)."""
-    types: dict[tuple[object, ...], tuple[int, list[Config]]] = {}
-    for h in range(len(problem.host_ids)):
-        if problem.up[h][t]:
-            _count_host(problem, h, types)
-    return list(types.values())
+class _Lp:
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.cols: list[int] = []
+        self.vals: list[float] = []
+        self.rhs: list[float] = []
+        self.ub: list[float | None] = []
+        self.objective: list[int] = []
 
+    def var(self, ub: float | None = None) -> int:
+        self.ub.append(ub)
+        return len(self.ub) - 1
 
-def coupled_bound(problem: Problem, start: int, end: int, caps: list[int]) -> float:
-    """LP bound on Σ served over minutes [start, end), coupled across minutes.
-
-    Variables y[k, t]: hosts of a type whose present set at t fits inside configuration k;
-    n[m, t]: ready replicas of m. A replica ready at t was present at every minute of
-    [t − load, t], so n[m, t] ≤ Σ_{k ∋ m} y[k, u] for each such u ≥ start (minutes before
-    `start` are left free, so consecutive spans add up to a bound on the whole trace); before
-    minute `load` only initial replicas can be ready. served ≤ the hull of min(D, C·n)."""
-    from scipy.sparse import coo_matrix
-
-    n_models = len(problem.model_ids)
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[float] = []
-    rhs: list[float] = []
-    ub: list[float | None] = []
-    n_var = 0
-    member: dict[int, dict[int, list[int]]] = {}  # t -> m -> y columns
-    nvar: dict[tuple[int, int], int] = {}
-    svar: list[int] = []
-
-    def row(entries: list[tuple[int, float]], bound: float) -> None:
-        r = len(rhs)
+    def row(self, entries: list[tuple[int, float]], bound: float) -> None:
+        r = len(self.rhs)
         for c, v in entries:
-            rows.append(r)
-            cols.append(c)
-            vals.append(v)
-        rhs.append(bound)
+            self.rows.append(r)
+            self.cols.append(c)
+            self.vals.append(v)
+        self.rhs.append(bound)
 
-    for t in range(start, end):
-        minute_s: list[int] = []
-        member[t] = {m: [] for m in range(n_models)}
-        for count, configs in _present_types(problem, t):
-            first = n_var
-            for cfg in configs:
-                for m in cfg:
-                    member[t][m].append(n_var)
-                ub.append(None)
-                n_var += 1
-            row([(c, 1.0) for c in range(first, n_var)], float(count))
-        for m in range(n_models):
-            d, c = problem.demand[m][t], problem.conc[m]
-            if d <= 0:
+    def maximise(self) -> float | None:
+        if not self.objective:
+            return 0.0
+        n = len(self.ub)
+        cost = np.zeros(n)
+        cost[self.objective] = -1.0
+        bounds = [(0.0, b) for b in self.ub]
+        if self.rhs:
+            matrix = coo_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.rhs), n))
+            res = linprog(
+                cost, A_ub=matrix.tocsr(), b_ub=np.array(self.rhs), bounds=bounds, method="highs"
+            )
+        else:
+            res = linprog(cost, bounds=bounds, method="highs")
+        return -float(res.fun) if res.status == 0 else None
+
+
+def lp_bound(
+    problem: Problem,
+    start: int,
+    end: int,
+    caps: list[int] | None = None,
+    types: list[HostType] | None = None,
+) -> float:
+    """LP bound on Σ served over minutes [start, end) (module docstring)."""
+    types = types if types is not None else host_types(problem)
+    lp = _Lp()
+    y: dict[tuple[int, int], dict[int, list[int]]] = {}  # (type, t) -> model -> columns
+    for i, ty in enumerate(types):
+        for t in range(start, end):
+            if not ty.up[t]:
                 continue
-            n = nvar[m, t] = n_var
-            cap: float | None = None
-            if t < problem.load:
-                cap = float(
-                    sum(1 for mm, h in problem.initial if mm == m and all(problem.up[h][0 : t + 1]))
-                )
-            ub.append(cap)
-            s = n_var + 1
-            ub.append(float(d))
-            n_var += 2
-            svar.append(s)
+            members: dict[int, list[int]] = {}
+            first = len(lp.ub)
+            for cfg in ty.configs:
+                col = lp.var()
+                for m in cfg:
+                    members.setdefault(m, []).append(col)
+            lp.row([(c, 1.0) for c in range(first, len(lp.ub))], float(ty.count))
+            y[i, t] = members
+    for t in range(start, end):
+        active = [c for c, series in enumerate(problem.demand) if series[t] > 0]
+        wanted = {m for c in active for m in problem.class_models[c]}
+        ready: dict[int, list[tuple[int, int]]] = {}  # model -> [(n column, capacity)]
+        for i, ty in enumerate(types):
+            for m in ty.models:
+                if m not in wanted:
+                    continue
+                col = _ready_count(lp, problem, ty, i, m, t, start, y)
+                if col is not None:
+                    ready.setdefault(m, []).append((col, problem.caps[m][ty.rate[t]]))
+        minute_s: list[int] = []
+        into: dict[int, list[int]] = {}
+        for c in active:
+            d = problem.demand[c][t]
+            usable = [m for m in problem.class_models[c] if m in ready]
+            if not usable:
+                continue
+            s = lp.var(float(d))
+            lp.objective.append(s)
             minute_s.append(s)
-            for u in range(max(start, t - problem.load), t + 1):
-                row([(n, 1.0)] + [(col, -1.0) for col in member[u][m]], 0.0)
-            k = max(1, -(-d // c))
-            last = d - c * (k - 1)
-            row([(s, 1.0), (n, -float(c))], 0.0)
-            row([(s, 1.0), (n, -float(last))], float(c * (k - 1) - last * (k - 1)))
-        if minute_s:
-            row([(s, 1.0) for s in minute_s], float(caps[t]))  # the per-minute bound
-    if not svar:
-        return 0.0
-    matrix = coo_matrix((vals, (rows, cols)), shape=(len(rhs), n_var)).tocsr()
-    cost = np.zeros(n_var)
-    cost[svar] = -1.0
-    bounds = [(0.0, b) for b in ub]
-    res = linprog(cost, A_ub=matrix, b_ub=np.array(rhs), bounds=bounds, method="highs")
-    if res.status != 0:
-        return float(sum(problem.demand[m][t] for m in range(n_models) for t in range(start, end)))
-    return -float(res.fun)
+            if problem.solo[c]:
+                m = usable[0]
+                terms = ready[m]
+                if problem.even[m]:
+                    cc = problem.conc[m]
+                    k = max(1, -(-d // cc))
+                    last = d - cc * (k - 1)
+                    lp.row([(s, 1.0)] + [(n, -float(cc)) for n, _k in terms], 0.0)
+                    lp.row(
+                        [(s, 1.0)] + [(n, -float(last)) for n, _k in terms],
+                        float(cc * (k - 1) - last * (k - 1)),
+                    )
+                else:
+                    lp.row([(s, 1.0)] + [(n, -float(k)) for n, k in terms], 0.0)
+                continue
+            parts = []
+            for m in usable:
+                f = lp.var(float(d))
+                parts.append(f)
+                into.setdefault(m, []).append(f)
+            lp.row([(s, 1.0)] + [(f, -1.0) for f in parts], 0.0)
+        for m, fs in into.items():
+            lp.row([(f, 1.0) for f in fs] + [(n, -float(k)) for n, k in ready[m]], 0.0)
+        if minute_s and caps is not None:
+            lp.row([(s, 1.0) for s in minute_s], float(caps[t]))
+    value = lp.maximise()
+    if value is None:  # cannot happen (all zeros is feasible): the trivial bound
+        return float(sum(series[t] for series in problem.demand for t in range(start, end)))
+    return value
 
 
-COUPLED_SPAN = 120  # minutes per coupled LP (longer spans: tighter, slower; measured ≤ 3 s total)
+def _ready_count(
+    lp: _Lp,
+    problem: Problem,
+    ty: HostType,
+    i: int,
+    m: int,
+    t: int,
+    start: int,
+    y: dict[tuple[int, int], dict[int, list[int]]],
+) -> int | None:
+    """The column n[m, type, t] with its coupling rows, or None when it must be 0."""
+    load = problem.load
+    if t < load:  # only initial replicas can be ready yet
+        if m not in ty.initial or not all(ty.up[0 : t + 1]):
+            return None
+        cap: float | None = float(ty.count)
+    else:
+        if not all(ty.up[t - load : t + 1]):
+            return None
+        cap = None
+    n = lp.var(cap)
+    for u in range(max(start, t - load), t + 1):
+        cols = y.get((i, u), {}).get(m, [])
+        if not cols:
+            lp.ub[n] = 0.0
+            break
+        lp.row([(n, 1.0)] + [(c, -1.0) for c in cols], 0.0)
+    return n
+
+
+def _floor(value: float) -> int:
+    return math.floor(value * (1 + LP_SAFETY) + 1e-6)
+
+
+def minute_bounds(problem: Problem) -> list[int]:
+    """B_t for every minute: ⌊LP of minute t⌋, never above Σ demand at t."""
+    types = host_types(problem)
+    out = []
+    for t in range(problem.minutes):
+        total = sum(series[t] for series in problem.demand)
+        if total == 0:
+            out.append(0)
+            continue
+        out.append(min(total, _floor(lp_bound(problem, t, t + 1, None, types))))
+    return out
 
 
 def coupled_bounds(problem: Problem, caps: list[int]) -> int:
     """Σ over consecutive spans of ⌊coupled LP⌋: a proven bound on Σ served."""
+    types = host_types(problem)
     total = 0
     for a in range(0, problem.minutes, COUPLED_SPAN):
         b = min(problem.minutes, a + COUPLED_SPAN)
-        value = coupled_bound(problem, a, b, caps)
-        total += min(sum(caps[a:b]), math.floor(value * (1 + LP_SAFETY) + 1e-6))
+        value = lp_bound(problem, a, b, caps, types)
+        total += min(sum(caps[a:b]), _floor(value))
     return total

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model, cp_model_helper
 
+from grid.lab.oracle.flow import minute_flow
 from grid.lab.oracle.trace import Problem
 
 Lit = cp_model_helper.Literal  # a Boolean variable or its negation
@@ -49,7 +50,8 @@ class ResidencyModel:
     load: dict[tuple[int, int, int], Lit] = field(default_factory=dict)
     unload: dict[tuple[int, int, int], Lit] = field(default_factory=dict)
     ready: dict[tuple[int, int, int], Lit] = field(default_factory=dict)
-    served: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
+    served: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (class, t)
+    flow: dict[tuple[int, int, int], cp_model.IntVar] = field(default_factory=dict)  # (c, m, t)
 
     def __post_init__(self) -> None:
         p = self.problem
@@ -144,26 +146,52 @@ class ResidencyModel:
                 if slot_binds:
                     self.model.add(sum(x for _m, x in xs) <= p.slots[h])
 
-    # served = min(demand, concurrency × ready), as its exact concave hull over integer counts
+    # served: a solo class on an even model is min(demand, C × ready) as its exact concave hull
+    # over integer counts; otherwise classes route onto their models' ready capacity (flows)
     def _served(self) -> None:
         p = self.problem
-        for m in range(len(p.model_ids)):
-            c = p.conc[m]
-            for t in self.minutes():
-                d = p.demand[m][t]
-                readies = [
-                    self.ready[m, h, t] for h in range(len(p.host_ids)) if (m, h, t) in self.ready
+        for t in self.minutes():
+            capacity: dict[int, list[tuple[int, Lit]]] = {}
+            for m in range(len(p.model_ids)):
+                terms = [
+                    (p.cap(m, h, t), self.ready[m, h, t])
+                    for h in range(len(p.host_ids))
+                    if (m, h, t) in self.ready
                 ]
-                if d <= 0 or not readies:
+                if terms:
+                    capacity[m] = terms
+            into: dict[int, list[cp_model.IntVar]] = {}
+            for c, members in enumerate(p.class_models):
+                d = p.demand[c][t]
+                usable = [m for m in members if m in capacity]
+                if d <= 0 or not usable:
                     continue
-                srv = self.model.new_int_var(0, d, f"s_{m}_{t}")
-                count = sum(readies)
-                k = -(-d // c)  # replicas needed to serve d in full
-                last = d - c * (k - 1)  # what the k-th replica adds
-                if k >= 2:
-                    self.model.add(srv <= c * count)
-                self.model.add(srv <= c * (k - 1) + last * (count - (k - 1)))
-                self.served[m, t] = srv
+                srv = self.model.new_int_var(0, d, f"s_{c}_{t}")
+                self.served[c, t] = srv
+                if p.solo[c]:
+                    m = usable[0]
+                    if p.even[m]:
+                        self._hull(srv, d, p.conc[m], sum(lit for _c, lit in capacity[m]))
+                    else:
+                        self.model.add(srv <= sum(k * lit for k, lit in capacity[m]))
+                    continue
+                parts = []
+                for m in usable:
+                    most = min(d, sum(k for k, _lit in capacity[m]))
+                    f = self.model.new_int_var(0, most, f"f_{c}_{m}_{t}")
+                    self.flow[c, m, t] = f
+                    into.setdefault(m, []).append(f)
+                    parts.append(f)
+                self.model.add(srv == sum(parts))
+            for m, fs in into.items():
+                self.model.add(sum(fs) <= sum(k * lit for k, lit in capacity[m]))
+
+    def _hull(self, srv: cp_model.IntVar, d: int, c: int, count: cp_model.LinearExprT) -> None:
+        k = -(-d // c)  # replicas needed to serve d in full
+        last = d - c * (k - 1)  # what the k-th replica adds
+        if k >= 2:
+            self.model.add(srv <= c * count)
+        self.model.add(srv <= c * (k - 1) + last * (count - (k - 1)))
 
     # symmetry breaking between identical hosts: order them by residency-minutes --------------
     def _symmetry(self) -> None:
@@ -176,12 +204,12 @@ class ResidencyModel:
         return sum(v for (_m, hh, _t), v in self.x.items() if hh == h)
 
     def add_minute_caps(self, caps: list[int]) -> None:
-        """Σ_m served[m, t] ≤ caps[t]: per-minute bounds proven elsewhere (bound.py)."""
+        """Σ_c served[c, t] ≤ caps[t]: per-minute bounds proven elsewhere (bound.py)."""
         by_minute: dict[int, list[cp_model.IntVar]] = {}
-        for (_m, t), srv in self.served.items():
+        for (_c, t), srv in self.served.items():
             by_minute.setdefault(t, []).append(srv)
         for t, terms in by_minute.items():
-            if caps[t] < sum(self.problem.demand[m][t] for m in range(len(self.problem.model_ids))):
+            if caps[t] < sum(series[t] for series in self.problem.demand):
                 self.model.add(sum(terms) <= caps[t])
 
     # objective expressions --------------------------------------------------------------------
@@ -216,13 +244,17 @@ class ResidencyModel:
                     self.x.get((m, h, t - j)) for j in range(p.load + 1) if t - j >= self.start
                 ]
                 val[lit.index] = int(all(x is not None and val[x.index] for x in chain))
-        for (m, t), srv in self.served.items():
-            count = sum(
-                lit_value(self.ready[m, h, t])
-                for h in range(len(p.host_ids))
-                if (m, h, t) in self.ready
-            )
-            val[srv.index] = min(p.demand[m][t], p.conc[m] * count)
+        capacity: dict[int, list[int]] = {}
+        for (m, h, t), lit in self.ready.items():
+            if lit_value(lit):
+                capacity.setdefault(t, [0] * len(p.model_ids))[m] += p.cap(m, h, t)
+        flows = {
+            t: minute_flow(p, t, capacity.get(t, [0] * len(p.model_ids))) for t in self.minutes()
+        }
+        for (c, t), srv in self.served.items():
+            val[srv.index] = sum(x for (cc, _m), x in flows[t].items() if cc == c)
+        for (c, m, t), f in self.flow.items():
+            val[f.index] = flows[t].get((c, m), 0)
         for index, value in val.items():
             self.model.proto.solution_hint.vars.append(index)
             self.model.proto.solution_hint.values.append(value)

@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Literal
 
+from grid.lab.oracle.flow import Flow, minute_flow
 from grid.lab.oracle.trace import Problem
 
 
@@ -43,13 +44,17 @@ class Action:
 
 @dataclass
 class Replay:
-    """What a schedule does. `served[m][t]` is scaled by `problem.scale`."""
+    """What a schedule does. `served[c][t]` (per demand class; class m < len(model_ids) is model
+    m's own demand) and `by_model[m][t]` (what model m's replicas served) are scaled by
+    `problem.scale`; `flows[t]` (kept with `keep_residency`) routes minute t's service."""
 
     served: list[list[int]]
     mutations: int
     violations: list[str] = field(default_factory=list)
     # present[h] at the end of each minute: model index -> load minute (initial: -(load+hold))
     residency: list[list[dict[int, int]]] = field(default_factory=list)
+    by_model: list[list[int]] = field(default_factory=list)
+    flows: list[Flow] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -69,7 +74,11 @@ def replay(problem: Problem, schedule: list[Action], *, keep_residency: bool = F
     hosts = {h: i for i, h in enumerate(problem.host_ids)}
     models = {m: i for i, m in enumerate(problem.model_ids)}
     by_minute: dict[int, list[Action]] = defaultdict(list)
-    out = Replay([[0] * problem.minutes for _ in problem.model_ids], 0)
+    out = Replay(
+        [[0] * problem.minutes for _ in problem.demand],
+        0,
+        by_model=[[0] * problem.minutes for _ in problem.model_ids],
+    )
     for act in sort_schedule(schedule):
         if act.model_id not in models or act.host_id not in hosts:
             out.violations.append(f"{act}: unknown model or host")
@@ -88,15 +97,18 @@ def replay(problem: Problem, schedule: list[Action], *, keep_residency: bool = F
         for act in by_minute.get(t, []):
             _apply(problem, present, act, models[act.model_id], hosts[act.host_id], out)
         _check_ledgers(problem, present, t, out)
-        ready = [0] * len(problem.model_ids)
-        for resident in present:
+        capacity = [0] * len(problem.model_ids)
+        for h, resident in enumerate(present):
             for m, start in resident.items():
                 if t - start >= problem.load:
-                    ready[m] += 1
-        for m, count in enumerate(ready):
-            out.served[m][t] = min(problem.demand[m][t], problem.conc[m] * count)
+                    capacity[m] += problem.cap(m, h, t)
+        flow = minute_flow(problem, t, capacity)
+        for (c, m), x in flow.items():
+            out.served[c][t] += x
+            out.by_model[m][t] += x
         if keep_residency:
             out.residency.append([dict(r) for r in present])
+            out.flows.append(flow)
     return out
 
 

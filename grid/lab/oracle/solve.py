@@ -21,6 +21,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from grid.lab.oracle.bound import coupled_bounds, minute_bounds
+from grid.lab.oracle.flow import flow_total, minute_flow
 from grid.lab.oracle.greedy import best_greedy
 from grid.lab.oracle.model import ResidencyModel, identical_host_groups
 from grid.lab.oracle.replay import Action, Replay, replay, schedule_from_residency
@@ -76,19 +77,17 @@ class OracleResult:
 
 
 def static_bound(problem: Problem) -> int:
-    """Σ over minutes and models of min(demand, concurrency × hosts where m could be ready)."""
+    """Σ over minutes of what the minute serves with every replica that could be ready there."""
     total = 0
     since = problem.load
-    for m in range(len(problem.model_ids)):
-        hosts = [h for h in range(len(problem.host_ids)) if problem.eligible[m][h]]
-        for t in range(problem.minutes):
-            lo = max(0, t - since)
-            n = sum(
-                1
-                for h in hosts
-                if all(problem.up[h][lo : t + 1]) and (t >= since or (m, h) in problem.initial)
-            )
-            total += min(problem.demand[m][t], problem.conc[m] * n)
+    pairs = problem.pairs()
+    for t in range(problem.minutes):
+        lo = max(0, t - since)
+        capacity = [0] * len(problem.model_ids)
+        for m, h in pairs:
+            if all(problem.up[h][lo : t + 1]) and (t >= since or (m, h) in problem.initial):
+                capacity[m] += problem.cap(m, h, t)
+        total += flow_total(minute_flow(problem, t, capacity))
     return total
 
 
@@ -124,9 +123,15 @@ def _report(stage: str, name: str, solver: cp_model.CpSolver, started: float) ->
 
 
 def _two_stages(
-    problem: Problem, rm: ResidencyModel, rows: Rows, bound: int, budget: Budget
+    problem: Problem,
+    rm: ResidencyModel,
+    rows: Rows,
+    bound: int,
+    budget: Budget,
+    mutations: bool = True,
 ) -> tuple[Rows, int, bool, list[dict[str, Any]]]:
-    """The whole-trace model: (rows, bound, proven, reports)."""
+    """The whole-trace model: (rows, bound, proven, reports); without `mutations` the second
+    stage is skipped (then the mutation level is not proven)."""
     reports = []
     best_served = _check(problem, rows)[1].total
     proven = best_served >= bound
@@ -143,6 +148,8 @@ def _two_stages(
             if total > best_served:
                 rows, best_served = got, total
         proven = name == "OPTIMAL" or best_served >= bound
+    if not mutations:
+        return rows, bound, False, reports
     rm.model.add(rm.served_expr() >= best_served)
     rm.model.minimize(rm.mutations_expr())
     started = time.perf_counter()
@@ -153,7 +160,11 @@ def _two_stages(
     return rows, bound, proven and name == "OPTIMAL", reports
 
 
-def solve_problem(problem: Problem, time_limit_s: float, deterministic: bool) -> OracleResult:
+def solve_problem(
+    problem: Problem, time_limit_s: float, deterministic: bool, *, mutations: bool = True
+) -> OracleResult:
+    """`mutations=False`: served only (the mutation stage and the window search's are skipped;
+    the status is then FEASIBLE), for callers that read only served, e.g. the graduate gate."""
     started = time.perf_counter()
     budget = Budget(time_limit_s, deterministic)
     greedy_rows = best_greedy(problem)
@@ -162,13 +173,17 @@ def solve_problem(problem: Problem, time_limit_s: float, deterministic: bool) ->
     if _check(problem, hint_rows)[1].total < greedy.total:
         hint_rows = greedy_rows
     hint_rows = _ordered_for_symmetry(problem, hint_rows)
-    caps = minute_bounds(problem)
-    bound = min(static_bound(problem), sum(caps), coupled_bounds(problem, caps))
+    bound = static_bound(problem)
+    if greedy.total >= bound:  # the greedy already serves all that could be ready: proven
+        caps = [sum(series[t] for series in problem.demand) for t in range(problem.minutes)]
+    else:
+        caps = minute_bounds(problem)
+        bound = min(bound, sum(caps), coupled_bounds(problem, caps))
     cells = len(problem.pairs()) * problem.minutes
     if cells <= FULL_MODEL_CELLS:
         rm = ResidencyModel(problem)
         rm.add_minute_caps(caps)
-        rows, bound, proven, reports = _two_stages(problem, rm, hint_rows, bound, budget)
+        rows, bound, proven, reports = _two_stages(problem, rm, hint_rows, bound, budget, mutations)
     else:
         rows, reports = window_search(problem, hint_rows, caps, budget)
         proven = False  # windows never prove the mutation level

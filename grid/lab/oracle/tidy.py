@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from grid.lab.oracle.flow import flow_total, minute_flow
 from grid.lab.oracle.trace import Problem
 
 Rows = list[list[set[int]]]
@@ -51,7 +52,8 @@ def _stays(problem: Problem, rows: Rows) -> list[_Stay]:
 class _Ledger:
     def __init__(self, problem: Problem, stays: list[_Stay]) -> None:
         self.p = problem
-        self.ready = [[0] * problem.minutes for _ in problem.model_ids]
+        # capacity[t][m]: scaled units the ready replicas of m can serve at minute t
+        self.capacity = [[0] * len(problem.model_ids) for _ in range(problem.minutes)]
         self.used = [[0] * problem.minutes for _ in problem.host_ids]
         self.count = [[0] * problem.minutes for _ in problem.host_ids]
         for stay in stays:
@@ -63,14 +65,25 @@ class _Ledger:
 
     def apply(self, stay: _Stay, sign: int) -> None:
         for t in self.ready_span(stay):
-            self.ready[stay.m][t] += sign
+            self.capacity[t][stay.m] += sign * self.p.cap(stay.m, stay.h, t)
         for t in range(stay.start, stay.end):
             self.used[stay.h][t] += sign * self.p.memory[stay.m]
             self.count[stay.h][t] += sign
 
     def idle(self, stay: _Stay) -> bool:
-        d, c = self.p.demand[stay.m], self.p.conc[stay.m]
-        return all(d[t] <= c * (self.ready[stay.m][t] - 1) for t in self.ready_span(stay))
+        """Every minute the stay is ready serves as much without it."""
+        p = self.p
+        for t in self.ready_span(stay):
+            with_it = self.capacity[t]
+            without = list(with_it)
+            without[stay.m] -= p.cap(stay.m, stay.h, t)
+            if all(p.solo):
+                d = sum(p.demand[c][t] for c in p.model_classes[stay.m])
+                if min(d, without[stay.m]) < min(d, with_it[stay.m]):
+                    return False
+            elif flow_total(minute_flow(p, t, without)) < flow_total(minute_flow(p, t, with_it)):
+                return False
+        return True
 
     def room(self, m: int, h: int, start: int, end: int) -> bool:
         p = self.p

@@ -50,6 +50,9 @@ class TraceHost(_Strict):
     max_models: int = Field(default=0, ge=0)
     runtimes: list[str] = Field(default_factory=list)
     down: list[tuple[int, int]] = Field(default_factory=list)
+    # Optional physics (docs/oracle.md, "Extended traces"); the defaults are the contract's.
+    speed: float = Field(default=1.0, gt=0, le=MAX_VALUE, allow_inf_nan=False)
+    throttle: list[tuple[int, int, float]] = Field(default_factory=list)
 
 
 class TraceModel(_Strict):
@@ -73,6 +76,7 @@ class Trace(_Strict):
     models: list[TraceModel]
     demand: dict[str, list[float]] = Field(default_factory=dict)
     initial: list[TracePlacement] = Field(default_factory=list)
+    classes: dict[str, list[str]] = Field(default_factory=dict)
 
 
 def _err(code: str, message: str, path: str, fix: str) -> TraceError:
@@ -95,38 +99,83 @@ def _check_ids(trace: Trace) -> None:
             seen.add(ident)
 
 
+def _check_spans(trace: Trace, i: int, name: str, spans: list[tuple[int, int]], fix: str) -> None:
+    """Host i's `name` intervals: inside [0, minutes) with start < end, and not overlapping."""
+    for j, (start, end) in enumerate(spans):
+        if not 0 <= start < end <= trace.minutes:
+            raise _err(
+                f"{name}_out_of_range",
+                f"{name} interval [{start}, {end}) is not inside [0, {trace.minutes}) "
+                "with start < end",
+                f"hosts[{i}].{name}[{j}]",
+                f"give [start, end) with 0 <= start < end <= {trace.minutes}",
+            )
+    ordered = sorted(spans)
+    for (_s0, e0), (s1, e1) in itertools.pairwise(ordered):
+        if s1 < e0:
+            raise _err(
+                f"{name}_overlap",
+                f"{name} interval starting at {s1} overlaps one that ends at {e0}",
+                f"hosts[{i}].{name}[{spans.index((s1, e1))}]",
+                fix,
+            )
+
+
 def _check_down(trace: Trace) -> None:
     for i, host in enumerate(trace.hosts):
-        spans = sorted(host.down)
-        for j, (start, end) in enumerate(host.down):
-            if not 0 <= start < end <= trace.minutes:
+        _check_spans(trace, i, "down", list(host.down), "merge overlapping down intervals into one")
+
+
+def _check_throttle(trace: Trace) -> None:
+    for i, host in enumerate(trace.hosts):
+        spans = [(a, b) for a, b, _f in host.throttle]
+        _check_spans(trace, i, "throttle", spans, "give non-overlapping throttle intervals")
+        for j, (_a, _b, fraction) in enumerate(host.throttle):
+            if not (math.isfinite(fraction) and 0 < fraction <= 1):
                 raise _err(
-                    "down_out_of_range",
-                    f"down interval [{start}, {end}) is not inside [0, {trace.minutes}) "
-                    "with start < end",
-                    f"hosts[{i}].down[{j}]",
-                    f"give [start, end) with 0 <= start < end <= {trace.minutes}",
+                    "out_of_range",
+                    f"throttle fraction {fraction!r} is outside (0, 1]",
+                    f"hosts[{i}].throttle[{j}]",
+                    "give the fraction of the host's speed left while throttled, e.g. 0.5",
                 )
-        for (_s0, e0), (s1, _e1) in itertools.pairwise(spans):
-            if s1 < e0:
-                j = host.down.index((s1, _e1))
+
+
+def _check_classes(trace: Trace, models: set[str]) -> None:
+    for name, members in trace.classes.items():
+        path = f"classes.{name}"
+        if name in models or not name:
+            raise _err(
+                "duplicate_id",
+                f"class {name!r} has the name of a model" if name else "a class needs a name",
+                path,
+                "give every demand class a name that no model has",
+            )
+        for k, model_id in enumerate(members):
+            if model_id not in models:
                 raise _err(
-                    "down_overlap",
-                    f"down interval starting at {s1} overlaps one that ends at {e0}",
-                    f"hosts[{i}].down[{j}]",
-                    "merge overlapping down intervals into one",
+                    "unknown_model",
+                    f"class {name!r} names model {model_id!r}, which is not under `models`",
+                    f"{path}[{k}]",
+                    "name models listed under `models`",
+                )
+            if model_id in members[:k]:
+                raise _err(
+                    "duplicate_id",
+                    f"class {name!r} lists model {model_id!r} twice",
+                    f"{path}[{k}]",
+                    "list each model of a class once",
                 )
 
 
 def _check_demand(trace: Trace, models: set[str]) -> None:
     for model_id, series in trace.demand.items():
         path = f"demand.{model_id}"
-        if model_id not in models:
+        if model_id not in models and model_id not in trace.classes:
             raise _err(
                 "unknown_model",
-                f"demand names model {model_id!r}, which is not under `models`",
+                f"demand names {model_id!r}, which is neither under `models` nor under `classes`",
                 path,
-                "add the model under `models`, or remove its demand",
+                "add the model under `models` (or the class under `classes`), or remove its demand",
             )
         if len(series) != trace.minutes:
             raise _err(
@@ -234,7 +283,10 @@ def parse_trace(data: Any) -> Trace:
             "shorten the trace or split the fleet",
         )
     _check_down(trace)
-    _check_demand(trace, {m.model_id for m in trace.models})
+    _check_throttle(trace)
+    model_ids = {m.model_id for m in trace.models}
+    _check_classes(trace, model_ids)
+    _check_demand(trace, model_ids)
     _check_initial(trace)
     return trace
 
@@ -269,8 +321,16 @@ class Problem:
     """A valid trace in integers. Index order follows the trace's host and model lists.
 
     `eligible[m][h]`: the model can be placed on the host (runtimes intersect and it fits an
-    empty host). `up[h][t]`: host h is not down at minute t. `demand[m][t]` and `conc[m]` are
-    scaled by `scale`; `initial` holds (m, h) index pairs.
+    empty host). `up[h][t]`: host h is not down at minute t. `initial` holds (m, h) index pairs.
+
+    Demand classes: class c < len(model_ids) is model c's own demand (served by it alone, the
+    contract's `demand[m]`); the trace's `classes` follow, each served by any of
+    `class_models[c]` (in the listed order of preference). `demand[c][t]` is scaled by `scale`.
+    A replica of m on h serves `cap(m, h, t)` scaled units at minute t: replica_concurrency ×
+    the host's speed × its throttle fraction at t (`caps[m][rate[h][t]]`); `conc[m]` is the most
+    one replica of m serves anywhere (equal to every capacity of m on a uniform-speed trace).
+    `solo[c]`: the class has one model and that model serves no other class with demand, so
+    served(c, t) = min(demand, capacity) with no routing choice (or no model: never served).
     """
 
     trace: Trace
@@ -288,6 +348,13 @@ class Problem:
     eligible: tuple[tuple[bool, ...], ...]
     up: tuple[tuple[bool, ...], ...]
     initial: frozenset[tuple[int, int]]
+    class_ids: tuple[str, ...] = ()
+    class_models: tuple[tuple[int, ...], ...] = ()
+    rate: tuple[tuple[int, ...], ...] = ()
+    caps: tuple[tuple[int, ...], ...] = ()
+    solo: tuple[bool, ...] = ()
+    model_classes: tuple[tuple[int, ...], ...] = ()
+    even: tuple[bool, ...] = ()  # per model: one capacity on every eligible host-minute
 
     def pairs(self) -> list[tuple[int, int]]:
         return [
@@ -297,22 +364,63 @@ class Problem:
             if self.eligible[m][h]
         ]
 
+    def cap(self, m: int, h: int, t: int) -> int:
+        return self.caps[m][self.rate[h][t]]
 
-def _decimals(value: float) -> int:
-    exponent = Decimal(repr(value)).normalize().as_tuple().exponent
+    @property
+    def uniform(self) -> bool:
+        """Every replica of a model serves the same wherever and whenever it is ready."""
+        return all(self.even)
+
+    @property
+    def classic(self) -> bool:
+        """A contract-format problem: uniform speed and every class solo."""
+        return self.uniform and all(self.solo)
+
+
+def _decimals(value: Decimal) -> int:
+    exponent = value.normalize().as_tuple().exponent
     return max(0, -exponent) if isinstance(exponent, int) else 0
 
 
-def _scaled(value: float, digits: int) -> int:
-    return int(Decimal(repr(value)).scaleb(digits).to_integral_value(ROUND_HALF_EVEN))
+def _dec(value: float) -> Decimal:
+    return Decimal(repr(value))
+
+
+def _scaled(value: Decimal, digits: int) -> int:
+    return int(value.scaleb(digits).to_integral_value(ROUND_HALF_EVEN))
+
+
+def _factors(trace: Trace) -> tuple[list[Decimal], list[list[int]]]:
+    """Distinct host speed factors (speed × throttle fraction) and each host-minute's index."""
+    factors: list[Decimal] = []
+    index: dict[Decimal, int] = {}
+    rows: list[list[int]] = []
+    for host in trace.hosts:
+        base = _dec(host.speed)
+        per = [base] * trace.minutes
+        for start, end, fraction in host.throttle:
+            for t in range(start, end):
+                per[t] = base * _dec(fraction)
+        row = []
+        for value in per:
+            if value not in index:
+                index[value] = len(factors)
+                factors.append(value)
+            row.append(index[value])
+        rows.append(row)
+    if not factors:
+        factors.append(Decimal(1))
+    return factors, rows
 
 
 def choose_scale(trace: Trace) -> int:
     """The exponent k of the scale S = 10**k (module docstring)."""
-    values = [m.replica_concurrency for m in trace.models]
-    values += [v for series in trace.demand.values() for v in series]
+    factors, _rows = _factors(trace)
+    values = [_dec(v) for series in trace.demand.values() for v in series]
+    values += [_dec(m.replica_concurrency) * f for m in trace.models for f in factors]
     digits = min(MAX_DECIMALS, max((_decimals(v) for v in values), default=0))
-    total = sum((Decimal(repr(v)) for series in trace.demand.values() for v in series), Decimal(0))
+    total = sum((_dec(v) for series in trace.demand.values() for v in series), Decimal(0))
     while digits > 0 and total.scaleb(digits) > MAX_SCALED_TOTAL:
         digits -= 1
     return digits
@@ -329,11 +437,14 @@ def compile_trace(trace: Trace) -> Problem:
                 row[t] = False
         up.append(tuple(row))
     zero = (0,) * trace.minutes
+    m_index = {m.model_id: i for i, m in enumerate(models)}
+    class_ids = [m.model_id for m in models] + sorted(trace.classes)
+    class_models = [(i,) for i in range(len(models))] + [
+        tuple(m_index[x] for x in trace.classes[name]) for name in sorted(trace.classes)
+    ]
     demand = tuple(
-        tuple(_scaled(v, digits) for v in trace.demand[m.model_id])
-        if m.model_id in trace.demand
-        else zero
-        for m in models
+        tuple(_scaled(_dec(v), digits) for v in trace.demand[c]) if c in trace.demand else zero
+        for c in class_ids
     )
     eligible = tuple(
         tuple(
@@ -341,8 +452,27 @@ def compile_trace(trace: Trace) -> Problem:
         )
         for m in models
     )
+    factors, rate = _factors(trace)
+    caps = tuple(
+        tuple(max(1, _scaled(_dec(m.replica_concurrency) * f, digits)) for f in factors)
+        for m in models
+    )
+    used = [
+        {rate[h][t] for h in range(len(hosts)) if eligible[i][h] for t in range(trace.minutes)}
+        for i in range(len(models))
+    ]
+    conc = tuple(max((caps[i][f] for f in used[i]), default=caps[i][0]) for i in range(len(models)))
+    even = tuple(len({caps[i][f] for f in used[i]}) <= 1 for i in range(len(models)))
+    active = [any(series) for series in demand]
+    model_classes = tuple(
+        tuple(c for c, members in enumerate(class_models) if i in members and active[c])
+        for i in range(len(models))
+    )
+    solo = tuple(
+        not members or (len(members) == 1 and model_classes[members[0]] in ((), (c,)))
+        for c, members in enumerate(class_models)
+    )
     h_index = {h.host_id: i for i, h in enumerate(hosts)}
-    m_index = {m.model_id: i for i, m in enumerate(models)}
     return Problem(
         trace=trace,
         minutes=trace.minutes,
@@ -354,9 +484,16 @@ def compile_trace(trace: Trace) -> Problem:
         capacity=tuple(h.capacity_mb for h in hosts),
         slots=tuple(h.max_models for h in hosts),
         memory=tuple(m.memory_mb for m in models),
-        conc=tuple(max(1, _scaled(m.replica_concurrency, digits)) for m in models),
+        conc=conc,
         demand=demand,
         eligible=eligible,
         up=tuple(up),
         initial=frozenset((m_index[p.model_id], h_index[p.host_id]) for p in trace.initial),
+        class_ids=tuple(class_ids),
+        class_models=tuple(class_models),
+        rate=tuple(tuple(r) for r in rate),
+        caps=caps,
+        solo=solo,
+        model_classes=model_classes,
+        even=even,
     )

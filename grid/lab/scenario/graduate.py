@@ -17,6 +17,15 @@ Gates (name: value; passes when):
 - least_workload_largest_fleet: worst (smart - best other least-workload service) on the
   largest fleet; >= -0.05
 - startup_savings_over_reactive: sum of reactive startup s - sum of smart startup s; > 0
+- median_score_gain_over_static: median of (smart score - static score), points; >= 0
+- median_score_gain_over_greedy: median of (smart score - greedy score), points; >= 0
+- served_vs_oracle_largest_fleet: worst smart served / the oracle's served (the hindsight
+  oracle on the cell's own trace and physics, grid/lab/scenario/oracle_strategy.py) on the
+  largest fleet; >= 0.9 (a cell's `oracle` entry: its served and bound fractions, status)
+- mapping_changes_per_hour: smart's mapping changes per simulated hour on the largest fleet
+  (its cells' changes over their hours); <= 10
+A gate whose inputs a cell set lacks (hand-made cells without `oracle` or `duration_s`) is
+left out of the list.
 """
 
 from __future__ import annotations
@@ -25,16 +34,19 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from grid.lab.oracle import compile_trace, parse_trace, solve_problem
 from grid.lab.scenario.lab import run_scenario
+from grid.lab.scenario.oracle_bridge import world_document
 from grid.lab.scenario.report import document
 from grid.lab.scenario.strategies import STRATEGIES
-from grid.lab.scenario.world import ScenarioConfig
+from grid.lab.scenario.world import ScenarioConfig, build_world
 
 CELL_KEYS = (
     "served_fraction",
     "score",
     "least_workload_service",
     "churn",
+    "mapping_changes",
     "loads",
     "unloads",
     "startup_s",
@@ -50,15 +62,32 @@ GATES: tuple[tuple[str, str, float], ...] = (
     ("churn_vs_greedy", "<=", 0.5),
     ("least_workload_largest_fleet", ">=", -0.05),
     ("startup_savings_over_reactive", ">", 0.0),
+    ("median_score_gain_over_static", ">=", 0.0),
+    ("median_score_gain_over_greedy", ">=", 0.0),
+    ("served_vs_oracle_largest_fleet", ">=", 0.9),
+    ("mapping_changes_per_hour", "<=", 10.0),
 )
+DEFAULT_ORACLE_TIME_LIMIT_S = 10.0
 
 
 def run_cell(
-    machines: int, seed: int, *, models: int, users: int, duration_s: int
+    machines: int,
+    seed: int,
+    *,
+    models: int,
+    users: int,
+    duration_s: int,
+    oracle_time_limit_s: float | None = None,
 ) -> dict[str, Any]:
     """Each strategy builds its own world from the seed (no shared state), so the identical-
-    trace gate compares what four independent runs actually routed."""
-    out: dict[str, Any] = {"machines": machines, "seed": seed, "strategies": {}}
+    trace gate compares what four independent runs actually routed. With
+    `oracle_time_limit_s`, the hindsight oracle is solved on the cell's trace too."""
+    out: dict[str, Any] = {
+        "machines": machines,
+        "seed": seed,
+        "duration_s": duration_s,
+        "strategies": {},
+    }
     for name in STRATEGIES:
         cfg = ScenarioConfig(
             machines=machines,
@@ -72,6 +101,19 @@ def run_cell(
         row = {k: doc["summary"][k] for k in CELL_KEYS}
         row["demand_trace_sha256"] = doc["demand_trace_sha256"]
         out["strategies"][name] = row
+    if oracle_time_limit_s is not None:
+        cfg = ScenarioConfig(
+            machines=machines, models=models, users=users, duration_s=duration_s, seed=seed
+        )
+        world = build_world(cfg)
+        problem = compile_trace(parse_trace(world_document(world)))
+        result = solve_problem(problem, oracle_time_limit_s, deterministic=True, mutations=False)
+        demand = result.demand or 1.0
+        out["oracle"] = {
+            "status": result.status,
+            "served_fraction": round(result.served / demand, 4),
+            "bound_fraction": round(result.bound / demand, 4),
+        }
     return out
 
 
@@ -116,7 +158,33 @@ def _values(cells: Sequence[dict[str, Any]]) -> dict[str, float]:
             c["strategies"]["reactive"]["startup_s"] - c["strategies"]["smart"]["startup_s"]
             for c in cells
         ),
+        "median_score_gain_over_static": statistics.median(
+            c["strategies"]["smart"]["score"] - c["strategies"]["static"]["score"] for c in cells
+        ),
+        "median_score_gain_over_greedy": statistics.median(
+            c["strategies"]["smart"]["score"] - c["strategies"]["greedy"]["score"] for c in cells
+        ),
+        **_oracle_gate(cells, largest),
+        **_mapping_gate(cells, largest),
     }
+
+
+def _oracle_gate(cells: Sequence[dict[str, Any]], largest: int) -> dict[str, float]:
+    ratios = [
+        c["strategies"]["smart"]["served_fraction"] / c["oracle"]["served_fraction"]
+        for c in cells
+        if c["machines"] == largest and c.get("oracle", {}).get("served_fraction", 0) > 0
+    ]
+    return {"served_vs_oracle_largest_fleet": min(ratios)} if ratios else {}
+
+
+def _mapping_gate(cells: Sequence[dict[str, Any]], largest: int) -> dict[str, float]:
+    mine = [c for c in cells if c["machines"] == largest and c.get("duration_s")]
+    hours = sum(c["duration_s"] for c in mine) / 3600.0
+    if not mine or hours <= 0:
+        return {}
+    changes = sum(c["strategies"]["smart"].get("mapping_changes", 0) for c in mine)
+    return {"mapping_changes_per_hour": changes / hours}
 
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -132,6 +200,8 @@ def gates(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     values = _values(cells)
     out = []
     for name, op, threshold in GATES:
+        if name not in values:
+            continue
         value = values[name]
         passed = _OPS[op](value, threshold)
         out.append(
@@ -157,11 +227,22 @@ def graduate(
     users: int,
     duration_s: int,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    oracle_time_limit_s: float = DEFAULT_ORACLE_TIME_LIMIT_S,
 ) -> dict[str, Any]:
+    """The oracle is solved on the largest fleet's cells (its gate's input)."""
     cells = []
+    largest = max(machines, default=0)
     for n in machines:
         for seed in seeds:
-            cell = run_cell(n, seed, models=models, users=users, duration_s=duration_s)
+            limit = oracle_time_limit_s if n == largest else None
+            cell = run_cell(
+                n,
+                seed,
+                models=models,
+                users=users,
+                duration_s=duration_s,
+                oracle_time_limit_s=limit,
+            )
             cells.append(cell)
             if progress is not None:
                 progress(cell)

@@ -2,7 +2,10 @@
 document).
 
 Units: demand and served are concurrency-minutes (a request's base device seconds / 60), so a
-video job weighs what it costs and the oracle trace uses the same numbers. Per workload word
+video job weighs what it costs and the oracle trace uses the same numbers. Served is the work
+the physics did (physics.py: a request cut short by its pool's capacity counts the part done,
+as the oracle's min(demand, capacity) does); `completed` counts requests that succeeded in
+full. Per workload word
 (the classifier's word, what the allocator saw): demand, served, requests, successes, SLO hits,
 suitability-weighted service and admission-state minutes. Lifecycle counts come from the
 simulator's action records at the end (a started replica is a successful WARM; a cold start is
@@ -19,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from grid.demand import Outcome
 from grid.fleet.actions import ActionKind, RecordStatus
 from grid.fleet.models import LIVE_STATES
+from grid.fleet.workloads import PortfolioReport
 from grid.lab.scenario import workday
 from grid.lab.scenario.arrivals import TraceHash
 from grid.lab.scenario.catalog import designated
@@ -47,7 +51,8 @@ SLO_S: Mapping[str, float] = {
 @dataclass
 class WordStats:
     demand: float = 0.0
-    served: float = 0.0
+    served: float = 0.0  # work done (the oracle's measure): a request cut short counts its part
+    completed: float = 0.0  # units of requests that succeeded in full
     requests: int = 0
     ok: int = 0
     slo_ok: int = 0
@@ -74,7 +79,6 @@ class Metrics:
         self.minutes = len(world.arrivals)
         self.words: dict[str, WordStats] = {}
         self.best = {w: designated(world.profiles, world.machines, w) for w in workday.WORDS}
-        self.oracle_demand: dict[str, list[float]] = {}
         self.served_by_minute: list[float] = []
         # Per workload and minute (the HTML report's demand and served curves).
         self.word_demand: dict[str, list[float]] = {}
@@ -111,6 +115,33 @@ class Metrics:
         mapping: dict[str, str],
         evicted: list[tuple[str, str]],
     ) -> None:
+        self.service(t, start, result, events)
+        self.admission(result, report.plan.portfolio)
+        self._resources(fleet)
+        for u in report.plan.unsatisfied:
+            self.unsatisfied[u.code] = self.unsatisfied.get(u.code, 0) + 1
+        for v in report.violations:
+            self.violations.append({"minute": t, "code": v.code, "detail": v.detail})
+        self.lifelog.tick(start, report.plan, fleet)
+        self.tick_entry(
+            t,
+            result,
+            events,
+            mapping,
+            evicted,
+            actions=[f"{a.kind.value}:{a.model_id}@{a.host_id}" for a in report.result.actions],
+            withdrawn=[f"{w.code}:{w.model_id}@{w.host_id}" for w in report.result.withdrawn],
+            deferred=sorted({f"{d.code}:{d.model_id}@{d.host_id}" for d in report.result.deferred}),
+            shortfalls=sorted(
+                {f"{u.code}:{u.model_id}:{u.missing_replicas}" for u in report.plan.unsatisfied}
+            ),
+            violations=[v.code for v in report.violations],
+        )
+
+    def service(
+        self, t: int, start: float, result: MinuteResult, events: list[workday.Event]
+    ) -> None:
+        """What minute t's arrivals got (every strategy, and the oracle's replay)."""
         served_now = 0.0
         if self._t0 is None:
             self._t0 = start
@@ -118,8 +149,6 @@ class Metrics:
         for e in events:
             if e.kind in ("outage", "restore"):
                 self.losses.append(Change(start, LOST, e.host_id))
-        for key in self.oracle_demand.values():
-            key.append(0.0)
         for r in result.routed:
             req = r.request
             self.routed_hash.add(req)
@@ -128,42 +157,32 @@ class Metrics:
             w.requests += 1
             self.word_demand.setdefault(req.workload, [0.0] * self.minutes)[t] += req.units
             oracle_key = req.requested if req.requested != "auto" else self.best.get(req.workload)
-            if oracle_key is not None:
-                series = self.oracle_demand.setdefault(oracle_key, [0.0] * (t + 1))
-                series[t] += req.units
-            if r.outcome is not Outcome.OK or r.model_id is None:
+            if r.model_id is None or r.served <= 0:
                 continue
-            w.served += req.units
-            w.ok += 1
-            self.word_served.setdefault(req.workload, [0.0] * self.minutes)[t] += req.units
+            w.served += r.served
+            self.word_served.setdefault(req.workload, [0.0] * self.minutes)[t] += r.served
             if r.model_id == oracle_key:
-                self.on_target += req.units
-            served_now += req.units
-            if r.latency_s <= SLO_S.get(req.workload, 30.0):
-                w.slo_ok += 1
+                self.on_target += r.served
+            served_now += r.served
             best = self.best.get(req.workload)
             top = self._profiles[best].workload_scores.get(req.workload, 0.0) if best else 0.0
             score = self._profiles[r.model_id].workload_scores.get(req.workload, 0.0)
             if req.requested != "auto":
-                w.suitability += req.units
+                w.suitability += r.served
             elif top > 0:
-                w.suitability += req.units * min(1.0, score / top)
+                w.suitability += r.served * min(1.0, score / top)
+            if r.outcome is not Outcome.OK:
+                continue
+            w.ok += 1
+            w.completed += req.units
+            if r.latency_s <= SLO_S.get(req.workload, 30.0):
+                w.slo_ok += 1
         self.served_by_minute.append(served_now)
         self.serving.append(sorted({(r.host_id, r.model_id) for r in result.replicas}))
-        self._admission(result, report, t)
-        self._resources(fleet)
-        overloaded = result.overloaded()
-        for model_id in overloaded:
+        for model_id in result.overloaded():
             self.overloaded[model_id] = self.overloaded.get(model_id, 0) + 1
-        for u in report.plan.unsatisfied:
-            self.unsatisfied[u.code] = self.unsatisfied.get(u.code, 0) + 1
-        for v in report.violations:
-            self.violations.append({"minute": t, "code": v.code, "detail": v.detail})
-        self.lifelog.tick(start, report.plan, fleet)
-        self._tick_entry(t, result, report, events, mapping, overloaded, evicted)
 
-    def _admission(self, result: MinuteResult, report: TickReport, t: int) -> None:
-        portfolio = report.plan.portfolio
+    def admission(self, result: MinuteResult, portfolio: PortfolioReport | None) -> None:
         if portfolio is not None:
             for row in portfolio.admission:
                 w = self.words.setdefault(row.workload, WordStats())
@@ -183,6 +202,10 @@ class Metrics:
             w = self.words[word]
             w.admission[state] = w.admission.get(state, 0) + 1
 
+    def memory(self, fraction: float, disk_used_mb: int) -> None:
+        self.memory_fraction.append(fraction)
+        self.disk_used_mb.append(disk_used_mb)
+
     def _resources(self, fleet: LabFleet) -> None:
         live = alloc = 0
         for m in self.world.machines:
@@ -194,18 +217,21 @@ class Metrics:
         self.memory_fraction.append(live / alloc if alloc else 0.0)
         self.disk_used_mb.append(sum(fleet.disk_used_mb(h) for h in fleet.hosts))
 
-    def _tick_entry(
+    def tick_entry(
         self,
         t: int,
         result: MinuteResult,
-        report: TickReport,
         events: list[workday.Event],
         mapping: dict[str, str],
-        overloaded: list[str],
         evicted: list[tuple[str, str]],
+        *,
+        actions: list[str],
+        withdrawn: list[str],
+        deferred: list[str],
+        shortfalls: list[str],
+        violations: list[str],
     ) -> None:
-        actions = [f"{a.kind.value}:{a.model_id}@{a.host_id}" for a in report.result.actions]
-        withdrawn = [f"{w.code}:{w.model_id}@{w.host_id}" for w in report.result.withdrawn]
+        overloaded = result.overloaded()
         changed = {w: m for w, m in sorted(mapping.items()) if self._last_mapping.get(w) != m}
         gone = sorted(set(self._last_mapping) - set(mapping))
         self.mapping_changes += sum(1 for w in changed if w in self._last_mapping)
@@ -215,23 +241,17 @@ class Metrics:
             "events": [f"{e.kind}:{e.host_id}" for e in events],
             "actions": actions,
             "withdrawn": withdrawn,
-            "deferred": sorted(
-                {f"{d.code}:{d.model_id}@{d.host_id}" for d in report.result.deferred}
-            ),
+            "deferred": deferred,
             "portfolio_changes": {**changed, **dict.fromkeys(gone, None)},
             "overloaded": overloaded,
             "evicted": [f"{m}@{h}" for h, m in evicted],
             "served_fraction": round(
-                sum(r.request.units for r in result.routed if r.outcome is Outcome.OK)
-                / max(1e-9, sum(r.request.units for r in result.routed)),
-                4,
+                result.served / max(1e-9, sum(r.request.units for r in result.routed)), 4
             )
             if result.routed
             else 1.0,
-            "violations": [v.code for v in report.violations],
-            "shortfalls": sorted(
-                {f"{u.code}:{u.model_id}:{u.missing_replicas}" for u in report.plan.unsatisfied}
-            ),
+            "violations": violations,
+            "shortfalls": shortfalls,
         }
         interesting = (
             "events",
@@ -282,4 +302,25 @@ class Metrics:
                 {"minute": int((v.at - t0) // 60), "code": v.code, "detail": v.detail}
             )
         self.violations.sort(key=lambda v: (v["minute"], v["code"], v["detail"]))
+        life.churn = count_churn(changes)
+
+    def finish_schedule(
+        self, starts: list[tuple[float, str, str, bool]], unloads: list[Change]
+    ) -> None:
+        """Lifecycle of a replayed schedule (no action records): starts are (at, host, model,
+        cold); unloads are UNLOAD changes. Startup seconds as for a run: warm estimate, plus the
+        load estimate when cold."""
+        life = self.life
+        changes = list(self.losses) + list(unloads)
+        life.unloads = len(unloads)
+        for at, host_id, model_id, cold in starts:
+            prof = self._profiles[model_id]
+            life.starts += 1
+            changes.append(Change(at, START, host_id, model_id))
+            seconds = prof.warm_estimate_s + (prof.load_estimate_s if cold else 0.0)
+            life.startup_s += seconds
+            if cold:
+                life.cold_starts += 1
+                life.cold_start_s += seconds
+                life.downloaded_mb += prof.artifact_size_mb
         life.churn = count_churn(changes)

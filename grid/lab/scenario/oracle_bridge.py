@@ -1,32 +1,36 @@
 """`--oracle`: the hindsight oracle (grid/lab/oracle) on the run's exact demand and topology.
 
-The trace (DESIGN.md "Oracle contract") is built from what the run recorded:
-- minutes = the run's minutes; demand[m][t] = concurrency-minutes that arrived in minute t for
-  model m: named requests for their model, `auto` requests for their word's most suitable
-  allocatable model (`catalog.designated`, the same for every strategy);
-- hosts: allocatable memory (capacity − reserved), model slots, and compatibility tokens: each
-  runtime, plus `runtime+backend` pairs so a backend-bound model (video on CUDA) only fits where
-  the lab allows it; `down` = the workday's outage intervals;
-- models: memory, tokens, replica_concurrency × the fastest machine's performance (the oracle
-  has no per-host speed, so it gets the most optimistic one: an upper bound);
-- hold 2 minutes and load 1 minute (the contract's defaults; the lab's 300 s minimum residency
-  is stricter), no initial replicas (the lab starts empty too).
-The oracle counts a workload's demand as served only on that designated model, at its own
-per-replica capacity. `run_schedule` turns the run's READY timeline into an oracle schedule and
-the oracle's replayer values it: `run_placements_served` is the run on the oracle's measure (its
-schedule is feasible for the oracle: memory and slot ledgers, one-minute start, a longer hold),
-so with an OPTIMAL oracle served ≥ run_placements_served ≥ run_served_on_target (what the lab's
-physics served on the designated models). `potential_gain` = (oracle served −
-run_placements_served) / demand, both on that one measure, not clamped: a negative value can
-only come from a FEASIBLE (budget-cut) oracle that fell short of the run's own schedule.
-`run_served` (all service, on any model, under the lab's physics) is real service on another
-measure, reported beside it and never subtracted from the oracle's figure.
+The trace (DESIGN.md "Oracle contract", with the optional physics of docs/oracle.md "Extended
+traces") is the run's own service model, so the oracle's `served` and `bound` are the report's
+`served` measure:
+- minutes = the run's minutes; demand per class and minute = the concurrency-minutes that
+  arrived (named requests: the model's own demand; `auto` requests: their workload word, a class
+  served by every model with a score for it, best first), rounded up to the oracle's 10^-6;
+- hosts: allocatable memory (capacity − reserved), model slots, compatibility tokens (each
+  runtime, plus `runtime+backend` pairs so a backend-bound model only fits where the lab allows
+  it), `speed` = the machine's performance, `throttle` = the workday's throttled interval at
+  lab.THROTTLE, `down` = the outage intervals;
+- models: memory, tokens, replica_concurrency; hold 2 minutes and load 1 minute (the contract's
+  defaults; the lab's 300 s minimum residency is stricter), no initial replicas (the lab starts
+  empty too).
+A replica READY at minute t serves replica_concurrency × speed of that minute's work, a model's
+replicas pool, and a class's work may go to any of its models: physics.py computes exactly
+that for the run's own routing, the oracle maximises it over every schedule and routing. So
+every strategy's `served` ≤ the oracle's served when it is OPTIMAL, and ≤ `bound` always (the
+run's READY timeline is a valid oracle schedule: `run_placements_valid`).
+`run_schedule` turns the run's READY timeline into an oracle schedule, and the oracle's
+replayer values it with the best routing: `run_placements_served` (≥ `run_served`, the run's
+own `served`). `potential_gain` = (oracle served − run_served) / demand, split into
+`placement_gain` (oracle served − run_placements_served) and `routing_gain`
+(run_placements_served − run_served), all over demand, not clamped (negative only when a
+budget-cut FEASIBLE oracle fell short).
 `winning_changes`: the oracle's (model, host, [from, to)) residencies the run's schedule lacked,
 ranked by served gain, the first WINNING_CHANGES_SHOWN (`winning_changes_total` counts all).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from grid.lab.oracle import (
@@ -39,16 +43,39 @@ from grid.lab.oracle import (
     solve_oracle,
 )
 from grid.lab.scenario import workday
-from grid.lab.scenario.lab import RunResult
+from grid.lab.scenario.lab import THROTTLE, RunResult
+from grid.lab.scenario.physics import request_class
+from grid.lab.scenario.world import World
 
 DEFAULT_TIME_LIMIT_S = 30.0
 
 
+def _up(value: float) -> float:
+    """A demand value rounded up to the oracle's resolution (10^-6), so rounding never lets a
+    run serve more than the oracle's trace offers."""
+    return round(math.ceil(value * 1e6 - 1e-6) / 1e6, 6)
+
+
+def class_demand(world: World) -> dict[str, list[float]]:
+    """Concurrency-minutes that arrived per request class (a named model or an `auto` word)
+    and minute: what every strategy's physics is offered."""
+    minutes = len(world.arrivals)
+    out: dict[str, list[float]] = {}
+    for t, requests in enumerate(world.arrivals):
+        for req in requests:
+            out.setdefault(request_class(req), [0.0] * minutes)[t] += req.units
+    return out
+
+
 def oracle_document(run: RunResult) -> dict[str, Any]:
-    world, m = run.world, run.metrics
-    minutes = m.minutes
-    perf = max(x.kind.perf for x in world.machines)
+    return world_document(run.world)
+
+
+def world_document(world: World) -> dict[str, Any]:
+    """The oracle trace of a world (the same for every strategy: the arrivals are seeded)."""
+    minutes = len(world.arrivals)
     down = workday.down_intervals(world.events, minutes)
+    slow = workday.throttle_intervals(world.events, minutes)
     hosts = []
     for x in world.machines:
         h = x.host
@@ -60,6 +87,8 @@ def oracle_document(run: RunResult) -> dict[str, Any]:
                 "max_models": h.max_models,
                 "runtimes": tokens,
                 "down": [list(span) for span in down.get(h.host_id, [])],
+                "speed": x.kind.perf,
+                "throttle": [[a, b, THROTTLE] for a, b in slow.get(h.host_id, [])],
             }
         )
     models = []
@@ -74,13 +103,12 @@ def oracle_document(run: RunResult) -> dict[str, Any]:
                 "model_id": p.model_id,
                 "memory_mb": p.memory_mb,
                 "runtimes": tokens,
-                "replica_concurrency": round(p.replica_concurrency * perf, 6),
+                "replica_concurrency": p.replica_concurrency,
             }
         )
-    demand = {
-        k: [round(v, 6) for v in (series + [0.0] * minutes)[:minutes]]
-        for k, series in sorted(m.oracle_demand.items())
-    }
+    names = {p.model_id for p in world.profiles}
+    demand = {k: [_up(v) for v in series] for k, series in sorted(class_demand(world).items())}
+    classes = {k: serving_models(world, k) for k in sorted(demand) if k not in names}
     return {
         "schema_version": 1,
         "minutes": minutes,
@@ -90,27 +118,42 @@ def oracle_document(run: RunResult) -> dict[str, Any]:
         "models": models,
         "demand": demand,
         "initial": [],
+        "classes": classes,
     }
 
 
-def run_oracle(run: RunResult, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> dict[str, Any]:
+def serving_models(world: World, word: str) -> list[str]:
+    """Every model that may serve an `auto` request of `word`, most suitable first."""
+    able = [p for p in world.profiles if p.workload_scores.get(word, 0.0) > 0]
+    able.sort(key=lambda p: (-p.workload_scores[word], p.memory_mb, p.model_id))
+    return [p.model_id for p in able]
+
+
+def solve_run(run: RunResult, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> tuple[Problem, Any]:
     trace = parse_trace(oracle_document(run))
-    result = solve_oracle(trace, time_limit_s=time_limit_s, deterministic=True)
-    problem = compile_trace(trace)
+    return compile_trace(trace), solve_oracle(trace, time_limit_s=time_limit_s, deterministic=True)
+
+
+def run_oracle(run: RunResult, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> dict[str, Any]:
+    problem, result = solve_run(run, time_limit_s)
+    return oracle_report(run, problem, result)
+
+
+def oracle_report(run: RunResult, problem: Problem, result: Any) -> dict[str, Any]:
     own = replay(problem, run_schedule(run), keep_residency=True)
     best = replay(problem, result.schedule, keep_residency=True)
     out = result.to_dict()
     own_served = own.total / problem.scale
+    served = sum(w.served for w in run.metrics.words.values())
     out["run_placements_served"] = round(own_served, 4)
     out["run_placements_valid"] = own.valid
     out["run_placement_changes"] = own.mutations
-    served = sum(w.served for w in run.metrics.words.values())
     out["run_served"] = round(served, 4)
     out["run_served_on_target"] = round(run.metrics.on_target, 4)
-    # One measure: the oracle's (its demand, its per-replica capacity) for both sides.
-    out["potential_gain"] = (
-        round((result.served - own_served) / result.demand, 6) if result.demand > 0 else 0.0
-    )
+    demand = result.demand
+    out["potential_gain"] = round((result.served - served) / demand, 6) if demand > 0 else 0.0
+    out["placement_gain"] = round((result.served - own_served) / demand, 6) if demand > 0 else 0.0
+    out["routing_gain"] = round((own_served - served) / demand, 6) if demand > 0 else 0.0
     changes = winning_changes(problem, best, own)
     out["winning_changes"] = changes[:WINNING_CHANGES_SHOWN]
     out["winning_changes_total"] = len(changes)
@@ -168,8 +211,8 @@ def winning_changes(problem: Problem, oracle: Replay, run: Replay) -> list[dict[
             entry = open_.setdefault((m, h), [float(t), 0.0])
             start = oracle.residency[t][h][m]
             if t - start >= load:
-                surplus = max(0, oracle.served[m][t] - run.served[m][t])
-                entry[1] += min(problem.conc[m], surplus / extra_ready[t][m])
+                surplus = max(0, oracle.by_model[m][t] - run.by_model[m][t])
+                entry[1] += min(problem.cap(m, h, t), surplus / extra_ready[t][m])
     out.sort(key=lambda c: (-c["served_gain"], c["model_id"], c["host_id"], c["from_minute"]))
     return out
 

@@ -34,7 +34,7 @@ from grid.lab.scenario.personas import STAGE_MINUTES, User
 from grid.router.affinity import hash_affinity_key
 from grid.runtime.controller.evidence_store import RequestSignals
 from grid.runtime.controller.prefetch_inputs import snapshot_demand
-from grid.runtime.controller.workload_inputs import with_mapping
+from grid.runtime.controller.workload_inputs import mapped_inputs
 
 STRATEGIES = ("smart", "reactive", "greedy", "static")
 PLAN_TIME_LIMIT_S = 2.0
@@ -95,14 +95,15 @@ class Control:
         for the next stage's model as INFERRED demand, mapped by the last plan's portfolio)."""
         self.tracker.prune(now)
         workloads, outcomes = self.signals.snapshot_fields(now, self.profiles)
+        workloads, mapping = mapped_inputs(workloads, self._last_plan)
         demand, self.predicted = snapshot_demand(
             self.signals.edges(now),
             workloads,
-            self.mapping(self._last_plan),
+            mapping,
             self.profiles,
             self.tracker.explain(now, self.profiles.values()),
         )
-        return demand, with_mapping(workloads, self.mapping(self._last_plan)), outcomes
+        return demand, workloads, outcomes
 
     def plan(self, snap: FleetSnapshot) -> Plan:
         self._last_plan = plan_snapshot(snap)
@@ -127,7 +128,7 @@ class Reactive(Control):
             for m, e in demand.items()
             if e.evidence is not Evidence.INFERRED
         }
-        return kept, with_mapping(workloads, self.mapping(self._last_plan)), outcomes
+        return kept, mapped_inputs(workloads, self._last_plan)[0], outcomes
 
 
 Chooser = Callable[[str], str | None]

@@ -86,13 +86,25 @@ def events(minutes: int, host_ids: Sequence[str]) -> list[Event]:
 
 def down_intervals(found: Sequence[Event], minutes: int) -> dict[str, list[tuple[int, int]]]:
     """host -> [start, end) minutes without a heartbeat (for the oracle trace)."""
+    return intervals(found, minutes, "outage", "restore")
+
+
+def throttle_intervals(found: Sequence[Event], minutes: int) -> dict[str, list[tuple[int, int]]]:
+    """host -> [start, end) minutes THROTTLED (for the oracle trace)."""
+    return intervals(found, minutes, "throttle", "unthrottle")
+
+
+def intervals(
+    found: Sequence[Event], minutes: int, opens: str, closes: str
+) -> dict[str, list[tuple[int, int]]]:
+    """host -> [start, end) spans from an `opens` event to the next `closes` (or the end)."""
     out: dict[str, list[tuple[int, int]]] = {}
     open_at: dict[str, int] = {}
     for e in found:
-        if e.kind == "outage":
+        if e.kind == opens:
             open_at[e.host_id] = e.minute
-        elif e.kind == "restore" and e.host_id in open_at:
+        elif e.kind == closes and e.host_id in open_at:
             out.setdefault(e.host_id, []).append((open_at.pop(e.host_id), e.minute))
     for host_id, start in open_at.items():
         out.setdefault(host_id, []).append((start, minutes))
-    return out
+    return {h: [(a, b) for a, b in spans if b > a] for h, spans in out.items()}

@@ -22,6 +22,7 @@ from grid.planner.deadline import CALIBRATION, PORTFOLIO_FINISH_S, Deadline, out
 from grid.planner.portfolio.context import Key, PortfolioContext, build_context
 from grid.planner.portfolio.hysteresis import hold
 from grid.planner.portfolio.preempt import preemptions_of, stage_preemptions
+from grid.planner.portfolio.replace import authorizations, fulfil
 from grid.planner.portfolio.report import admission_rows, candidate_rows
 from grid.planner.portfolio.score import LEVELS, compare, evaluate
 from grid.planner.portfolio.search import coordinate_search, explorers
@@ -127,6 +128,7 @@ def attach_portfolio(
         after = after if after is not None else output_reserve_s(len(snap.hosts))
         budget = deadline.remaining() - FINISH_RESERVE_S - after
     mapping, placement, exploit, solver = decide(ctx, engine=engine, budget_s=budget)
+    mapping, placement, carried = fulfil(ctx, mapping, placement)
     extra = placement - set(ctx.base_keys)
     desired = dict(plan.desired_replicas)
     unsatisfied = list(plan.unsatisfied)
@@ -148,7 +150,12 @@ def attach_portfolio(
                     would_fit_if="more free memory or model slots on a compatible host",
                 )
             )
-    staged = stage_preemptions(ctx, mapping, placement)
+    for auth in carried.values():  # a fulfilled replacement's replica is desired
+        if (auth.model_id, auth.host_id) in placement:
+            placed = sum(1 for m, _h in placement | set(ctx.base_keys) if m == auth.model_id)
+            desired[auth.model_id] = max(desired.get(auth.model_id, 0), placed)
+    scanned = stage_preemptions(ctx, mapping, placement)
+    staged = scanned.staged
     for item in staged:
         unsatisfied.append(
             Unsatisfied(
@@ -165,6 +172,21 @@ def attach_portfolio(
     reclaimed = {(v, item.host_id) for item in staged for v in item.reclaimed}
     for item in staged:
         for victim in item.reclaimed:
+            if item.authorized:
+                unsatisfied.append(
+                    Unsatisfied(
+                        model_id=victim,
+                        code="portfolio_replaced",
+                        missing_replicas=1,
+                        message=(
+                            f"{victim} on {item.host_id} drains: {item.model_id} replaces it "
+                            f"for workload {item.workload} (a mature beneficiary)"
+                        ),
+                        would_fit_if="more free memory or model slots on a compatible host",
+                        host_id=item.host_id,
+                    )
+                )
+                continue
             unsatisfied.append(
                 Unsatisfied(
                     model_id=victim,
@@ -187,6 +209,11 @@ def attach_portfolio(
         ],
         key=lambda a: (a.host_id, a.model_id),
     )
+    left = {a.model_id for a in assignments}
+    replaced = {w for s in staged for w in s.replaced}
+    mapping = {w: m for w, m in mapping.items() if w not in replaced or m in left}
+    new_auth = [(s.workload, s.model_id, s.host_id, s.victims) for s in staged if s.authorized]
+    carried = {w: a for w, a in carried.items() if w not in {s.workload for s in staged}}
     explore = sorted(explorers(exploit, mapping))
     out = plan.model_copy(
         update={
@@ -202,7 +229,8 @@ def attach_portfolio(
         selected_models=sorted(set(mapping.values())),
         exploration_model=explore[0] if explore else None,
         admission=admission_rows(ctx, final, mapping, staged),
-        candidates=candidate_rows(ctx),
+        candidates=candidate_rows(ctx, scanned.paths),
         solver=solver,
+        replacements=authorizations(carried, new_auth),
     )
     return out

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from grid.fleet.models import FleetSnapshot, Plan, ResidencyState
+from grid.fleet.models import LIVE_STATES, FleetSnapshot, Plan, ResidencyState
 from grid.fleet.workloads import PortfolioPolicy, WorkloadForecast
 from grid.planner.cpsat.ledger import Ledger
 from grid.planner.levels import quality_scores, startup_seconds
@@ -36,7 +36,7 @@ from grid.planner.portfolio.gates import (
     weak_evidence,
 )
 from grid.planner.portfolio.reserve import reserved_hosts
-from grid.planner.portfolio.spare import spare_capacity_proof
+from grid.planner.portfolio.spare import effective_spare_reserve, spare_capacity_proof
 from grid.planner.portfolio.speed import UNIT, replica_weights
 from grid.planner.problem import PlacementProblem, build_problem
 from grid.planner.targets import HostIndex, Target, compute_targets, model_target
@@ -74,6 +74,19 @@ class PairInfo:
         return round(value * TENTHS)
 
 
+@dataclass(frozen=True)
+class Carried:
+    """A replacement authorization read from the snapshot's forecasts and still in effect
+    (replace.py): `model_id` takes `host_id` once `victims` are gone."""
+
+    workload: str
+    model_id: str
+    host_id: str
+    victims: tuple[str, ...]
+    live: tuple[str, ...]  # victims still live on the host
+    placed: bool  # the beneficiary is already live there (loading, warming)
+
+
 @dataclass
 class PortfolioContext:
     snapshot: FleetSnapshot
@@ -98,6 +111,10 @@ class PortfolioContext:
     # Tenths of a replica at measured speed that one replica on the host is worth (speed.py).
     weights: dict[Key, int] = field(default_factory=dict)
     memo: dict[str, list[Key]] = field(default_factory=dict)  # derived key lists, once
+    # Replacement authorizations carried in the forecasts and still in effect (replace.py);
+    # their hosts are held: in `outside_hosts` for this tick's decision.
+    authorized: dict[str, Carried] = field(default_factory=dict)
+    held_rooms: frozenset[str] = frozenset()  # draining rooms held for starved workloads
 
     @property
     def admitted(self) -> list[str]:
@@ -233,6 +250,33 @@ def ready_on_admitting(snap: FleetSnapshot, problem: PlacementProblem) -> set[st
     return out
 
 
+def carried_authorizations(snap: FleetSnapshot, problem: PlacementProblem) -> dict[str, Carried]:
+    """The forecasts' replacement authorizations still in effect: the workload passes the
+    ordinary evidence gate, the host admits work, the beneficiary scores the workload and is
+    not READY there yet (then it is fulfilled and the mapping in effect carries on)."""
+    policy = snap.policy.portfolio
+    out: dict[str, Carried] = {}
+    for w, forecast in sorted(snap.workloads.items()):
+        auth = forecast.replacement
+        if auth is None or not ordinary_gate(forecast, policy):
+            continue
+        host = snap.host(auth.host_id)
+        budget = problem.host_by_id.get(auth.host_id)
+        profile = snap.model(auth.model_id)
+        if host is None or budget is None or not budget.admitting:
+            continue
+        if profile is None or w not in profile.workload_scores:
+            continue
+        states = {r.model_id: r.state for r in host.residencies if r.is_managed}
+        mine = states.get(auth.model_id)
+        if mine is ResidencyState.READY:
+            continue
+        live = tuple(v for v in auth.victims if states.get(v) in LIVE_STATES)
+        placed = mine in (ResidencyState.LOADING, ResidencyState.WARMING)
+        out[w] = Carried(w, auth.model_id, auth.host_id, tuple(auth.victims), live, placed)
+    return out
+
+
 def demand_levels(snap: FleetSnapshot, targets: dict[str, Target]) -> dict[str, int]:
     """Per model, the replicas its base target asks for on account of demand, pins and bounds:
     the target itself, except that replicas held only by the scale-down cooldown (reason
@@ -260,6 +304,8 @@ def build_context(
     }
     problem = build_problem(snap, _augmented_targets(snap, base_targets, scored))
     base_keys, outside = _base_keys(base_plan, problem)
+    authorized = carried_authorizations(snap, problem)
+    outside = outside | frozenset(a.host_id for a in authorized.values())
     fixed_keys = [k for k in base_keys if k[1] not in outside]
     ledger = Ledger(problem, fixed_keys)
     counts: Counter[str] = Counter(a.model_id for a in base_plan.assignments)
@@ -365,9 +411,14 @@ def build_context(
         and not any(p.feasible for (ww, _m), p in pairs.items() if ww == w)
     )
     reserved = reserved_hosts(snap, problem, base_keys, (m for (w, m) in pairs if w in starved))
-    # A media canary is one replica whatever the concurrency asks.
+    # A media canary is one replica whatever the concurrency asks, and so is an authorized
+    # replacement until a fresh success validates it.
     for key, p in list(pairs.items()):
-        if gates[p.workload].gate is Gate.MEDIA_CANARY:
+        auth = authorized.get(p.workload)
+        unvalidated = (
+            auth is not None and auth.model_id == p.model_id and not p.evidence.fresh_success
+        )
+        if gates[p.workload].gate is Gate.MEDIA_CANARY or unvalidated:
             pairs[key] = replace(p, need=min(p.need, policy.canary_max_replicas), weak=True)
     final = dict(base_targets)
     room: dict[str, int] = {}
@@ -387,6 +438,13 @@ def build_context(
                 base_targets[m.model_id], desired=desired, reason="portfolio"
             )
     problem.targets = final
+    surplus = {m: max(0, counts[m] - n) for m, n in levels.items()}
+    asked_by_word = {
+        w: min(max(0, p.need - surplus.get(p.model_id, 0)) for p in options)
+        for w in sorted(gates)
+        if gates[w].admitted
+        and (options := [p for (ww, _m), p in pairs.items() if ww == w and p.feasible])
+    }
     return PortfolioContext(
         snapshot=snap,
         policy=policy,
@@ -396,12 +454,14 @@ def build_context(
         outside_hosts=outside | reserved,
         base_counts=dict(counts),
         base_level=levels,
-        surplus={m: max(0, counts[m] - n) for m, n in levels.items()},
+        surplus=surplus,
         base_desired={m: t.desired for m, t in base_targets.items()},
         gates=gates,
         pairs=pairs,
         room=room,
-        spare_reserve=policy.spare_slot_reserve,
+        spare_reserve=effective_spare_reserve(problem, base_keys, asked_by_word, policy),
         starved=starved,
         weights=replica_weights(snap, problem),
+        authorized=authorized,
+        held_rooms=reserved,
     )

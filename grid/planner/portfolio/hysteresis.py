@@ -7,7 +7,9 @@ State      the mapping in effect, μ₀(w) = snapshot.workloads[w].mapped_model 
            what serves now, and the next plan's mapping is the next tick's state.
 Held       μ_h = μ* with every such w set back to μ₀(w) (μ* the engine's decision), placed by
            the greedy ledger (search.place: incumbents first, so the replicas serving now are
-           reused) and scored with score.evaluate.
+           reused; no further replica takes a slot of the spare-slot reserve, which the decided
+           portfolio keeps too, so the two are compared on equal terms) and scored with
+           score.evaluate.
 Switch     μ* replaces μ_h only when, at the first level (score.LEVELS order) whose gain
            g = value(μ*) − value(μ_h) (sign by sense) leaves the margin band [−τ, τ], g > τ:
                covered, failures, pressure, spare_slots   τ = 0 (service is never traded)
@@ -78,7 +80,7 @@ def hold(
     if not changed:
         return Held(mapping, placement, exploit, ())
     kept = {**mapping, **current}
-    kept_place = place(ctx, kept)
+    kept_place = place(ctx, kept, keep_reserve=True)
     new = evaluate(ctx, mapping, placement)
     old = evaluate(ctx, kept, kept_place)
     if justified(new, old, margins(ctx)):

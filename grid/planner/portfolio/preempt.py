@@ -1,14 +1,15 @@
-"""At most one preemption-only model per tick: replace stale speculative capacity, or reclaim
-an excess replica to end a whole-workload starvation (pure).
+"""At most one preemption-only model per tick: replace stale speculative capacity, reclaim an
+excess replica to end a whole-workload starvation, or let a mature beneficiary replace an
+incumbent (pure).
 
 After the portfolio is decided, an admitted workload that is still uncovered may claim one host
 whose only obstacle is *stale speculative capacity*: live managed residencies that the final
 plan no longer keeps (so no baseline, pinned or directly demanded replica, and no model of the
 new portfolio), that are idle (no active request), past their minimum residency and not pinned
 to the host. Workloads are tried by pressure (highest first), candidates by exploitation-only
-utility (the optimism bonus buys no eviction authority); per host the smallest victim set, least
-valuable first, that lets the model fit the host's future state (preemption_host.fits_after:
-both memory ledgers, slots, colocation, disk). At most `max_preemption_models` models are
+utility (the optimism bonus buys no eviction authority). The feasibility scan (paths.py) ranks
+up to sixteen paths over every compatible host and the first acceptable one is staged (a victim
+keeps its model's required READY floor elsewhere). At most `max_preemption_models` models are
 staged per tick. The beneficiary is not placed now: the plan names the victims, the workload row
 reads `awaiting-plan`, and a later snapshot with the memory free places it normally.
 
@@ -20,26 +21,25 @@ cooldown hold or a portfolio replica) of a model with no pins, no configured min
 direct named demand, past its minimum residency, whose model keeps another READY replica in
 the plan on another admitting host (the protected copy, so every workload it serves stays
 covered). Idle excess replicas go before busy ones (the reconciler drains a busy one before it
-unloads). The reading of the spec's "clean structural plan" proof: the staged path itself is
-the proof, constructive and exact — the beneficiary fits the host once the victims are gone
-(fits_after), and every other covered workload keeps its model. The reclaimed replica leaves
-the plan's assignments (attach.py) and is reported as `portfolio_reclaimed`.
+unloads). The reclaimed replica leaves the plan's assignments (attach.py) and is reported as
+`portfolio_reclaimed`.
+
+Mature-beneficiary replacement (replace.py): when neither finds a path for a starved workload,
+a mature beneficiary with at least 1.5× the incumbent's confidence-weighted pressure may
+replace an incumbent (even its model's only replica); the plan authorizes it in
+`portfolio.replacements`, carried by the controller until it is served. A workload whose
+authorization is in effect is staged again from it, never re-scanned.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 from grid.fleet.models import Preemption, ResidencyState
-from grid.planner.eligibility import pair_refusals
 from grid.planner.portfolio.context import Key, PairInfo, PortfolioContext
-from grid.planner.portfolio.gates import has_direct_demand
+from grid.planner.portfolio.paths import PathOption, Victims, acceptable, scan
+from grid.planner.portfolio.replace import beats, mature_victims, movable_on, served_by
 from grid.planner.portfolio.score import pressure_of
-from grid.planner.preemption_host import beneficiary_demand, build_view, fits_after
-
-MAX_VICTIMS = 3
-STATIC_OK = frozenset({"colocation_or_slots_full", "colocation_excluded"})
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,17 @@ class StagedWorkload:
     host_id: str
     victims: tuple[str, ...]
     reclaimed: tuple[str, ...] = ()  # victims the plan kept: excess replicas (they leave it)
+    authorized: bool = False  # a mature-beneficiary replacement (portfolio.replacements)
+    replaced: tuple[str, ...] = ()  # workloads whose model the replacement takes away
+
+
+@dataclass
+class Scan:
+    """What stage_preemptions found: the staged paths, and every ranked path it scanned per
+    (workload, model) candidate (the candidate rows' `preemption_paths`)."""
+
+    staged: list[StagedWorkload]
+    paths: dict[tuple[str, str], list[PathOption]]
 
 
 def _stale(ctx: PortfolioContext, host_id: str, placement: set[Key]) -> list[str]:
@@ -90,20 +101,9 @@ def _protected_copy(
 
 def _excess(ctx: PortfolioContext, host_id: str, placement: set[Key]) -> list[str]:
     """Kept replicas on the host that a starved workload may reclaim, least valuable first."""
-    snap = ctx.snapshot
-    host = snap.host(host_id)
-    assert host is not None
     out: list[tuple[int, bool, str]] = []
-    for res in host.residencies:
-        key = (res.model_id, host_id)
-        if key not in placement or not res.is_managed or res.state is not ResidencyState.READY:
-            continue
-        profile = snap.model(res.model_id)
-        if profile is None or profile.pinned_hosts or profile.min_replicas > 0:
-            continue
-        if has_direct_demand(snap, res.model_id):
-            continue
-        if res.loaded_at is None or snap.now - res.loaded_at < profile.min_residency_s:
+    for res, profile in movable_on(ctx, host_id):
+        if (res.model_id, host_id) not in placement:
             continue
         if not _protected_copy(ctx, res.model_id, host_id, placement):
             continue
@@ -111,45 +111,24 @@ def _excess(ctx: PortfolioContext, host_id: str, placement: set[Key]) -> list[st
     return [m for _p, _busy, m in sorted(out)]
 
 
-def _path(
-    ctx: PortfolioContext, pair: PairInfo, placement: set[Key], *, reclaim: bool = False
-) -> tuple[str, tuple[str, ...]] | None:
-    problem = ctx.problem
-    profile = problem.model_by_id[pair.model_id]
-    for budget in problem.hosts:
-        h = budget.host_id
-        if not budget.admitting or h in ctx.outside_hosts:
+def _restaged(ctx: PortfolioContext, placement: set[Key]) -> list[StagedWorkload]:
+    """Authorizations in effect whose victims are still live: staged again."""
+    out = []
+    for w, auth in sorted(ctx.authorized.items()):
+        if not auth.live or auth.placed:
             continue
-        host = ctx.snapshot.host(h)
-        assert host is not None
-        if any(r.model_id == pair.model_id for r in host.residencies):
-            continue
-        if pair_refusals(profile, host, cached=pair.model_id in host.cached_models):
-            continue
-        if set(problem.refusals.get((pair.model_id, h), [])) - STATIC_OK:
-            continue
-        incoming = beneficiary_demand(host, profile)
-        if incoming is None:
-            continue
-        stale = _stale(ctx, h, placement)
-        if reclaim:
-            stale = [*stale, *_excess(ctx, h, placement)]
-        view = build_view(problem, host, {k for k in placement if k in problem.candidates})
-        for size in range(1, min(MAX_VICTIMS, len(stale)) + 1):
-            for victims in itertools.combinations(stale, size):
-                if fits_after(problem, view, incoming, frozenset(victims)):
-                    return h, victims
-    return None
+        kept = tuple(v for v in auth.live if (v, auth.host_id) in placement)
+        out.append(StagedWorkload(w, auth.model_id, auth.host_id, auth.live, kept, authorized=True))
+    return out
 
 
-def stage_preemptions(
-    ctx: PortfolioContext, mapping: dict[str, str], placement: set[Key]
-) -> list[StagedWorkload]:
+def stage_preemptions(ctx: PortfolioContext, mapping: dict[str, str], placement: set[Key]) -> Scan:
     budget = ctx.policy.max_preemption_models
-    staged: list[StagedWorkload] = []
-    used: set[Key] = set()
-    kept_now = set(placement)  # reclaimed replicas leave it: a later path keeps their copies
-    uncovered = [w for w in ctx.admitted if w not in mapping]
+    staged = _restaged(ctx, placement)
+    used: set[Key] = {(v, s.host_id) for s in staged for v in s.victims}
+    kept_now = set(placement) - {(v, s.host_id) for s in staged for v in s.reclaimed}
+    found: dict[tuple[str, str], list[PathOption]] = {}
+    uncovered = [w for w in ctx.admitted if w not in mapping and w not in ctx.authorized]
     for w in sorted(uncovered, key=lambda w: (-pressure_of(ctx, w), w)):
         if len(staged) >= budget:
             break
@@ -157,35 +136,67 @@ def stage_preemptions(
             (p for (ww, _m), p in ctx.pairs.items() if ww == w and not p.feasible),
             key=lambda p: (-p.exploit_utility, p.model_id),
         )
-        found = _first_path(ctx, pairs, kept_now, used, reclaim=False)
-        if found is None and w in ctx.starved:
-            found = _first_path(ctx, pairs, kept_now, used, reclaim=True)
-        if found is None:
+        item = _first_path(ctx, w, pairs, mapping, kept_now, used, found, "stale")
+        if item is None and w in ctx.starved:
+            item = _first_path(ctx, w, pairs, mapping, kept_now, used, found, "reclaim")
+        if item is None and w in ctx.starved and not ctx.held_rooms:
+            # (a room already draining for a starved workload is its path: wait for it)
+            mature = [p for p in pairs if not p.weak]
+            item = _first_path(ctx, w, mature, mapping, kept_now, used, found, "mature")
+        if item is None:
             continue
-        pair, host_id, victims = found
-        used |= {(v, host_id) for v in victims}
-        kept = tuple(v for v in victims if (v, host_id) in kept_now)
-        kept_now -= {(v, host_id) for v in kept}
-        staged.append(StagedWorkload(w, pair.model_id, host_id, victims, kept))
-    return staged
+        used |= {(v, item.host_id) for v in item.victims}
+        kept_now -= {(v, item.host_id) for v in item.reclaimed}
+        staged.append(item)
+    return Scan(staged, found)
+
+
+def _victims_of(
+    ctx: PortfolioContext, w: str, mapping: dict[str, str], placement: set[Key], kind: str
+) -> Victims:
+    def victims(host_id: str) -> list[str]:
+        stale = _stale(ctx, host_id, placement)
+        if kind == "stale":
+            return stale
+        if kind == "reclaim":
+            return [*stale, *_excess(ctx, host_id, placement)]
+        return [*stale, *[v for v in mature_victims(ctx, w, host_id, mapping) if v not in stale]]
+
+    return victims
 
 
 def _first_path(
     ctx: PortfolioContext,
+    w: str,
     pairs: list[PairInfo],
+    mapping: dict[str, str],
     placement: set[Key],
     used: set[Key],
-    *,
-    reclaim: bool,
-) -> tuple[PairInfo, str, tuple[str, ...]] | None:
+    found: dict[tuple[str, str], list[PathOption]],
+    kind: str,
+) -> StagedWorkload | None:
     for pair in pairs:
-        path = _path(ctx, pair, placement, reclaim=reclaim)
-        if path is None:
-            continue
-        host_id, victims = path
-        if used & {(v, host_id) for v in victims}:
-            continue
-        return pair, host_id, victims
+        paths = scan(ctx, pair.model_id, placement, _victims_of(ctx, w, mapping, placement, kind))
+        if paths:
+            found.setdefault((w, pair.model_id), paths)
+        for path in paths:
+            if used & {(v, path.host_id) for v in path.victims}:
+                continue
+            if kind == "mature":
+                if not beats(ctx, w, path.victims, mapping):
+                    continue
+                replaced = tuple(sorted({x for v in path.victims for x in served_by(mapping, v)}))
+                floor_map = {k: m for k, m in mapping.items() if k not in replaced}
+                if not acceptable(ctx, path, floor_map):
+                    continue
+                kept = tuple(v for v in path.victims if (v, path.host_id) in placement)
+                return StagedWorkload(
+                    w, pair.model_id, path.host_id, path.victims, kept, True, replaced
+                )
+            if not acceptable(ctx, path, mapping):
+                continue
+            kept = tuple(v for v in path.victims if (v, path.host_id) in placement)
+            return StagedWorkload(w, pair.model_id, path.host_id, path.victims, kept)
     return None
 
 
@@ -195,7 +206,11 @@ def preemptions_of(staged: list[StagedWorkload]) -> list[Preemption]:
             victim_model_id=victim,
             host_id=s.host_id,
             beneficiary_model_id=s.model_id,
-            reason=f"portfolio: stale speculative capacity makes room for workload {s.workload}",
+            reason=(
+                f"portfolio: a mature beneficiary replaces {victim} for workload {s.workload}"
+                if s.authorized
+                else f"portfolio: stale speculative capacity makes room for workload {s.workload}"
+            ),
         )
         for s in staged
         for victim in s.victims

@@ -16,16 +16,20 @@ Every reason starts with a stable code (`below_evidence_gate: 2 of 3 observation
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from grid.fleet.models import Plan, ResidencyState
 from grid.fleet.workloads import AdmissionRow, AdmissionState, CandidateRow
 from grid.planner.portfolio.context import PairInfo, PortfolioContext
+from grid.planner.portfolio.paths import PathOption
 from grid.planner.portfolio.preempt import StagedWorkload
 
 
-def candidate_rows(ctx: PortfolioContext) -> list[CandidateRow]:
+def candidate_rows(
+    ctx: PortfolioContext, paths: Mapping[tuple[str, str], Sequence[PathOption]] | None = None
+) -> list[CandidateRow]:
     rows = sorted(ctx.pairs.values(), key=lambda p: (p.workload, -p.utility, p.model_id))
+    paths = paths or {}
     return [
         CandidateRow(
             workload=p.workload,
@@ -39,6 +43,10 @@ def candidate_rows(ctx: PortfolioContext) -> list[CandidateRow]:
             utility=round(p.utility, 2),
             confidence=round(p.evidence.confidence, 3),
             exploration_bonus=round(p.bonus, 2),
+            preemption_paths=[
+                f"{o.host_id}: {', '.join(o.victims)}"
+                for o in paths.get((p.workload, p.model_id), [])
+            ],
         )
         for p in rows
     ]

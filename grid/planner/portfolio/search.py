@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from grid.planner.cpsat.ledger import Ledger
 from grid.planner.levels import quality_scores
 from grid.planner.portfolio.context import Key, PortfolioContext
-from grid.planner.portfolio.score import evaluate, pressure_of, signed
+from grid.planner.portfolio.score import evaluate, pressure_of, signed, slot_hosts
 
 Mapping_ = tuple[tuple[str, str], ...]  # sorted (workload, model) pairs
 
@@ -97,8 +97,13 @@ def _place_order(ctx: PortfolioContext, model_id: str) -> list[Key]:
     return cached
 
 
-def place(ctx: PortfolioContext, mapping: dict[str, str]) -> set[Key]:
-    """The greedy ledger's placement of one portfolio (base plan kept)."""
+def place(
+    ctx: PortfolioContext, mapping: dict[str, str], *, keep_reserve: bool = False
+) -> set[Key]:
+    """The greedy ledger's placement of one portfolio (base plan kept). `keep_reserve`: a
+    further replica (beyond a model's first) never takes one of the spare-slot reserve's slots,
+    as the decided portfolio would not (spare slots rank above missing replicas): the
+    hysteresis compares a held mapping placed so with the decision on equal terms."""
     problem = ctx.problem
     fixed = [k for k in ctx.base_keys if k[1] not in ctx.outside_hosts]
     ledger = Ledger(problem, fixed)
@@ -150,6 +155,18 @@ def place(ctx: PortfolioContext, mapping: dict[str, str]) -> set[Key]:
             if fits(k):
                 take(k)
                 break
+    limited, unlimited = slot_hosts(ctx)
+    guarded = set(limited) if keep_reserve and not unlimited else set()
+
+    def spares(k: Key) -> bool:
+        if k[1] not in guarded:
+            return True
+        free = sum(
+            max(0, (problem.host_by_id[h].desired_cap or 0) - len(ledger.hosts[h].models))
+            for h in guarded
+        )
+        return free - 1 >= ctx.spare_reserve
+
     progress = True
     while progress:
         progress = False
@@ -157,7 +174,7 @@ def place(ctx: PortfolioContext, mapping: dict[str, str]) -> set[Key]:
             if added[m] >= want[m]:
                 continue
             for k in keys_of[m]:
-                if k not in ledger.placed and fits(k):
+                if k not in ledger.placed and fits(k) and spares(k):
                     take(k)
                     progress = True
                     break

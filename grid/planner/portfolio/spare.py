@@ -8,11 +8,18 @@ proves it can safely explore one candidate model when all of these hold:
                   slots (one node failure), still hold the canary and one unseen workload;
     memory        free make-before-break memory, after losing the host with the most of it,
                   exceeds one copy of every configured model not yet placed plus the canary.
+
+The spare-slot reserve of the objective (`effective_spare_reserve`): the spec keeps spare slots
+"when two portfolios serve the same demand". A slot is spare only while the fleet has room for
+what the admitted workloads ask: when their replica needs (each workload at its least-demanding
+feasible candidate, less that model's idle base replicas) exceed the model slots the base plan
+leaves free on slot-limited admitting hosts, every free slot can serve demand now and the
+reserve for this tick is 0; otherwise it is `policy.spare_slot_reserve`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from grid.fleet.workloads import PortfolioPolicy
 from grid.planner.cpsat.ledger import Ledger
@@ -51,3 +58,25 @@ def spare_capacity_proof(
     return slots_after_failure >= 1 + policy.spare_slot_reserve - 1 and (
         memory_after_failure > catalog_mb + candidate_mb
     )
+
+
+def effective_spare_reserve(
+    problem: PlacementProblem,
+    base_keys: Iterable[Key],
+    asked: Mapping[str, int],
+    policy: PortfolioPolicy,
+) -> int:
+    """`policy.spare_slot_reserve`, or 0 when the admitted workloads' replica needs (`asked`:
+    workload -> replicas at its least-demanding feasible candidate) exceed the free slots."""
+    reserve = policy.spare_slot_reserve
+    per_host: dict[str, int] = {}
+    for _m, h in base_keys:
+        per_host[h] = per_host.get(h, 0) + 1
+    free = 0
+    for budget in problem.hosts:
+        if not budget.admitting:
+            continue
+        if budget.slot_limit <= 0 or budget.desired_cap is None:
+            return reserve  # an unlimited host: the term is the reserve whatever is placed
+        free += max(0, budget.desired_cap - per_host.get(budget.host_id, 0))
+    return 0 if sum(asked.values()) > free else reserve

@@ -26,7 +26,7 @@ from grid.runtime.controller.store import MemoryStore, StateStore, Store
 from grid.runtime.controller.timings import TimingTable
 from grid.runtime.controller.trust import Attestor, RouteJudge
 from grid.runtime.controller.wire import NodeUpdate
-from grid.runtime.controller.workload_inputs import prewarm_demand, with_mapping
+from grid.runtime.controller.workload_inputs import mapped_inputs, prewarm_demand, with_mapping
 
 __all__ = [
     "Attestor",
@@ -53,6 +53,7 @@ __all__ = [
     "TickReport",
     "TimingTable",
     "keeper_for",
+    "mapped_inputs",
     "percentile",
     "prewarm_demand",
     "process_marker",

@@ -15,7 +15,8 @@
   model's replicas are sized by the target workload's own forecast, and an INFERRED entry would
   pin a second, demand-level copy in the base plan that the portfolio cannot release (measured
   in the scenario lab: text -> text edges held a general model on the only CUDA host that video
-  needed). A model with direct demand is left alone.
+  needed). A model with direct demand is left alone, and so is a model that a replacement the
+  last plan authorized is removing (the victims named in the forecasts' `replacement`).
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ def prewarm_demand(
 ) -> dict[str, DemandEntry]:
     """`demand` with the INFERRED entries learned workflow edges add (a new dict)."""
     out = dict(demand)
+    # a model an authorized replacement is removing is not pre-warmed back into its room
+    replaced = {v for f in workloads.values() if f.replacement for v in f.replacement.victims}
     for edge in edges:
         source = workloads.get(edge.source)
         if source is None or source.offered_concurrency <= 0:
@@ -94,7 +97,7 @@ def prewarm_demand(
         if edge.target in mapping:
             continue  # the portfolio already serves the target workload: it sizes that model
         model_id = target_model(edge.target, mapping, profiles)
-        if model_id is None:
+        if model_id is None or model_id in replaced:
             continue
         current = out.get(model_id)
         if current is not None and current.evidence is Evidence.DIRECT:
@@ -109,9 +112,22 @@ def prewarm_demand(
 def mapped_inputs(
     workloads: Mapping[str, WorkloadForecast], plan: Plan | None
 ) -> tuple[dict[str, WorkloadForecast], dict[str, str]]:
-    """The last plan's portfolio mapping (empty without one) and the forecasts naming it."""
+    """The last plan's portfolio mapping (empty without one) and the forecasts naming it, with
+    the replacements that plan authorized carried into their workloads' forecasts."""
     mapping = dict(plan.portfolio.mapping) if plan is not None and plan.portfolio else {}
-    return with_mapping(workloads, mapping), mapping
+    return with_replacements(with_mapping(workloads, mapping), plan), mapping
+
+
+def with_replacements(
+    workloads: Mapping[str, WorkloadForecast], plan: Plan | None
+) -> dict[str, WorkloadForecast]:
+    """Each forecast carries the replacement the last plan authorized for its workload (the
+    spec's "the controller carries this authorization explicitly into the forecast")."""
+    granted = plan.portfolio.replacements if plan is not None and plan.portfolio else {}
+    return {
+        w: f.model_copy(update={"replacement": granted[w]}) if w in granted else f
+        for w, f in workloads.items()
+    }
 
 
 def with_mapping(
