@@ -66,7 +66,11 @@ def _health(settings: Settings) -> GridError | None:
                 return None
     except GridError as err:
         return err
-    return GridError("instance_mismatch", "another server answers on this port")
+    return GridError(
+        "instance_mismatch",
+        "another server answers on this port",
+        fix="stop that server, or pick another port with --port",
+    )
 
 
 def _healthy(settings: Settings) -> bool:
