@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -10,6 +11,7 @@ from grid import __version__
 from grid.api import (
     relay_route,
     routes_allocator,
+    routes_credentials,
     routes_embeddings,
     routes_enroll,
     routes_evaluations,
@@ -21,9 +23,11 @@ from grid.api import (
 )
 from grid.api.auth import Credentials
 from grid.api.client_keys import ClientKeyGate, ClientKeys
+from grid.api.credential_book import BOOK_NAME, CredentialBook
 from grid.api.errors import install_error_handlers
 from grid.api.limits import BodyLimit
 from grid.api.proxy_state import ProxyState
+from grid.api.reachability import Reachability
 from grid.api.relay import RelayHub
 from grid.api.relay_dial import Dialer
 from grid.api.routes_externals import start_external_prober
@@ -32,8 +36,20 @@ from grid.api.standby import StandbyRedirect
 from grid.api.ui import actions as ui_actions
 from grid.api.ui import routes as ui_routes
 from grid.router.breaker import BreakerPolicy
-from grid.runtime.controller.etcd import HAService
+from grid.runtime.controller.etcd import EtcdStore, HAService
 from grid.runtime.controller.service import ControllerService
+from grid.runtime.controller.store import StateStore
+
+
+def credential_book(service: ControllerService) -> CredentialBook:
+    """The node credential book beside the controller's state file (memory only without one);
+    an unreadable one was moved aside, and the controller warns about it."""
+    store = service.controller.store
+    state = store.path if isinstance(store, StateStore | EtcdStore) else None
+    book = CredentialBook(Path(state).with_name(BOOK_NAME) if state is not None else None)
+    if book.warning:
+        service.controller.warn("credential_book_quarantined", book.warning)
+    return book
 
 
 def create_app(
@@ -60,6 +76,9 @@ def create_app(
     # In memory only: circuits and measurements die with the app.
     app.state.proxy = ProxyState(breaker, connected=app.state.relay.connected)
     app.state.route_window = RouteWindow()  # the first heartbeats after a start (settling.py)
+    # Background probes of advertised routes; a changed verdict is applied at once.
+    app.state.reachability = Reachability(on_result=service.controller.set_unreachable)
+    app.state.credential_book = credential_book(service)  # issued credentials, revocations
     install_error_handlers(app)
     app.add_middleware(BodyLimit)  # before authentication and parsing: see limits.py
     if isinstance(service, HAService):  # a standby never acts: mutations go to the leader
@@ -70,6 +89,7 @@ def create_app(
     app.add_middleware(ClientKeyGate, keys=keys, clock=service.clock)
     app.include_router(routes_nodes.router)
     app.include_router(routes_allocator.router)
+    app.include_router(routes_credentials.router)
     app.include_router(routes_enroll.router)
     app.include_router(routes_evaluations.router)
     app.include_router(routes_metrics.router)
@@ -83,7 +103,7 @@ def create_app(
     app.include_router(routes_keys.router)
 
     @app.get("/healthz", tags=["health"])
-    def healthz() -> dict[str, Any]:
+    async def healthz() -> dict[str, Any]:  # on the event loop: no worker thread to wait for
         return {"ok": True, "instance": instance, "mode": service.controller.mode.value}
 
     return app

@@ -61,6 +61,20 @@ class NodeIdentity:
     host_id: str
     expires_at: float
     reply_key: str = field(default="", repr=False)  # signs the replies to this credential
+    credential_id: str = ""  # the payload's nonce: how the credential book names it
+    issued_at: float | None = None  # None: minted before credentials carried it
+
+
+def credential_claims(token: str) -> dict[str, object]:
+    """The claims of a node credential's payload, NOT verified ({} when unreadable)."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return {}
+    try:
+        claims = json.loads(_unb64(parts[1]))
+    except (ValueError, binascii.Error, UnicodeDecodeError, RecursionError):
+        return {}
+    return claims if isinstance(claims, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -99,9 +113,8 @@ class Credentials:
                 details={"http_status": 422},
             )
         expires = now + ttl_s
-        payload = json.dumps(
-            {"h": host_id, "exp": expires, "n": secrets.token_hex(8)}, separators=(",", ":")
-        ).encode()
+        claims = {"h": host_id, "exp": expires, "n": secrets.token_hex(8), "iat": now}
+        payload = json.dumps(claims, separators=(",", ":")).encode()
         body = _b64(payload)
         return f"{NODE_TOKEN_PREFIX}.{body}.{self._sign(body)}", expires
 
@@ -153,6 +166,11 @@ class Credentials:
                 "write a fresh credential with `grid allocator token write FILE --host-id ID`",
                 next_command="grid allocator token write FILE --host-id ID",
             )
+        nonce, issued = claims.get("n"), claims.get("iat")
         return NodeIdentity(
-            host_id=host_id, expires_at=expires, reply_key=self.reply_key(presented)
+            host_id=host_id,
+            expires_at=expires,
+            reply_key=self.reply_key(presented),
+            credential_id=nonce if isinstance(nonce, str) else "",
+            issued_at=float(issued) if isinstance(issued, int | float) else None,
         )

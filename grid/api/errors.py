@@ -67,6 +67,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _grid_error(request: Request, err: GridError) -> JSONResponse:
         status = status_for(err)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        retry = err.details.get("retry_after_s")
+        if status == 429 and isinstance(retry, int):
+            headers = {"Retry-After": str(retry)}
         body = _body(request, status, err.code, err.message, err.fix, err.next_command)
         return JSONResponse(body, status, headers=headers)
 
@@ -89,7 +92,8 @@ def install_error_handlers(app: FastAPI) -> None:
             405: "use the method the route takes (GET reads, PUT and POST change)",
         }.get(exc.status_code, "check the request against the routes in README.md")
         body = error_body(code, str(exc.detail), fix, "grid allocator status")
-        return JSONResponse(body, exc.status_code)
+        # The framework's headers travel (a 405 names the methods the route takes in `Allow`).
+        return JSONResponse(body, exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -30,6 +30,7 @@ from grid.runtime.controller.etcd import (
     cluster_secrets,
     parse_store_url,
 )
+from grid.runtime.controller.trust import Attestor
 
 
 def _readable(path: str, flag: str, code: str) -> str:
@@ -98,7 +99,9 @@ def check_secrets(state_dir: Path, existing: Settings | None, shared: tuple[str,
         )
 
 
-def build_service(state_dir: Path, settings: Settings, config: ControllerConfig) -> HAService:
+def build_service(
+    state_dir: Path, settings: Settings, config: ControllerConfig, attestor: Attestor | None = None
+) -> HAService:
     """The controller service of one member of a controller cluster."""
     target = settings_target(settings)
     client = open_client(target)
@@ -116,7 +119,7 @@ def build_service(state_dir: Path, settings: Settings, config: ControllerConfig)
     )
 
     def build(now: float) -> HAController:
-        return HAController(store, now=now, config=config, lease=lease)
+        return HAController(store, now=now, config=config, lease=lease, attestor=attestor)
 
     service = HAService(build, lease=lease, store=store, client=client)
     service.step(time.time())  # take the lease at once if nobody holds it

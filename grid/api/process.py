@@ -21,6 +21,7 @@ from typing import Any
 
 from grid.api.settings import CONFIG_NAME, Settings, load_or_create_settings, load_settings
 from grid.fleet.errors import GridError
+from grid.fleet.files import read_json_file
 from grid.node.engines import read_argv
 from grid.runtime.controller.lease import process_marker
 from grid.wire import AllocatorClient
@@ -34,7 +35,7 @@ SECRET_ENV = ("GRID_ALLOCATOR_CONTROL_TOKEN", "GRID_ALLOCATOR_NODE_TOKEN")
 
 def _pid_record(state_dir: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads((state_dir / PID_NAME).read_text(encoding="utf-8"))
+        data = read_json_file(state_dir / PID_NAME)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -54,12 +55,48 @@ def _owned_process(state_dir: Path, record: dict[str, Any]) -> int | None:
     return pid
 
 
-def _healthy(settings: Settings) -> bool:
+UNTRUSTED = "controller_certificate_untrusted"  # grid.wire.client: the TLS handshake's verdict
+
+
+def _health(settings: Settings) -> GridError | None:
+    """None when this folder's server answers /healthz, else why not."""
     try:
         with AllocatorClient(settings.url, timeout_s=2.0, ca_file=settings.ca_file) as client:
-            return client.healthz().get("instance") == settings.instance
-    except GridError:
-        return False
+            if client.healthz().get("instance") == settings.instance:
+                return None
+    except GridError as err:
+        return err
+    return GridError(
+        "instance_mismatch",
+        "another server answers on this port",
+        fix="stop that server, or pick another port with --port",
+    )
+
+
+def _healthy(settings: Settings) -> bool:
+    return _health(settings) is None
+
+
+def _end(child: subprocess.Popen[bytes]) -> None:
+    """Stop a server this call started and must not leave running."""
+    child.terminate()
+    try:
+        child.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait(timeout=5)
+
+
+def _certificate_refused(state_dir: Path, settings: Settings, err: GridError) -> GridError:
+    return GridError(
+        "server_certificate_rejected",
+        f"the controller started, but its own certificate does not verify for {settings.url}: "
+        f"{err.message}; it was stopped again",
+        fix="renew an expired certificate, issue it for the host name or address in that URL "
+        "(its SAN), or pass --ca-file with the CA that issued it (a self-signed certificate "
+        "is its own CA)",
+        next_command=f"grid up --state-dir {state_dir} --tls-cert CERT --tls-key KEY --ca-file CA",
+    )
 
 
 def _running(state_dir: Path, settings: Settings) -> int | None:
@@ -144,8 +181,13 @@ def start_server(
                 f"{_log_tail(state_dir, 3)}",
                 fix=f"read {state_dir / LOG_NAME}; a busy port needs --port",
             )
-        if _healthy(settings):
+        problem = _health(settings)
+        if problem is None:
             return settings, child.pid, True
+        if problem.code == UNTRUSTED:  # waiting cannot help: fail now, with the cause
+            _end(child)
+            pid_path.unlink(missing_ok=True)
+            raise _certificate_refused(state_dir, settings, problem)
         time.sleep(0.2)
     raise GridError(
         "server_timeout",

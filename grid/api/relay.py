@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from grid.api.auth import NodeIdentity
 from grid.wire import (
     Kind,
     RequestHead,
@@ -113,11 +114,19 @@ class RelayReply:
 
 class RelaySession:
     def __init__(
-        self, host_id: str, channel: Channel, *, expires_at: float, peer: str, opened_at: float
+        self,
+        host_id: str,
+        channel: Channel,
+        *,
+        expires_at: float,
+        peer: str,
+        opened_at: float,
+        credential: NodeIdentity | None = None,
     ) -> None:
         self.host_id = host_id
         self.channel = channel
         self.expires_at = expires_at  # the node credential's expiry: the tunnel ends with it
+        self.credential = credential  # the handshake's: a revocation closes the tunnel
         self.peer = peer
         self.opened_at = opened_at
         self.closed = False

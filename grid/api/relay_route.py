@@ -4,7 +4,8 @@ The handshake must carry the node credential in `X-Grid-Allocator-Node-Token` an
 name the host that credential was issued for; anything else is refused before the WebSocket is
 accepted (HTTP 401 or 403 with Grid's error body), so nothing is ever routed over it. The
 credential is checked by the same dependency that guards PUT /nodes (`grid.api.deps`), so every
-rule on node credentials applies here too. The tunnel ends when the credential expires.
+rule on node credentials applies here too (a revoked one is refused). The tunnel ends when the
+credential expires, or at once when it is revoked (grid/api/routes_credentials.py).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ async def relay(websocket: WebSocket, host_id: HostId) -> None:
     service = websocket.app.state.service
     try:
         # The very check PUT /nodes runs (a WebSocket carries the app and headers it reads).
-        identity = node_identity(cast(Request, websocket), websocket.headers.get(NODE_HEADER))
+        identity = await node_identity(cast(Request, websocket), websocket.headers.get(NODE_HEADER))
         if identity.host_id != host_id:
             raise GridError(
                 "wrong_host",
@@ -69,6 +70,7 @@ async def relay(websocket: WebSocket, host_id: HostId) -> None:
         expires_at=identity.expires_at,
         peer=f"{client.host}:{client.port}" if client is not None else "",
         opened_at=service.clock(),
+        credential=identity,
     )
     hub = relay_hub(websocket)
     await hub.attach(session)

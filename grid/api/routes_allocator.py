@@ -7,14 +7,12 @@ runs before the handler).
 
 from __future__ import annotations
 
-import secrets
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from grid.api.auth import DEFAULT_NODE_TTL_S, MAX_NODE_TTL_S, Credentials
-from grid.api.deps import Service, get_credentials, require_operator
+from grid.api.deps import Service, is_operator, require_operator
 from grid.api.routes_keys import keys_document
 from grid.demand import parse_observation
 from grid.fleet.errors import GridError
@@ -37,18 +35,17 @@ class ObservationBatch(BaseModel):
     observations: list[dict[str, Any]] = Field(max_length=MAX_OBSERVATIONS)
 
 
-class CredentialRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    host_id: str | None = Field(default=None, min_length=1, max_length=256, pattern=r"^\S+$")
-    ttl_seconds: float = Field(default=DEFAULT_NODE_TTL_S, gt=0, le=MAX_NODE_TTL_S)
-
-
 @router.get("/status")
 def get_status(
-    request: Request, service: Service, history: Annotated[int, Query(ge=0, le=512)] = 50
+    request: Request,
+    service: Service,
+    operator: Annotated[bool, Depends(is_operator)],
+    history: Annotated[int, Query(ge=0, le=512)] = 50,
 ) -> dict[str, Any]:
+    """Public; with a valid operator capability it also shows operator-only details (which
+    advertised engine ports the controller cannot reach)."""
     now = service.clock()
-    doc = status_document(service.controller, now, history=history)
+    doc = status_document(service.controller, now, history=history, detail=operator)
     # The router's side (docs/addressing.md "Relay"): live tunnels, each route's last failure.
     doc["relay"] = request.app.state.relay.describe(now)
     doc["route_failures"] = request.app.state.proxy.failure_rows()
@@ -109,22 +106,3 @@ def post_observations(body: ObservationBatch, service: Service) -> dict[str, Any
     if counts["accepted"]:
         service.notify()
     return {**counts, "invalid": len(invalid), "errors": invalid[:20]}
-
-
-@router.post("/node-credentials", dependencies=admin)
-def post_node_credential(
-    body: CredentialRequest,
-    service: Service,
-    credentials: Annotated[Credentials, Depends(get_credentials)],
-) -> dict[str, Any]:
-    host_id = body.host_id or f"host-{secrets.token_hex(6)}"
-    token, expires = credentials.mint_node_token(
-        host_id, now=service.clock(), ttl_s=body.ttl_seconds
-    )
-    return {
-        "host_id": host_id,
-        "token": token,
-        "reply_key": credentials.reply_key(token),  # verifies the controller's replies
-        "expires_at": expires,
-        "generated_host_id": body.host_id is None,
-    }

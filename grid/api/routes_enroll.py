@@ -23,13 +23,14 @@ import threading
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from grid.api.auth import DEFAULT_NODE_TTL_S, MAX_NODE_TTL_S, Credentials
+from grid.api.credential_book import CredentialBook
 from grid.api.deps import Service, get_credentials, require_operator
 from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
+from grid.fleet.files import atomic_write_text, read_json_file
 from grid.runtime.controller.etcd import HAService
 
 router = APIRouter(tags=["enrollment"])
@@ -64,7 +65,9 @@ def _book_path(service: Any) -> Path:
 
 def _load(path: Path) -> dict[str, dict[str, Any]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path)  # depth-checked like state.json
+        if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+            raise ValueError("not a book of enrollment entries")
     except FileNotFoundError:
         return {}
     except (OSError, ValueError):
@@ -118,6 +121,7 @@ def _refused(code: str, message: str, status: int) -> GridError:
 @router.post("/enroll")
 def post_enroll(
     body: EnrollBody,
+    request: Request,
     service: Service,
     credentials: Annotated[Credentials, Depends(get_credentials)],
 ) -> dict[str, Any]:
@@ -142,15 +146,11 @@ def post_enroll(
             raise _refused("enrollment_token_expired", "this enrollment token has expired", 410)
         entry["used_at"] = now
         _save(path, book, now)  # durable before the credential leaves: never usable twice
+    issued: CredentialBook = request.app.state.credential_book
+    ttl = entry.get("credential_ttl_s", DEFAULT_NODE_TTL_S)
+    ttl = float(ttl) if isinstance(ttl, int | float) else DEFAULT_NODE_TTL_S
     host_id = str(entry["host_id"])
-    token, expires = credentials.mint_node_token(
-        host_id, now=now, ttl_s=float(entry.get("credential_ttl_s", DEFAULT_NODE_TTL_S))
-    )
-    return {
-        "host_id": host_id,
-        "token": token,
-        "reply_key": credentials.reply_key(token),
-        "expires_at": expires,
-        # A controller cluster on etcd: every controller's URL, so the node follows its leader.
-        "controllers": service.controller_urls() if isinstance(service, HAService) else [],
-    }
+    answer = issued.issue(credentials, host_id, now=now, ttl_s=ttl, source="enrollment")
+    # A controller cluster on etcd: every controller's URL, so the node follows its leader.
+    answer["controllers"] = service.controller_urls() if isinstance(service, HAService) else []
+    return answer

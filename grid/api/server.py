@@ -33,6 +33,7 @@ from grid.runtime.controller.core import Controller
 from grid.runtime.controller.lease import LeaseFile
 from grid.runtime.controller.service import ControllerService
 from grid.runtime.controller.store import StateStore
+from grid.runtime.controller.trust import Attestor
 from grid.wire import MAX_FRAME_BYTES
 
 log = logging.getLogger("grid.server")
@@ -69,9 +70,13 @@ def controller_config(overrides: dict[str, Any]) -> ControllerConfig:
 
 def build(state_dir: Path, settings: Settings) -> tuple[FastAPI, ControllerService]:
     config = controller_config(settings.controller)
+    # The key of the controller's attestations (term proofs, route grants) derives from the
+    # node-signing key: it survives a lost state.json, and every controller of the config (and
+    # of a controller cluster, which shares that key) has it.
+    attestor = Attestor.derived(settings.credentials.node_signing_key)
     service: ControllerService
     if settings.store:  # several controllers on etcd (docs/high-availability.md)
-        service = build_service(state_dir, settings, config)
+        service = build_service(state_dir, settings, config, attestor=attestor)
     else:
         state_path = state_dir / STATE_NAME
         lease = LeaseFile(
@@ -79,8 +84,10 @@ def build(state_dir: Path, settings: Settings) -> tuple[FastAPI, ControllerServi
             controller_id=secrets.token_hex(8),
             ttl_s=config.lease_ttl_s,
         )
-        store = StateStore(state_path)
-        service = ControllerService(Controller(store, now=time.time(), config=config, lease=lease))
+        controller = Controller(
+            StateStore(state_path), now=time.time(), config=config, lease=lease, attestor=attestor
+        )
+        service = ControllerService(controller)
     breaker = BreakerPolicy.from_overrides(settings.breaker)
     keys = ClientKeys(
         service, open_access=settings.open_access, operator_token=settings.operator_token

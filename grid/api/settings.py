@@ -16,7 +16,7 @@ from typing import Any
 
 from grid.api.auth import Credentials, new_secret
 from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
+from grid.fleet.files import atomic_write_text, read_json_file
 
 CONFIG_NAME = "config.json"
 STATE_NAME = "state.json"
@@ -81,7 +81,7 @@ def config_path(state_dir: Path) -> Path:
 def load_settings(state_dir: Path) -> Settings:
     path = config_path(state_dir)
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        data: Any = read_json_file(path)  # depth-checked like state.json
     except FileNotFoundError:
         raise GridError(
             "no_controller_config",

@@ -9,7 +9,6 @@ printed. `status --json` and `--json` elsewhere print exactly one JSON document 
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grid.cli.connection import (
+    CaFileOpt,
     GridOpt,
     JsonOpt,
     StateOpt,
@@ -27,12 +27,11 @@ from grid.cli.connection import (
     _again,
     client,
 )
+from grid.cli.credential_cmd import credential_app, write_credential_file
 from grid.cli.render_portfolio import workload_parts
 from grid.cli.render_prefetch import prefetch_parts
 from grid.cli.text import local_time, plural, relative
 from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
-from grid.fleet.wire import reply_key_path
 
 allocator_app = typer.Typer(
     name="allocator",
@@ -45,6 +44,7 @@ model_app = typer.Typer(
 token_app = typer.Typer(help="Write host-scoped node credentials.", no_args_is_help=True)
 allocator_app.add_typer(model_app, name="model")
 allocator_app.add_typer(token_app, name="token")
+allocator_app.add_typer(credential_app, name="node-credential")
 
 
 def _emit(document: Any) -> None:
@@ -183,6 +183,7 @@ def model_set(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create or replace a model placement profile."""
@@ -230,7 +231,7 @@ def model_set(
         "chat_template": chat_template,
     }
     body.update({k: v for k, v in scalars.items() if v is not None})
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         saved = api.put_model(model_id, body)
         mode = str(api.healthz().get("mode", ""))
     if as_json:
@@ -262,10 +263,11 @@ def model_remove(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Retire a model profile (drained and unloaded safely)."""
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         result = api.delete_model(model_id)
     if as_json:
         _emit(result)
@@ -288,6 +290,7 @@ def mode(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Select observe, recommend or automatic mode (recommend is the kill switch)."""
@@ -297,7 +300,7 @@ def mode(
             f"mode {value!r} is not observe, recommend or automatic",
             fix="use one of observe, recommend, automatic",
         )
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         result = api.set_mode(value)
     if as_json:
         _emit(result)
@@ -312,10 +315,11 @@ def tick(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a reconciliation pass now."""
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         result = api.tick()
     if as_json:
         _emit(result)
@@ -523,14 +527,19 @@ def render_status(doc: dict[str, Any]) -> RenderableType:
 def status(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
+    token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
     history: Annotated[
         int, typer.Option("--history", min=0, max=512, help="Command records to include.")
     ] = 50,
 ) -> None:
     """Show hosts, the plan, workload admission and candidates, learned workflows, unmet
-    replicas, pending commands, revisions and warnings."""
-    with client(grid, state_dir, admin=False) as api:
+    replicas, pending commands, revisions and warnings. With the operator capability (found
+    as for admin commands, never required) it also shows operator-only details."""
+    with client(
+        grid, state_dir, token_file, admin=False, ca_file=ca_file, operator_if_known=True
+    ) as api:
         doc = api.status(history=history)
         doc["desired_reasons"] = desired_reasons(api)
     if as_json:
@@ -540,20 +549,6 @@ def status(
 
 
 # ----------------------------------------------------------------------------- tokens
-
-
-def write_credential_file(target: Path, minted: dict[str, Any], *, force: bool) -> None:
-    """A minted node credential as a token file (mode 0600, the token alone) and its reply key
-    beside it in `<FILE>.reply-key` (0600; the node verifies the controller's replies with it)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (0 if force else os.O_EXCL)
-    fd = os.open(target, flags, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, (minted["token"] + "\n").encode())
-    finally:
-        os.close(fd)
-    if minted.get("reply_key"):
-        atomic_write_text(reply_key_path(target), str(minted["reply_key"]) + "\n")
 
 
 @token_app.command("write")
@@ -568,6 +563,7 @@ def token_write(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
 ) -> None:
     """Write an expiring credential valid only for one host; the secret is never printed."""
     target = file.expanduser()
@@ -577,12 +573,13 @@ def token_write(
             f"{target} already exists",
             fix="choose another path, or pass --force to replace it",
         )
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         minted = api.node_credential(host_id, ttl_s=ttl_seconds)
     write_credential_file(target, minted, force=force)
     if minted.get("generated_host_id"):
         typer.echo(f"Generated host id: {minted['host_id']}")
     typer.echo(
-        f"Wrote a credential for host {minted['host_id']} to {target} (mode 0600); "
-        "copy it to that machine over a secure channel."
+        f"Wrote a credential for host {minted['host_id']} to {target} (mode 0600): the token "
+        "and the reply key the node verifies the controller with, in one file; copy that file "
+        "to that machine over a secure channel."
     )

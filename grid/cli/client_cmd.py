@@ -23,14 +23,10 @@ from rich.console import Console
 from rich.table import Table
 
 from grid.api.settings import config_path, default_state_dir, load_settings
-from grid.cli.connection import GridOpt, JsonOpt, StateOpt, client
+from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, client
 from grid.fleet.errors import GridError
 from grid.wire import is_loopback, transport_refusal
 
-CaFileOpt = Annotated[
-    Path | None,
-    typer.Option("--ca-file", help="CA that verifies an https controller (default: system store)."),
-]
 ApiKeyOpt = Annotated[
     Path | None,
     typer.Option(

@@ -10,6 +10,7 @@ Hints built here keep the same `--grid`, `--state-dir` and `--token-file`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -37,6 +38,10 @@ TokenFileOpt = Annotated[
     Path | None, typer.Option("--token-file", help="File holding the operator capability.")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+CaFileOpt = Annotated[
+    Path | None,
+    typer.Option("--ca-file", help="CA that verifies an https controller (default: system store)."),
+]
 
 
 def _read_token_file(path: Path) -> str:
@@ -112,7 +117,10 @@ def client(
     *,
     admin: bool = True,
     ca_file: Path | None = None,
+    operator_if_known: bool = False,
 ) -> AllocatorClient:
+    """`admin`: the operator capability is required; `operator_if_known`: sent when one is
+    found (a read then shows operator-only details), never required."""
     folder = (state_dir or default_state_dir()).expanduser()
     ctx = current_context() if grid is None and state_dir is None else None
     if ctx is not None:
@@ -123,6 +131,9 @@ def client(
         return AllocatorClient(ctx.url, operator_token=token, ca_file=chosen_ca)
     url = _url(grid, folder)  # no --grid and no local config: no controller to talk to
     token = _operator_token(folder, token_file, url) if admin else None
+    if token is None and operator_if_known:
+        with contextlib.suppress(GridError):
+            token = _operator_token(folder, token_file, url)
     return AllocatorClient(url, operator_token=token, ca_file=ca_file or _local_ca(grid, folder))
 
 

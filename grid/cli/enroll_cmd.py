@@ -23,8 +23,8 @@ from typing import Annotated, Any
 
 import typer
 
-from grid.cli.allocator_cmd import write_credential_file
-from grid.cli.connection import GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
+from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
+from grid.cli.credential_cmd import write_credential_file
 from grid.cli.node_cmd import (
     CapacityOpt,
     EnginePortsOpt,
@@ -61,10 +61,11 @@ def enroll(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print a one-time enrollment token for one host (needs the operator capability)."""
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         issued = api.create_enrollment(host_id, ttl_s=ttl)
         url = api.base_url
     line = join_line(url, output, _controller_ca(grid, state_dir), host_id)

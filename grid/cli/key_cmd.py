@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from grid.cli.connection import GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
+from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
 
@@ -47,6 +47,7 @@ def create(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Issue a client key for NAME; it is shown once and cannot be read back."""
@@ -57,7 +58,7 @@ def create(
             fix="pass --force to overwrite it, or another path",
             next_command=f"grid allocator key create {name} -o {output} --force",
         )
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         made: dict[str, Any] = api.request("POST", "/allocator/keys", json={"name": name})
     if output is not None:
         atomic_write_text(output.expanduser(), str(made["key"]) + "\n", 0o600)
@@ -78,10 +79,11 @@ def list_keys(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The client keys (never the keys themselves) with their request counts."""
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         doc: dict[str, Any] = api.request("GET", "/allocator/keys")
     if as_json:
         typer.echo(json.dumps(doc, indent=2))
@@ -113,10 +115,11 @@ def revoke(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Revoke the client key NAME at once: its next request is refused (401)."""
-    with client(grid, state_dir, token_file) as api:
+    with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         doc: dict[str, Any] = api.request("DELETE", f"/allocator/keys/{quote(name, safe='')}")
     if as_json:
         typer.echo(json.dumps(doc, indent=2))

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -26,7 +25,7 @@ import typer
 
 from grid.api.settings import config_path as config_path_of_controller
 from grid.api.settings import default_state_dir, load_settings
-from grid.cli.allocator_cmd import write_credential_file
+from grid.cli.credential_cmd import write_credential_file
 from grid.cli.engine_flags import engine_overrides
 from grid.cli.hints import NODE_TOKEN_ENV, default_node_dir, serves_controller, with_dirs
 from grid.cli.text import local_time
@@ -37,15 +36,21 @@ from grid.node.agent import (
     NodeConfig,
     clear_override,
     config_path,
+    credential_id,
     load_config,
+    no_reply_key,
     parse_config,
+    parse_credential,
     pid_record,
+    read_credential_file,
     read_override,
     read_status,
+    reusable,
     running_agent,
     save_config,
     start_agent,
     stop_agent,
+    token_claims,
     write_override,
 )
 from grid.node.protection import LocalOverride, OverrideKind
@@ -105,27 +110,22 @@ def _folder(node_dir: Path | None) -> Path:
 
 def credential_host(token: str) -> str | None:
     """The host id a node credential names (read, not verified: the controller verifies)."""
-    parts = token.split(".")
-    if len(parts) != 3:
-        return None
-    try:
-        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except ValueError:
-        return None
-    host = claims.get("h") if isinstance(claims, dict) else None
-    return host if isinstance(host, str) and host else None
+    return token_claims(token)[0]
 
 
 def _read_token_file(path: Path) -> str:
+    """The token of a credential file, which must also carry its reply key."""
     try:
-        # The token is the first line (a `reply-key ...` line, if any, is the agent's).
-        return path.expanduser().read_text(encoding="utf-8").strip().split("\n", 1)[0].strip()
+        token, key = read_credential_file(path)
     except OSError as exc:
         raise GridError(
             "token_file_unreadable",
             f"cannot read {path} ({exc.strerror})",
             fix="check the --token-file path and its permissions",
         ) from None
+    if key is None:
+        raise no_reply_key(str(path))
+    return token
 
 
 def _catalog(values: list[str] | None, existing: list[CatalogEntry]) -> list[CatalogEntry]:
@@ -203,15 +203,31 @@ def _local_credential(folder: Path, host: str, grid: str | None, state_dir: Path
             f"on this machine ({settings.url})",
             fix=_remote_fix(),
         )
+    target = folder / LOCAL_TOKEN_NAME
     with AllocatorClient(
         settings.url, operator_token=settings.operator_token, ca_file=settings.ca_file or None
     ) as api:
+        if _still_valid(api, target, host):
+            typer.echo(f"Reusing the credential for host {host} in {target}")
+            return target
         minted = api.node_credential(host)
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / LOCAL_TOKEN_NAME
     write_credential_file(target, minted, force=True)
     typer.echo(f"The local controller wrote a credential for host {host} to {target} (mode 0600)")
     return target
+
+
+def _still_valid(api: AllocatorClient, target: Path, host: str) -> bool:
+    """A credential file the controller may keep honouring: it names `host`, carries its
+    reply key, lives past a day, and the controller lists it as valid (not revoked)."""
+    token = reusable(target, host, time.time())
+    if token is None:
+        return False
+    wanted = credential_id(token)
+    return any(
+        r.get("credential_id") == wanted and r.get("state") == "valid"
+        for r in api.node_credentials(host)
+    )
 
 
 @node_app.command("start")
@@ -304,7 +320,10 @@ def start(
         typer.echo(f"Already running: node agent (pid {running.pid}) in {folder}")
         typer.echo("Next: " + with_dirs("grid allocator node status", node_dir=node_dir))
         return
-    env_token = os.environ.get(TOKEN_ENV, "").strip() or None
+    env_text = os.environ.get(TOKEN_ENV, "").strip() or None  # the whole credential text
+    env_token = parse_credential(env_text)[0] if env_text else None
+    if env_text is not None and parse_credential(env_text)[1] is None:
+        raise no_reply_key(TOKEN_ENV)
     token = env_token or (_read_token_file(token_file) if token_file else None)
     existing: dict[str, Any] = {}
     if config_path(folder).exists():
@@ -361,7 +380,7 @@ def start(
     # Refuse a URL credentials may not travel to before anything starts.
     AllocatorClient(config.grid_url, node_token=token or "check", ca_file=config.ca_file).close()
     save_config(folder, config)
-    started = start_agent(folder, token=env_token)
+    started = start_agent(folder, token=env_text)  # token and reply key, on its stdin
     status = read_status(folder)
     typer.echo(f"Started node agent (pid {started.pid}) for host {config.host_id} -> {url}")
     if status is None or not status.registered:

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from grid.cli import snapshot_cmd  # noqa: F401  (registers `grid allocator snapshot`)
 from grid.cli.allocator_cmd import allocator_app, model_app
-from grid.cli.connection import GridOpt, JsonOpt, StateOpt, TokenFileOpt, _again, client
+from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, TokenFileOpt, _again, client
 from grid.fleet.errors import GridError
 
 __all__ = ["allocator_app", "apply_catalog", "model_list"]
@@ -56,10 +56,11 @@ def _placement(p: dict[str, Any]) -> str:
 def model_list(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List the controller's model profiles: size, replicas, placement, planned and ready."""
-    with client(grid, state_dir, admin=False) as api:
+    with client(grid, state_dir, admin=False, ca_file=ca_file) as api:
         doc = api.status(history=0)
     profiles = doc.get("profiles", [])
     if as_json:
@@ -185,12 +186,13 @@ def apply_catalog(
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
+    ca_file: CaFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Set every profile in CATALOG (declarative, like a llama-swap config), showing what
     changes."""
     wanted = read_catalog(catalog)
-    with client(grid, state_dir, token_file, admin=not dry_run) as api:
+    with client(grid, state_dir, token_file, admin=not dry_run, ca_file=ca_file) as api:
         current = api.status(history=0).get("profiles", [])
         rows = diff_profiles(wanted, current, prune=prune)
         todo = [r for r in rows if r["change"] in ("new", "changed", "retire")]

@@ -38,7 +38,14 @@ if TYPE_CHECKING:
         base_url,
         url_problem,
     )
-    from grid.fleet.files import atomic_write_text, fsync_dir
+    from grid.fleet.files import (
+        MAX_JSON_DEPTH,
+        atomic_write_text,
+        fsync_dir,
+        json_depth,
+        loads_bounded,
+        read_json_file,
+    )
     from grid.fleet.generation import PlanGeneration
     from grid.fleet.models import (
         ADMITTING_STATES,
@@ -135,7 +142,8 @@ _EXPORTS: dict[str, str] = {
     "grid.fleet.externals": (
         "ExternalEndpoint ExternalHealth ExternalSpec NAME_PATTERN base_url url_problem"
     ),
-    "grid.fleet.files": "atomic_write_text fsync_dir",
+    "grid.fleet.files": "MAX_JSON_DEPTH atomic_write_text fsync_dir json_depth loads_bounded"
+    " read_json_file",
     "grid.fleet.generation": "PlanGeneration",
     "grid.fleet.models": (
         "ADMITTING_STATES Assignment Binding DemandEntry Evidence FleetSnapshot Host"
@@ -174,6 +182,7 @@ __all__ = [
     "DEFAULT_WORKLOAD_VOCABULARY",
     "DESTRUCTIVE_KINDS",
     "LIVE_STATES",
+    "MAX_JSON_DEPTH",
     "MAX_MODEL_ID",
     "MAX_ROWS",
     "MAX_TEXT",
@@ -263,10 +272,13 @@ __all__ = [
     "base_url",
     "flags_problem_for",
     "fsync_dir",
+    "json_depth",
     "load_snapshot",
+    "loads_bounded",
     "parse_history",
     "parse_snapshot",
     "process_state",
+    "read_json_file",
     "read_stat",
     "refuse_unknown",
     "reply_is_signed",

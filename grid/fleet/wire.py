@@ -128,6 +128,9 @@ class WireRoute(_Tolerant):
     port: int = Field(ge=1, le=65535)
     concurrency: int | None = Field(default=None, ge=0, le=1 << 16)
     queued: int = Field(default=0, ge=0, le=1 << 20)
+    # The controller's grant for this residency (the WARM command's `grant`, echoed): a route
+    # is used only for a residency the controller commanded (grid.runtime.controller.trust).
+    grant: str | None = Field(default=None, max_length=128)
 
 
 class WireAllocator(_Tolerant):
@@ -157,6 +160,9 @@ class WireAllocator(_Tolerant):
     # controller, so a controller that lost its state can take a higher term (issue 15).
     highest_term: int = Field(default=0, ge=0)
     controller_id: str = Field(default="", max_length=256)
+    # The controller's proof of that term (the accepted command's `term_proof`, echoed): a term
+    # is adopted from a node only with it (issue 22).
+    term_proof: str | None = Field(default=None, max_length=128)
     # What the node itself finds wrong (e.g. its state folder cannot be written); with these it
     # reports `unhealthy`, and the controller shows them among the host's problems.
     problems: list[str] = Field(default_factory=list, max_length=8)
@@ -266,6 +272,11 @@ class WireCommand(_Tolerant):
     # an `evict` removes exactly `artifact_sha256` and nothing else.
     predictive: StrictBool = False
     launch: WireLaunch | None = None  # the profile's engine facts (None: older controllers)
+    # The controller's attestations (grid.runtime.controller.trust): the proof of the term the
+    # command was delivered under, and for a WARM the grant of the residency's route. The node
+    # keeps and echoes them; it cannot make them.
+    term_proof: StrictStr | None = Field(default=None, max_length=128)
+    grant: StrictStr | None = Field(default=None, max_length=128)
     schema_version: int = 1
 
     @property

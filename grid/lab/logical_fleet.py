@@ -34,13 +34,15 @@ from grid.api.settings import (
 )
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
-from grid.fleet.wire import reply_key_path
 from grid.lab.logical_fleet_settings import CandidateModel, FleetSettings
 from grid.node.agent import (
     AgentProcess,
     CatalogEntry,
     NodeConfig,
+    credential_id,
+    credential_text,
     read_status,
+    reusable,
     running_agent,
     save_config,
     start_agent,
@@ -221,11 +223,16 @@ class LogicalFleet:
         if running_agent(folder) is not None:
             return
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        minted = admin.node_credential(host_id, ttl_s=NODE_TOKEN_TTL_S)
-        atomic_write_text(folder / TOKEN_NAME, str(minted["token"]) + "\n")
-        if minted.get("reply_key"):  # the agent verifies the controller's replies with it
-            key_file = reply_key_path(folder / TOKEN_NAME)
-            atomic_write_text(key_file, str(minted["reply_key"]) + "\n")
+        token = reusable(folder / TOKEN_NAME, host_id, time.time())
+        listed = admin.node_credentials(host_id) if token is not None else []
+        if token is None or not any(  # a revoked or unknown credential is replaced
+            r.get("credential_id") == credential_id(token) and r.get("state") == "valid"
+            for r in listed
+        ):
+            minted = admin.node_credential(host_id, ttl_s=NODE_TOKEN_TTL_S)
+            # One file: the token and the reply key the agent verifies every reply with.
+            text = credential_text(str(minted["token"]), str(minted["reply_key"]))
+            atomic_write_text(folder / TOKEN_NAME, text)
         url = self.url()
         assert url is not None
         config = NodeConfig(

@@ -188,6 +188,22 @@ class AllocatorClient:
         result: dict[str, Any] = self.request("POST", "/allocator/node-credentials", json=body)
         return result
 
+    def node_credentials(self, host_id: str | None = None) -> list[dict[str, Any]]:
+        """The credentials the controller issued (ids, hosts, times, state; never a secret)."""
+        params = {"host_id": host_id} if host_id is not None else {}
+        result: dict[str, Any] = self.request("GET", "/allocator/node-credentials", params=params)
+        rows: list[dict[str, Any]] = result.get("credentials", [])
+        return rows
+
+    def revoke_node_credentials(
+        self, *, credential_id: str | None = None, host_id: str | None = None
+    ) -> dict[str, Any]:
+        body = {"credential_id": credential_id} if credential_id else {"host_id": host_id}
+        result: dict[str, Any] = self.request(
+            "POST", "/allocator/node-credentials/revoke", json=body
+        )
+        return result
+
     def create_enrollment(
         self, host_id: str, *, ttl_s: float | None = None, credential_ttl_s: float | None = None
     ) -> dict[str, Any]:
@@ -211,9 +227,19 @@ class AllocatorClient:
 
     # -- nodes ------------------------------------------------------------------------------
     def put_node(self, node_id: str, update: NodeUpdate) -> NodeReply:
-        """Registration or heartbeat; the body is exactly the fields the caller set."""
+        """Registration or heartbeat; the body is exactly the fields the caller set. The reply
+        must carry the controller's signature under this client's reply key: a node takes no
+        unsigned reply (without a key nothing is sent)."""
+        if self.reply_key is None:
+            raise GridError(
+                "no_reply_key",
+                "this node client has no reply key, so it could not tell the controller's "
+                "replies from anyone else's; nothing was sent",
+                fix="write the credential again: its file holds the token and `reply-key ...`",
+                next_command="grid allocator token write FILE --host-id ID",
+            )
         response = self._send("PUT", f"/nodes/{_seg(node_id)}", json=wire_json(update))
-        if self.reply_key is not None and not reply_is_signed(
+        if not reply_is_signed(
             self.reply_key, node_id, response.content, response.headers.get(REPLY_SIGNATURE_HEADER)
         ):
             raise GridError(

@@ -1,5 +1,6 @@
 """The chaos suite's independent view of the fleet: which llama-server children really run and
-answer, read from /proc and from the children themselves (never from Grid's own records).
+answer, read from /proc and from the children themselves (never from Grid's own records), and
+what a user sees of the controller (`UserProbe`).
 
 A child belongs to a node when its `--api-key-file` lies in that node's folder; it is ready when
 `GET /v1/models` with the key from that file answers 200.
@@ -113,3 +114,72 @@ def percentile(values: list[float], q: float) -> float:
     if len(values) == 1:
         return values[0]
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+class UserProbe:
+    """What a user sees (threads): /healthz and /v1/models latency sampled every 0.1 s, and a
+    chat through the controller every 0.5 s with its status and the host that served it."""
+
+    def __init__(self, url: str, model_id: str) -> None:
+        self.url = url
+        self.model_id = model_id
+        self.health: list[float] = []
+        self.models: list[float] = []
+        # (monotonic start, status, the host that served it or why it failed)
+        self.chats: list[tuple[float, int, str]] = []
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._sample, daemon=True),
+            threading.Thread(target=self._chat, daemon=True),
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+
+    def _timed(self, http: httpx.Client, path: str, into: list[float]) -> None:
+        started = time.monotonic()
+        try:
+            http.get(path)
+        except httpx.HTTPError:
+            into.append(float("inf"))
+            return
+        into.append(time.monotonic() - started)
+
+    def _sample(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=30, trust_env=False) as http:
+            while not self._stop.is_set():
+                self._timed(http, "/healthz", self.health)
+                self._timed(http, "/v1/models", self.models)
+                self._stop.wait(0.1)
+
+    def _chat(self) -> None:
+        body = {
+            "model": self.model_id,
+            "messages": [{"role": "user", "content": "Reply with OK"}],
+            "max_tokens": 4,
+        }
+        with httpx.Client(base_url=self.url, timeout=60, trust_env=False) as http:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                try:
+                    reply = http.post("/v1/chat/completions", json=body)
+                    served = reply.headers.get("X-Grid-Served-By", "")
+                    why = "" if reply.is_success else reply.text[:200]
+                    self.chats.append((started, reply.status_code, served or why))
+                except (httpx.HTTPError, ValueError) as exc:
+                    self.chats.append((started, 0, type(exc).__name__))
+                self._stop.wait(0.5)
+
+    def chat_success(self, *, outside: list[tuple[float, float]] = ()) -> tuple[int, int]:
+        """(succeeded, sent) of the chats that did not start within any `outside` window (a
+        child SIGKILLed under a request in flight fails it: the proxy never replays a POST)."""
+        kept = [
+            status for at, status, _who in self.chats if not any(a <= at <= b for a, b in outside)
+        ]
+        return sum(1 for s in kept if s == 200), len(kept)

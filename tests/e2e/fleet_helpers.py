@@ -25,7 +25,7 @@ from grid.node.agent.process import pid_record, start_agent, stop_agent
 from grid.node.agent.status import read_status
 from grid.node.engines.proc import is_alive, read_argv
 from grid.node.engines.state import atomic_write_text
-from tests.service.harness import ControllerProcess, mint
+from tests.service.harness import ControllerProcess, credential_file, mint
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float, what: str, step_s: float = 0.2) -> Any:
@@ -56,7 +56,7 @@ class EngineNode:
         self.folder = root / host_id
         self.folder.mkdir(parents=True, mode=0o700)
         token = self.folder / "node.token"
-        atomic_write_text(token, mint(server, host_id) + "\n")
+        atomic_write_text(token, credential_file(mint(server, host_id)))
         self.config = NodeConfig(
             grid_url=server.url,
             host_id=host_id,

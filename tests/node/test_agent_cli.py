@@ -17,7 +17,7 @@ from grid.cli.main import GuardedGroup
 from grid.cli.node_cmd import credential_host, node_app
 from grid.node.agent.process import pid_record, stop_agent
 from grid.node.engines.proc import is_alive
-from tests.service.harness import ControllerProcess, mint
+from tests.service.harness import ControllerProcess, credential_file, mint
 
 pytestmark = pytest.mark.service
 
@@ -75,7 +75,8 @@ def test_start_registers_keeps_the_credential_out_of_sight_and_stop_ends_it(
         "--telemetry",
         "logical",
     ]
-    started = invoke(*args, env={"GRID_ALLOCATOR_NODE_TOKEN": token})
+    credential = credential_file(token)  # "$(cat node.token)": the token and its reply key
+    started = invoke(*args, env={"GRID_ALLOCATOR_NODE_TOKEN": credential})
     assert started.exit_code == 0, started.output
     assert "host-cli" in started.output and token not in started.output
     record = pid_record(node_dir)
@@ -86,7 +87,7 @@ def test_start_registers_keeps_the_credential_out_of_sight_and_stop_ends_it(
     assert token not in (node_dir / "node.json").read_text()
     wait_host_state(controller, "accepting")
 
-    again = invoke(*args, env={"GRID_ALLOCATOR_NODE_TOKEN": token})
+    again = invoke(*args, env={"GRID_ALLOCATOR_NODE_TOKEN": credential})
     assert "Already running" in again.output and pid_record(node_dir) == record
 
     doc = json.loads(invoke("status", "--node-dir", str(node_dir), "--json").output)
@@ -104,7 +105,7 @@ def test_overrides_fence_the_running_host_and_survive_a_restart(
     controller: ControllerProcess, node_dir: Path
 ) -> None:
     token_file = node_dir.parent / "node.token"
-    token_file.write_text(mint(controller, "host-ovr") + "\n")
+    token_file.write_text(credential_file(mint(controller, "host-ovr")))
     token_file.chmod(0o600)
     args = ["start", "--node-dir", str(node_dir), "--grid", controller.url]
     args += [

@@ -15,7 +15,7 @@ from grid.node.artifacts import ArtifactStore
 from grid.node.protection import LocalOverride, OverrideKind, ProtectionPolicy
 from grid.wire import AllocatorClient
 from tests.node.agent_helpers import FakeTelemetry, node_config
-from tests.service.harness import ControllerProcess, mint
+from tests.service.harness import ControllerProcess, mint, node_client
 from tests.support.fake_engine import FakeEngineSupervisor
 
 pytestmark = pytest.mark.service
@@ -36,7 +36,7 @@ def controller(tmp_path: Path) -> Iterator[ControllerProcess]:
 class Node:
     def __init__(self, tmp_path: Path, server: ControllerProcess, host_id: str) -> None:
         self.supervisor = FakeEngineSupervisor()
-        self.client = AllocatorClient(server.url, node_token=mint(server, host_id))
+        self.client = node_client(server.url, mint(server, host_id))
         config = node_config(tmp_path / host_id, host_id=host_id, grid_url=server.url)
         deps = AgentDeps(
             self.supervisor,

@@ -47,7 +47,7 @@ def test_the_daemon_log_never_carries_a_corrupt_engine_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     token = tmp_path / "node.token"
-    token.write_text("gan1.x.y\n", encoding="utf-8")
+    token.write_text("gan1.x.y\nreply-key k\n", encoding="utf-8")
     save_config(
         tmp_path,
         NodeConfig(host_id="h1", grid_url="http://127.0.0.1:1", token_file=str(token)),

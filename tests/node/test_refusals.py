@@ -14,7 +14,7 @@ import pytest
 
 from grid.fleet.errors import GridError
 from grid.node.agent.config import NodeConfig, save_config
-from grid.node.agent.main import main, read_token
+from grid.node.agent.main import main, read_credential
 from grid.node.agent.state import AgentStateStore
 from grid.wire import AllocatorClient
 
@@ -55,7 +55,7 @@ def test_every_refusal_has_a_code_a_sentence_and_a_fix(package: str) -> None:
 def test_a_node_without_a_credential_names_the_command_that_writes_one(tmp_path: Path) -> None:
     config = NodeConfig(host_id="h1", grid_url="http://127.0.0.1:1")
     with pytest.raises(GridError) as refusal:
-        read_token(config, from_stdin=False)
+        read_credential(config, from_stdin=False)
     assert refusal.value.code == "no_node_credential"
     assert refusal.value.fix
     assert refusal.value.next_command == "grid allocator token write FILE --host-id ID"

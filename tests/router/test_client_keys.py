@@ -23,9 +23,9 @@ from grid.api.settings import load_settings, write_settings
 from grid.fleet.errors import GridError
 from grid.fleet.wire import NodeUpdate
 from grid.runtime.controller import Controller, ControllerService, StateStore
-from grid.wire import AllocatorClient
 from tests.router.fake_engine import FakeEngine
-from tests.service.harness import REPO, ControllerProcess, mint
+from tests.router.test_proxy_service import grant
+from tests.service.harness import REPO, ControllerProcess, mint, node_client
 
 pytestmark = pytest.mark.service
 
@@ -60,12 +60,18 @@ def beat(process: ControllerProcess) -> None:
         "allocator": {
             "schema_version": 1,
             "residencies": [{"model_id": MODEL, "memory_mb": 200, "state": "ready"}],
-            "routes": [{"model_id": MODEL, "port": process.engine_port}],  # type: ignore[attr-defined]
+            "routes": [  # as a commanded node reports it: with the controller's grant
+                {
+                    "model_id": MODEL,
+                    "port": process.engine_port,  # type: ignore[attr-defined]
+                    "grant": grant(process, "host-k", MODEL),
+                }
+            ],
             "engine_key": ENGINE_KEY,
         },
         "request_commands": False,
     }
-    with AllocatorClient(process.url, node_token=mint(process, "host-k")) as node:
+    with node_client(process.url, mint(process, "host-k")) as node:
         node.put_node("host-k.allocator", NodeUpdate.model_validate(body))
 
 

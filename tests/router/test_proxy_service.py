@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from grid.fleet.wire import NodeUpdate
-from grid.wire import AllocatorClient
+from grid.runtime.controller import Attestor
 from tests.router.fake_engine import FakeEngine
-from tests.service.harness import ControllerProcess, mint
+from tests.service.harness import ControllerProcess, mint, node_client
 
 pytestmark = pytest.mark.service
 
@@ -47,6 +47,11 @@ def engine(engines: list[FakeEngine], name: str) -> FakeEngine:
     return fake
 
 
+def grant(server: ControllerProcess, host_id: str, model_id: str) -> str:
+    """The route grant the controller gives a host with its WARM of `model_id`."""
+    return Attestor.derived(server.settings.credentials.node_signing_key).grant(host_id, model_id)
+
+
 def register(
     server: ControllerProcess,
     host_id: str,
@@ -66,12 +71,16 @@ def register(
                 {"model_id": m, "memory_mb": 200, "state": residency_state, "managed": True}
                 for m in sorted(routes)
             ],
-            "routes": [{"model_id": m, "port": e.port} for m, e in sorted(routes.items())],
+            # As a commanded node reports them: each with the controller's grant (trust.py).
+            "routes": [
+                {"model_id": m, "port": e.port, "grant": grant(server, host_id, m)}
+                for m, e in sorted(routes.items())
+            ],
             "engine_key": ENGINE_KEY,
         },
         "request_commands": False,
     }
-    with AllocatorClient(server.url, node_token=mint(server, host_id)) as node:
+    with node_client(server.url, mint(server, host_id)) as node:
         node.put_node(f"node-{host_id}", NodeUpdate.model_validate(body))
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from grid.api.proxy_state import ProxyState, Upstream
 from grid.router import RouteRefusal
+from grid.runtime.controller import RouteJudge
 from grid.runtime.controller.core import Controller
 from grid.runtime.controller.store import MemoryStore
 from grid.runtime.controller.wire import NodeUpdate
@@ -30,7 +31,9 @@ def _controller(concurrency: int | None = 1) -> Controller:
             },
         }
     )
-    ctl.registry.apply("node-h", "h", update, now=T0)
+    # An operator registered the route (a pin): the proxy's rules are what this file tests.
+    judge = RouteJudge(ctl.gate.attestor, {}, frozenset({"m"}))
+    ctl.registry.apply("node-h", "h", update, now=T0, judge=judge)
     return ctl
 
 

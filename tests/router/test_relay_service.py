@@ -26,10 +26,10 @@ from grid.api.settings import write_settings
 from grid.api.tls import generate_ca_and_server
 from grid.fleet.wire import NODE_HEADER, NodeUpdate
 from grid.node.agent.tunnel import Backoff, RelayTunnel
-from grid.wire import AllocatorClient
 from tests.e2e.fleet_helpers import wait_for
 from tests.router.fake_engine import FakeEngine
-from tests.service.harness import ControllerProcess, mint
+from tests.router.test_proxy_service import grant
+from tests.service.harness import ControllerProcess, mint, node_client
 
 pytestmark = pytest.mark.service
 
@@ -67,12 +67,13 @@ def register(server: ControllerProcess, host_id: str, port: int, token: str) -> 
             "schema_version": 1,
             "state": "accepting",
             "residencies": [{"model_id": MODEL, "memory_mb": 200, "state": "ready"}],
-            "routes": [{"model_id": MODEL, "port": port}],
+            # As a commanded node reports it: with the controller's grant (trust.py).
+            "routes": [{"model_id": MODEL, "port": port, "grant": grant(server, host_id, MODEL)}],
             "relay": True,
         },
         "request_commands": False,
     }
-    with AllocatorClient(server.url, node_token=token) as node:
+    with node_client(server.url, token) as node:
         node.put_node(f"{host_id}.allocator", NodeUpdate.model_validate(body))
 
 

@@ -12,6 +12,7 @@ from grid.fleet.wire import WireRoute, wire_json
 from grid.node.agent.report import child_routes, envelope
 from grid.node.agent.state import ResidencyRecord
 from grid.node.engines.base import EngineState, EngineStatus
+from grid.runtime.controller import Attestor, RouteJudge
 from grid.runtime.controller.registry import Registry
 from grid.runtime.controller.wire import NodeUpdate
 
@@ -66,9 +67,10 @@ def _update(with_key: bool) -> NodeUpdate:
 
 def test_the_registry_keeps_the_key_apart_from_everything_it_shows() -> None:
     registry = Registry()
+    judge = RouteJudge(Attestor.ephemeral(), {}, frozenset({"m"}))  # an operator's pin
     update = _update(with_key=True)
     assert KEY not in repr(update)
-    registry.apply("node-h", "h", update, now=100.0)
+    registry.apply("node-h", "h", update, now=100.0, judge=judge)
     entry = registry.hosts["h"]
     assert entry.engine_key == KEY
     assert [(r.model_id, r.port) for r in entry.routes] == [("m", 39100)]
@@ -79,5 +81,5 @@ def test_the_registry_keeps_the_key_apart_from_everything_it_shows() -> None:
     # A heartbeat without the envelope keeps what was known; a new envelope replaces it.
     registry.apply("node-h", "h", NodeUpdate.model_validate({}), now=101.0)
     assert registry.hosts["h"].engine_key == KEY
-    registry.apply("node-h", "h", _update(with_key=False), now=102.0)
+    registry.apply("node-h", "h", _update(with_key=False), now=102.0, judge=judge)
     assert registry.hosts["h"].engine_key is None

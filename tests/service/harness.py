@@ -20,6 +20,7 @@ from typing import Any
 from grid.api.settings import Settings, load_or_create_settings, write_settings
 from grid.fleet.errors import GridError
 from grid.fleet.wire import NodeReply
+from grid.node.agent import credential_text
 from grid.wire import AllocatorClient
 from tests.support.fake_node import FakeNode
 
@@ -114,9 +115,11 @@ class ControllerProcess:
 class HttpNode:
     """A fake node agent talking to the controller over HTTP with its host credential."""
 
-    def __init__(self, fake: FakeNode, url: str, token: str) -> None:
+    def __init__(self, fake: FakeNode, url: str, token: str, reply_key: str | None = None) -> None:
         self.fake = fake
-        self.client = AllocatorClient(url, node_token=token)
+        if reply_key is not None:
+            REPLY_KEYS[token] = reply_key
+        self.client = node_client(url, token)
         self.acks: list[dict[str, Any]] = []
         self.received: list[dict[str, Any]] = []
 
@@ -143,10 +146,28 @@ class HttpNode:
         self.client.close()
 
 
+# The reply key of every credential `mint` handed out: a node client must verify replies with it.
+REPLY_KEYS: dict[str, str] = {}
+
+
 def mint(server: ControllerProcess, host_id: str) -> str:
+    """A fresh credential's token; its reply key is kept for `node_client`/`credential_file`."""
     with server.admin() as admin:
-        token: str = admin.node_credential(host_id)["token"]
+        minted = admin.node_credential(host_id)
+    token: str = minted["token"]
+    REPLY_KEYS[token] = str(minted["reply_key"])
     return token
+
+
+def node_client(url: str, token: str, **options: Any) -> AllocatorClient:
+    """A node's client: its token, and the reply key every reply is verified with."""
+    key = REPLY_KEYS.get(token, "not-the-reply-key")  # a forged token has none
+    return AllocatorClient(url, node_token=token, reply_key=key, **options)
+
+
+def credential_file(token: str) -> str:
+    """What a credential file holds for a minted token (the token and its reply key)."""
+    return credential_text(token, REPLY_KEYS[token])
 
 
 def converge(nodes: list[HttpNode], rounds: int = 8) -> None:

@@ -21,6 +21,7 @@ from grid.cli import server_cmd
 from grid.cli.main import GuardedGroup
 from grid.fleet.errors import GridError
 from grid.node.agent.config import NodeConfig, save_config
+from grid.node.agent.credential import credential_text
 from grid.node.agent.process import running_agent, start_agent, stop_agent
 from grid.node.agent.status import read_status
 from grid.node.engines.proc import is_alive
@@ -60,8 +61,10 @@ def node_dir(tmp_path: Path) -> Iterator[Path]:
 def _start_node(node_dir: Path, settings: Settings, grid_url: str) -> int:
     node_dir.mkdir(mode=0o700)
     with AllocatorClient(settings.url, operator_token=settings.operator_token) as admin:
-        token = admin.node_credential("host-local")["token"]
-    atomic_write_text(node_dir / "node.token", f"{token}\n")
+        minted = admin.node_credential("host-local")
+    atomic_write_text(
+        node_dir / "node.token", credential_text(minted["token"], minted["reply_key"])
+    )
     config = NodeConfig(
         grid_url=grid_url,
         host_id="host-local",

@@ -12,8 +12,7 @@ import pytest
 
 from grid.api.limits import ADMIN_BODY_LIMIT, OPENAI_BODY_LIMIT
 from grid.fleet.errors import GridError
-from grid.wire import AllocatorClient
-from tests.service.harness import ControllerProcess, mint
+from tests.service.harness import ControllerProcess, mint, node_client
 from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.service
@@ -37,8 +36,8 @@ def test_a_credential_cannot_squat_another_hosts_record(controller: ControllerPr
     two = FakeNode("logical-02", node_id="logical-02.allocator")
     t1, t2 = mint(controller, "logical-01"), mint(controller, "logical-02")
     with (
-        AllocatorClient(controller.url, node_token=t1) as c1,
-        AllocatorClient(controller.url, node_token=t2) as c2,
+        node_client(controller.url, t1) as c1,
+        node_client(controller.url, t2) as c2,
     ):
         c2.put_node(two.node_id, two.registration())
         squat = _refusal(lambda: c2.put_node(one.node_id, two.registration()))
@@ -58,8 +57,8 @@ def test_a_host_takes_its_own_record_back_from_a_squatter(controller: Controller
     two = FakeNode("h2")
     t1, t2 = mint(controller, "h1"), mint(controller, "h2")
     with (
-        AllocatorClient(controller.url, node_token=t1) as c1,
-        AllocatorClient(controller.url, node_token=t2) as c2,
+        node_client(controller.url, t1) as c1,
+        node_client(controller.url, t2) as c2,
     ):
         c2.put_node("h2.allocator", two.registration())
         one = FakeNode("h1", node_id="h1")

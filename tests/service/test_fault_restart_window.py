@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -60,6 +61,61 @@ def test_no_extra_replica_is_warmed_before_the_fleet_re_registers(tmp_path: Path
     fleet.settle(4)
     assert fleet.ready_hosts("m") == ready
     assert [c for c in fleet.delivered[before:] if c["host_id"] == spare] == []
+
+
+def test_a_replacement_delivered_before_a_sigkill_is_waited_for_not_doubled(
+    tmp_path: Path,
+) -> None:
+    """Issue 22, item 7: a controller SIGKILLed just after delivering a replacement came back,
+    heard first from the host whose replica had died (no READY replica in view, so it was
+    "restored at once" there), and then ran 3 replicas for max 2 until a drain 44 s later.
+    While the fleet settles, a model the restored book places on a host not back yet waits."""
+    fleet = Fleet(tmp_path, [FakeNode("h1"), FakeNode("h2"), FakeNode("h3")])
+    fleet.register_all()
+    fleet.ctl.put_profile("m", profile(min_replicas=2, max_replicas=2), fleet.now)
+    fleet.ctl.set_mode("automatic", fleet.now)
+    fleet.settle()
+    first, second = fleet.ready_hosts("m")
+    (spare,) = {"h1", "h2", "h3"} - {first, second}
+    # The first replica's child dies while its host is briefly unhealthy; the controller
+    # delivers a replacement WARM to the spare, which takes it, and the controller is SIGKILLed
+    # before the spare answers. The first host recovers meanwhile.
+    fleet.nodes[first].residencies.clear()
+    fleet.nodes[first].state = "unhealthy"
+    taken: list[dict[str, Any]] = []
+    while not taken:
+        fleet.now += 2.0
+        for host_id in (first, second, spare):
+            delivery = fleet.poll(fleet.nodes[host_id])
+            taken += [c for c in delivery.commands if c["kind"] == "warm"]
+    (replacement,) = taken
+    assert replacement["host_id"] == spare
+    fleet.nodes[first].state = "accepting"
+    fleet.ctl.keeper.release()  # a SIGKILLed holder's lease is taken over at once
+    fleet.start("ctl-b")
+
+    def replicas() -> int:
+        return sum(1 for n in fleet.nodes.values() if "m" in n.residencies)
+
+    # The host that lost its replica is the first to re-register: no READY replica in view.
+    fleet.now += 0.5
+    fleet.update(fleet.nodes[first], fleet.nodes[first].registration())
+    fleet.now += 1.0
+    early = fleet.poll(fleet.nodes[first]).commands
+    assert [c for c in early if c["kind"] == "warm"] == []  # it waits for the spare's replica
+    # The others come back; the spare finishes the replacement it took before the kill.
+    fleet.update(fleet.nodes[second], fleet.nodes[second].registration())
+    ack = fleet.nodes[spare].execute(replacement, now=fleet.now, ttl_s=30.0)
+    assert ack is not None
+    fleet.acks[spare].append(ack)
+    fleet.update(fleet.nodes[spare], fleet.nodes[spare].registration())
+    most = replicas()
+    for _ in range(8):
+        for command in fleet.step():
+            most = max(most, replicas())
+            assert command["kind"] != "warm", command
+    assert most == 2
+    assert sorted(fleet.ready_hosts("m")) == sorted([second, spare])
 
 
 def test_requests_right_after_a_restart_wait_for_the_first_heartbeats(

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from grid.fleet.wire import reply_key_path
+from grid.node.agent import parse_credential
 from tests.service.harness import REPO, HttpNode, free_port
 from tests.support.fake_node import FakeNode
 
@@ -69,10 +71,13 @@ def test_status_names_binding_constraints_and_what_would_fit(
     )
     assert wrote.returncode == 0, wrote.stderr
     assert stat.S_IMODE(token_path.stat().st_mode) == 0o600
-    node_token = token_path.read_text().strip()
-    assert node_token not in wrote.stdout + wrote.stderr
+    # One file: the token and the reply key (issue 22), neither of them printed.
+    node_token, reply_key = parse_credential(token_path.read_text())
+    assert node_token and reply_key and not reply_key_path(token_path).exists()
+    assert node_token not in wrote.stdout + wrote.stderr and reply_key not in wrote.stdout
     url = json.loads((state_dir / "config.json").read_text())["port"]
-    node = HttpNode(FakeNode("h1", capacity_mb=16384), f"http://127.0.0.1:{url}", node_token)
+    fake = FakeNode("h1", capacity_mb=16384)
+    node = HttpNode(fake, f"http://127.0.0.1:{url}", node_token, reply_key)
     node.register()
     big = grid(
         "allocator",

@@ -16,6 +16,7 @@ from grid.fleet.errors import GridError
 from grid.fleet.wire import wire_json
 from grid.wire import AllocatorClient
 from tests.service.harness import ControllerProcess, mint
+from tests.service.harness import node_client as harness_client
 from tests.support.fake_node import FakeNode
 
 pytestmark = pytest.mark.service
@@ -38,6 +39,7 @@ BODIES: dict[str, Any] = {
     "/allocator/mode": {"mode": "automatic"},
     "/allocator/observations": {"observations": [{"model_id": "m", "timestamp": 1.0}]},
     "/allocator/node-credentials": {"host_id": "h9"},
+    "/allocator/node-credentials/revoke": {"host_id": "h9"},
     "/allocator/enrollments": {"host_id": "h9"},
     "/allocator/externals/{name}": {"url": "https://127.0.0.1:1", "models": ["m"]},
     "/allocator/evaluations": {"model": "m", "workload": "coding", "quality": 0.5},
@@ -67,10 +69,10 @@ def test_every_admin_route_refuses_without_a_valid_capability(
     controller: ControllerProcess,
 ) -> None:
     routes = admin_routes(controller)
-    # models put/delete, mode, tick, observations, node-credentials, evaluations, enrollments,
-    # the dashboard's: host drain put/delete, model replica bounds; externals put/get/delete;
-    # client keys create/list/revoke
-    assert len(routes) == 17
+    # models put/delete, mode, tick, observations, node-credentials (mint, list, revoke),
+    # evaluations, enrollments, the dashboard's: host drain put/delete, model replica bounds;
+    # externals put/get/delete; client keys create/list/revoke
+    assert len(routes) == 19
     with controller.admin() as admin:
         admin.put_model("m", {"memory_mb": 1024})
     before = observable_state(controller)
@@ -94,7 +96,7 @@ def test_every_admin_route_refuses_without_a_valid_capability(
 
 
 def node_client(server: ControllerProcess, token: str) -> AllocatorClient:
-    return AllocatorClient(server.url, node_token=token)
+    return harness_client(server.url, token)
 
 
 def refusal(call: Any) -> tuple[int, str]:
@@ -132,7 +134,8 @@ def test_node_credentials_are_host_scoped_signed_and_expiring(
             403,
             "expired_node_credential",
         )
-    with AllocatorClient(controller.url, operator_token=controller.settings.operator_token) as op:
+    operator = controller.settings.operator_token  # sent, with some key: no node credential
+    with AllocatorClient(controller.url, operator_token=operator, reply_key="k") as op:
         assert refusal(lambda: op.put_node("n2", h2.registration())) == (401, "unauthorized")
     with controller.public() as public:
         hosts = [h["host_id"] for h in public.status()["hosts"]]

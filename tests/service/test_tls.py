@@ -277,3 +277,47 @@ def test_local_node_start_next_to_a_tls_controller_needs_no_flags(tmp_path: Path
     finally:
         down = runner.invoke(app, ["down", "--state-dir", state, "--node-dir", node])
     assert "Stopped the node agent of host tls-local" in down.output
+
+
+@pytest.mark.parametrize("case", ["expired", "wrong_name", "unknown_ca"])
+def test_grid_up_with_a_certificate_its_clients_refuse_fails_fast_with_the_cause(
+    tmp_path: Path, case: str
+) -> None:
+    """Issue 22, item 7: `grid up` with an expired, self-signed or wrong-name certificate waited
+    30 s, said `server_timeout`, and left the controller running. Now it stops that controller
+    and names the TLS cause at once."""
+    from grid.cli.main import app
+
+    past = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
+    issued = generate_ca_and_server(
+        tmp_path / "pki",
+        ["127.0.0.8" if case == "wrong_name" else "127.0.0.6"],
+        not_before=past - dt.timedelta(days=1) if case == "expired" else None,
+        not_after=past if case == "expired" else None,
+    )
+    state = tmp_path / "ctl"
+    args = ["up", "--state-dir", str(state), "--host", "127.0.0.6", "--port", str(free_port())]
+    args += ["--tls-cert", str(issued.cert_file), "--tls-key", str(issued.key_file)]
+    if case != "unknown_ca":  # without --ca-file the system store knows no such CA
+        args += ["--ca-file", str(issued.ca_file)]
+    started = time.monotonic()
+    up = CliRunner().invoke(app, args, env={"GRID_CA_FILE": ""})
+    waited = time.monotonic() - started
+    assert up.exit_code != 0
+    assert "server_certificate_rejected" in up.output, up.output
+    cause = {"expired": "expired", "wrong_name": "127.0.0.6", "unknown_ca": "issuer"}[case]
+    assert cause in up.output.replace("\n", " "), up.output
+    assert "server_timeout" not in up.output and waited < 25  # not the 30 s start timeout
+    assert not (state / "server.pid").exists()
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    alive = [
+        p for p in pids if str(state.resolve()) in _cmdline(p) and "grid.api.server" in _cmdline(p)
+    ]
+    assert alive == []  # the controller was stopped again
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""

@@ -7,7 +7,8 @@ cache, WARM makes a ready residency, DRAIN marks it draining, UNLOAD removes it.
 that downloads records the artifact, a WARM marks it used) and runs EVICT of exactly that SHA,
 refusing anything else; `disk_free_mb` is what it reports as free disk. It keeps the
 node-side authority fence (highest controller term seen) so tests can show that a stale command
-is refused.
+is refused, and like a real node it keeps the controller's attestations (the proof of the
+fence's term, each WARM's route grant) and echoes the grants with its routes.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class FakeNode:
     unrouted: set[str] = field(default_factory=set)  # READY rows whose child route is gone
     # An older node's heartbeat: no allocator envelope, so it renews the control lease only.
     lean: bool = False
+    engine_key: str | None = None  # sent beside the routes when set (the proxy needs it)
+    term_proof: str = ""  # the controller's proof of the fence's term (from a command)
+    grants: dict[str, str] = field(default_factory=dict)  # model -> route grant (from WARM)
     disk_free_mb: int | None = None
     evict_actuator: bool = False
     # model -> {"sha256", "size_mb", "fetched_at", "warmed"}: downloads a prediction asked for
@@ -53,6 +57,12 @@ class FakeNode:
         self.node_id = self.node_id or f"node-{self.host_id}"
 
     def envelope(self) -> WireAllocator:
+        block = self._envelope()
+        if self.engine_key and block.routes:
+            block.engine_key = self.engine_key
+        return block
+
+    def _envelope(self) -> WireAllocator:
         return WireAllocator(
             schema_version=1,
             state=self.state,
@@ -75,7 +85,7 @@ class FakeNode:
             ],
             # Like a real node: a live child route beside each READY row (invariant 4).
             routes=[
-                WireRoute(model_id=m, port=39100 + i)
+                WireRoute(model_id=m, port=39100 + i, grant=self.grants.get(m))
                 for i, (m, r) in enumerate(sorted(self.residencies.items()))
                 if r["state"] == "ready" and m not in self.unrouted
             ],
@@ -118,6 +128,10 @@ class FakeNode:
             self.refused.append(command["action_id"])
             return None
         kind, model = command["kind"], command["model_id"]
+        if command.get("controller_term") == self.fence.highest_term and command.get("term_proof"):
+            self.term_proof = str(command["term_proof"])
+        if kind == "warm" and command.get("grant"):
+            self.grants[model] = str(command["grant"])
         self.clock = max(self.clock, now)
         if kind == "evict":
             return self._evict(command)

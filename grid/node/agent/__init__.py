@@ -2,6 +2,7 @@
 
 The face of this package (what the CLI, the lab and the tests use):
     config.py     `node.json`: the agent's configuration and model catalog
+    credential.py the node credential: token and reply key, read from every path
     process.py    the detached daemon: start, find, stop (`python -m grid.node.agent`)
     main.py       the daemon's entry point: wiring the supervisor, store, telemetry and client
     loop.py       `NodeAgent`: the agent's state and the heartbeat cycle that wires the rest
@@ -27,6 +28,15 @@ from grid.node.agent.config import (
     load_config,
     parse_config,
     save_config,
+)
+from grid.node.agent.credential import (
+    credential_id,
+    credential_text,
+    no_reply_key,
+    parse_credential,
+    read_credential_file,
+    reusable,
+    token_claims,
 )
 from grid.node.agent.fence import CommandFence, FenceVerdict
 from grid.node.agent.loop import AgentDeps, HeartbeatResult, NodeAgent
@@ -66,16 +76,23 @@ __all__ = [
     "ResidencyRecord",
     "clear_override",
     "config_path",
+    "credential_id",
+    "credential_text",
     "load_config",
     "log_tail",
+    "no_reply_key",
     "parse_config",
+    "parse_credential",
     "pid_record",
+    "read_credential_file",
     "read_override",
     "read_status",
+    "reusable",
     "running_agent",
     "save_config",
     "start_agent",
     "stop_agent",
+    "token_claims",
     "write_knobs",
     "write_override",
 ]

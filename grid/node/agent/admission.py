@@ -34,7 +34,7 @@ from grid.fleet.actions import CONSTRUCTIVE_KINDS, ReceiptStatus
 from grid.fleet.errors import GridError
 from grid.fleet.generation import PlanGeneration
 from grid.fleet.wire import WireCommand
-from grid.node.agent.fence import CommandFence
+from grid.node.agent.fence import MAX_TERM_STEP, CommandFence
 
 # Fence reasons that mean "nothing happened, reissue freely" rather than a failure.
 _CANCELLED_FENCE = frozenset({"authority_expired"})
@@ -88,8 +88,10 @@ def admit(
     host_id: str,
     authority: Authority,
     ttl_remaining_s: float,
+    term_ceiling: int | None = None,
 ) -> tuple[Verdict, Authority]:
-    """The receipt-time verdict and the authority to remember if it is accepted."""
+    """The receipt-time verdict and the authority to remember if it is accepted
+    (`term_ceiling`: the highest term the reply may reach, `fence.MAX_TERM_STEP`)."""
     command, code, problem = parse_command(raw)
     if command is None:
         has_id = isinstance(raw.get("action_id"), str) and bool(raw.get("action_id"))
@@ -98,7 +100,7 @@ def admit(
     target = command.target_host
     if target != host_id:
         return _fail("wrong_host", f"the command is for host {str(target)[:64]!r}"), authority
-    fence = CommandFence(authority.highest_term, authority.controller_id)
+    fence = CommandFence(authority.highest_term, authority.controller_id, term_ceiling)
     fenced = fence.admit(command, ttl_remaining_s)
     if not fenced.accepted:
         text = _FENCE_TEXT.get(fenced.reason, fenced.reason)
@@ -224,17 +226,23 @@ def admit_batch(
     The controller orders a delivery by service class, not by plan generation, so one batch may
     carry a still-pending command of an older plan after one of a newer plan. Every member is
     therefore compared with the generation accepted before this batch; the newest one accepted
-    is remembered afterwards. The term fence applies cumulatively.
+    is remembered afterwards. The term fence applies cumulatively, and the whole batch (one
+    reply) may move it by at most `MAX_TERM_STEP` from where it was before.
     """
     out: list[tuple[Mapping[str, Any], Verdict]] = []
     running = authority
+    ceiling = authority.highest_term + MAX_TERM_STEP
     for command in commands:
         # The fence so far, the plan generation as it was before the batch.
         probe = replace(
             authority, highest_term=running.highest_term, controller_id=running.controller_id
         )
         verdict, after = admit(
-            command, host_id=host_id, authority=probe, ttl_remaining_s=ttl_remaining_s
+            command,
+            host_id=host_id,
+            authority=probe,
+            ttl_remaining_s=ttl_remaining_s,
+            term_ceiling=ceiling,
         )
         out.append((command, verdict))
         if not verdict.accepted:

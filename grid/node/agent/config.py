@@ -18,7 +18,6 @@ Layout of a node state folder:
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -28,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from grid.fleet.engine_settings import EngineSettings
 from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
+from grid.fleet.files import atomic_write_text, read_json_file
 from grid.fleet.wire import ADDRESS_PATTERN, DEFAULT_ENGINE_ADDRESS
 from grid.wire.client import is_loopback
 
@@ -192,7 +191,7 @@ def parse_config(data: object, where: str = CONFIG_NAME) -> NodeConfig:
 def load_config(state_dir: Path) -> NodeConfig:
     path = config_path(state_dir)
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        data: Any = read_json_file(path)  # depth-checked like state.json
     except FileNotFoundError:
         raise GridError(
             "no_node_config",

@@ -17,9 +17,11 @@ from typing import Any
 
 from grid.fleet.wire import WireCommand
 
-# How far one command may move the term fence. Controllers add 1 per takeover, so a legitimate
+# How far one reply may move the term fence. Controllers add 1 per takeover, so a legitimate
 # jump is small; a reply claiming 10^12 is an impostor's (or a corrupt one's) and would lock the
-# real controller out. A refused jump leaves the fence as it was.
+# real controller out. A refused jump leaves the fence as it was. The bound holds per reply, not
+# per command: every command of one reply is measured from the fence the reply found
+# (`ceiling`), so three commands cannot add up to three steps.
 MAX_TERM_STEP = 10_000
 
 
@@ -33,6 +35,8 @@ class FenceVerdict:
 class CommandFence:
     highest_term: int = 0
     controller_id: str = ""
+    # The highest term this reply may reach (None: the current fence plus MAX_TERM_STEP).
+    ceiling: int | None = None
 
     def admit(
         self, command: WireCommand | Mapping[str, Any], ttl_remaining_s: float
@@ -51,7 +55,8 @@ class CommandFence:
             return FenceVerdict(False, "authority_expired")
         if term < self.highest_term:
             return FenceVerdict(False, "stale_term")
-        if term > self.highest_term + MAX_TERM_STEP:
+        limit = self.ceiling if self.ceiling is not None else self.highest_term + MAX_TERM_STEP
+        if term > limit:
             return FenceVerdict(False, "term_jump_too_large")
         if term == self.highest_term and self.controller_id and who != self.controller_id:
             return FenceVerdict(False, "second_controller_in_term")

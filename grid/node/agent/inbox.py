@@ -22,6 +22,25 @@ from grid.node.agent.state import AgentState, Keeper, QueuedCommand, receipt_for
 log = logging.getLogger("grid.node")
 
 
+MAX_GRANTS = 256
+
+
+def keep_attestations(state: AgentState, accepted: Sequence[WireCommand]) -> None:
+    """Keep what the controller attested with the accepted commands: the proof of the fence's
+    term (from a command at exactly that term and controller) and each WARM's route grant."""
+    for command in accepted:
+        fenced = (command.controller_term, command.controller_id) == (
+            state.highest_term,
+            state.controller_id,
+        )
+        if fenced and command.term_proof:
+            state.term_proof = command.term_proof
+        if command.kind == "warm" and command.grant:
+            state.grants[command.model_id] = command.grant
+    if len(state.grants) > MAX_GRANTS:  # keep the grants of residencies this host holds
+        state.grants = {m: g for m, g in state.grants.items() if m in state.residencies}
+
+
 class CommandInbox:
     def __init__(
         self,
@@ -87,8 +106,14 @@ class CommandInbox:
                     log.warning(
                         "refused %s: %s (%s)", raw.get("action_id"), verdict.code, verdict.message
                     )
+            if (authority.highest_term, authority.controller_id) != (
+                state.highest_term,
+                state.controller_id,
+            ):
+                state.term_proof = ""  # a new fence: only its own command's proof stands for it
             state.highest_term = authority.highest_term
             state.controller_id = authority.controller_id
+            keep_attestations(state, accepted)
             state.plan_epoch = authority.plan_epoch
             state.plan_sequence = authority.plan_sequence
             # The deadline is known before the worker can see the command in the queue.

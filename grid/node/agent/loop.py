@@ -311,7 +311,7 @@ class NodeAgent:
         throttle = decision.throttle_fraction if lifecycle is decision.lifecycle else 0.0
         supervisor = self.deps.supervisor
         routes = child_routes(
-            state.residencies, {m: supervisor.status(m) for m in state.residencies}
+            state.residencies, {m: supervisor.status(m) for m in state.residencies}, state.grants
         )
         # Over the relay the engine key stays here (the tunnel adds it); the direct loopback
         # path hands it to the controller on this machine.
@@ -335,6 +335,8 @@ class NodeAgent:
         if state.highest_term:  # the fence, so a controller without state can out-term it
             block.highest_term = state.highest_term
             block.controller_id = state.controller_id
+            if state.term_proof:  # the controller's proof of it: only a proven term is adopted
+                block.term_proof = state.term_proof
         acks = state.unacknowledged()
         busy = 1 if state.in_flight is not None else 0
         body = node_body(

@@ -1,9 +1,10 @@
 """`python -m grid.node.agent --state-dir DIR`: the node agent process.
 
 `grid allocator node start` runs this detached (see `process.py`); tests and the logical
-fleet run it the same way. The node credential comes from the token file named in node.json or,
-with `--token-stdin`, from one line on stdin (how the CLI hands over GRID_ALLOCATOR_NODE_TOKEN):
-never from argv or this process's environment, and it is never logged.
+fleet run it the same way. The node credential (its token and reply key, `credential.py`)
+comes from the token file named in node.json or, with `--token-stdin`, from stdin (how the
+CLI hands over GRID_ALLOCATOR_NODE_TOKEN): never from argv or this process's environment, and
+it is never logged. Without a reply key the agent does not start: it takes signed replies only.
 
 Signals: SIGTERM or SIGINT stop gracefully (fence, finish the running action, drain and stop
 owned children without cutting requests); SIGUSR1 stops the same way but cuts busy children.
@@ -23,8 +24,13 @@ from types import FrameType
 from typing import Any
 
 from grid.fleet.errors import GridError
-from grid.fleet.wire import reply_key_path
 from grid.node.agent.config import NodeConfig, load_config
+from grid.node.agent.credential import (
+    MAX_CREDENTIAL_TEXT,
+    no_reply_key,
+    parse_credential,
+    read_credential_file,
+)
 from grid.node.agent.link import FailoverClient, NodeClient
 from grid.node.agent.loop import AgentDeps, NodeAgent
 from grid.node.agent.telemetry import HostTelemetry, LogicalTelemetry, TelemetrySource
@@ -53,46 +59,15 @@ def refusal_text(err: GridError) -> str:
     return "\n".join(lines)
 
 
-REPLY_KEY_PREFIX = "reply-key "
-
-
-def credential_lines(text: str) -> tuple[str, str | None]:
-    """A credential text: the token on its first line and, optionally, `reply-key <key>` on a
-    later one (issue 15). A token file written by Grid holds the token alone."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    token = lines[0] if lines else ""
-    key = next(
-        (x[len(REPLY_KEY_PREFIX) :] for x in lines[1:] if x.startswith(REPLY_KEY_PREFIX)), ""
-    )
-    return token, key or None
-
-
-def read_reply_key(config: NodeConfig) -> str | None:
-    """The reply key from `<token file>.reply-key` (or a `reply-key` line of the token file);
-    None: replies are not verified, only bounded."""
-    if not config.token_file:
-        return None
-    try:
-        key = reply_key_path(config.token_file).read_text(encoding="utf-8").strip()
-    except OSError:
-        key = ""
-    if key:
-        return key
-    try:
-        text = Path(config.token_file).expanduser().read_text(encoding="utf-8")
-    except OSError:
-        return None
-    return credential_lines(text)[1]
-
-
-def read_token(config: NodeConfig, *, from_stdin: bool) -> str:
+def read_credential(config: NodeConfig, *, from_stdin: bool) -> tuple[str, str]:
+    """The token and its reply key, from stdin (the whole credential text) or the token file
+    named in node.json (`credential.py`). Both are required: a node takes signed replies only."""
     if from_stdin:
-        token = sys.stdin.readline().strip()
+        token, key = parse_credential(sys.stdin.read(MAX_CREDENTIAL_TEXT))
         source = "stdin"
     elif config.token_file:
         try:
-            text = Path(config.token_file).expanduser().read_text(encoding="utf-8")
-            token = credential_lines(text)[0]
+            token, key = read_credential_file(config.token_file)
         except OSError as exc:
             raise GridError(
                 "token_file_unreadable",
@@ -115,7 +90,9 @@ def read_token(config: NodeConfig, *, from_stdin: bool) -> str:
             fix="write a credential with `grid allocator token write FILE --host-id ID`",
             next_command="grid allocator token write FILE --host-id ID",
         )
-    return token
+    if key is None:
+        raise no_reply_key(source)
+    return token, key
 
 
 def engine_config(config: NodeConfig, state_dir: Path) -> LlamaCppConfig:
@@ -132,7 +109,7 @@ def engine_config(config: NodeConfig, state_dir: Path) -> LlamaCppConfig:
     )
 
 
-def build_agent(config: NodeConfig, state_dir: Path, token: str) -> NodeAgent:
+def build_agent(config: NodeConfig, state_dir: Path, token: str, reply_key: str) -> NodeAgent:
     if config.gpu_memory_mb is None:  # not listed by the operator: what nvidia-smi reports
         config = config.model_copy(update={"gpu_memory_mb": detect_gpu_memory_mb()})
     supervisor = LlamaCppSupervisor(engine_config(config, state_dir))
@@ -142,13 +119,12 @@ def build_agent(config: NodeConfig, state_dir: Path, token: str) -> NodeAgent:
         telemetry = LogicalTelemetry(state_dir, dedicated=config.dedicated)
     else:
         telemetry = HostTelemetry(dedicated=config.dedicated)
-    reply_key = read_reply_key(config)
     clients = [
         AllocatorClient(
             url,
             node_token=token,
             timeout_s=config.request_timeout_s,
-            reply_key=reply_key,
+            reply_key=reply_key,  # every reply must carry the controller's signature
             ca_file=config.ca_file,
         )
         for url in config.controller_urls
@@ -221,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     state_dir: Path = args.state_dir.absolute()
     try:
         config = load_config(state_dir)
-        token = read_token(config, from_stdin=args.token_stdin)
-        agent = build_agent(config, state_dir, token)
+        token, reply_key = read_credential(config, from_stdin=args.token_stdin)
+        agent = build_agent(config, state_dir, token, reply_key)
         supervisor = agent.deps.supervisor
         assert isinstance(supervisor, LlamaCppSupervisor)
         tunnels = start_tunnels(config, token, supervisor) if config.relay else []

@@ -25,7 +25,7 @@ from typing import Any
 
 import grid
 from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
+from grid.fleet.files import atomic_write_text, read_json_file
 from grid.node.agent.status import read_status
 from grid.node.engines.proc import is_alive, read_argv, read_birth_marker
 
@@ -51,7 +51,7 @@ def _marker(pid: int) -> str | None:
 
 def pid_record(state_dir: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads((state_dir / PID_NAME).read_text(encoding="utf-8"))
+        data = read_json_file(state_dir / PID_NAME)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -178,9 +178,13 @@ def envelope(
 
 
 def child_routes(
-    records: Mapping[str, ResidencyRecord], statuses: Mapping[str, EngineStatus | None]
+    records: Mapping[str, ResidencyRecord],
+    statuses: Mapping[str, EngineStatus | None],
+    grants: Mapping[str, str] | None = None,
 ) -> list[WireRoute]:
-    """The loopback route of each READY residency whose proven child is ready on a port."""
+    """The loopback route of each READY residency whose proven child is ready on a port, with
+    the controller's grant for it when the node holds one (the controller uses a route only for
+    a residency it commanded: grid.runtime.controller.trust)."""
     routes: list[WireRoute] = []
     for model_id in sorted(records):
         status = statuses.get(model_id)
@@ -191,7 +195,11 @@ def child_routes(
             and status.state is EngineState.READY
             and status.port is not None
         ):
-            routes.append(WireRoute(model_id=model_id, port=status.port))
+            route = WireRoute(model_id=model_id, port=status.port)
+            grant = (grants or {}).get(model_id)
+            if grant:
+                route.grant = grant
+            routes.append(route)
     return routes
 
 

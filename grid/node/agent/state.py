@@ -23,7 +23,6 @@ blank: a blank state would forget the term fence.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -33,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grid.fleet.actions import ReceiptStatus
 from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
+from grid.fleet.files import atomic_write_text, loads_bounded, read_json_file
 from grid.fleet.models import ResidencyState
 from grid.fleet.wire import WireAck, WireCommand
 from grid.node.artifacts.provenance import PredictiveRecord
@@ -103,6 +102,10 @@ class AgentState(_Strict):
     host_id: str
     highest_term: int = Field(default=0, ge=0)
     controller_id: str = ""
+    # The controller's attestations (grid.runtime.controller.trust), echoed in heartbeats: the
+    # proof of the fence's term, and the grant of each residency's route (by model id).
+    term_proof: str = Field(default="", max_length=128)
+    grants: dict[str, str] = Field(default_factory=dict)
     plan_epoch: str = ""
     plan_sequence: int = Field(default=0, ge=0)
     residencies: dict[str, ResidencyRecord] = Field(default_factory=dict)
@@ -246,7 +249,7 @@ class AgentStateStore:
         if not self.path.exists():
             return AgentState(host_id=host_id)
         try:
-            state = AgentState.model_validate(json.loads(self.path.read_text(encoding="utf-8")))
+            state = AgentState.model_validate(read_json_file(self.path))  # depth-checked
         except (OSError, ValueError, ValidationError) as exc:
             raise GridError(
                 "agent_state_corrupt",
@@ -289,7 +292,7 @@ def read_override(state_dir: Path) -> LocalOverride | None:
     except OSError:
         raw = ""
     try:
-        return LocalOverride.model_validate(json.loads(raw))
+        return LocalOverride.model_validate(loads_bounded(raw))
     except (ValueError, ValidationError):
         # An operator fence we cannot read must not silently become "no fence".
         return LocalOverride(kind=OverrideKind.QUARANTINE, reason=f"{OVERRIDE_NAME} is unreadable")

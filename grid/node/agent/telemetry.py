@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from grid.fleet.files import atomic_write_text
+from grid.fleet.files import atomic_write_text, read_json_file
 from grid.node.protection import LocalOverride, Telemetry
 from grid.node.protection.telemetry import HostPaths, TelemetryReader, read_memory_percent
 
@@ -47,7 +47,7 @@ class LogicalTelemetry:
 
     def knobs(self) -> dict[str, Any]:
         try:
-            data = json.loads((self.state_dir / KNOBS_NAME).read_text(encoding="utf-8"))
+            data = read_json_file(self.state_dir / KNOBS_NAME)
         except (OSError, ValueError):
             return {}
         if not isinstance(data, dict):

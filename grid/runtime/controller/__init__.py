@@ -24,10 +24,12 @@ from grid.runtime.controller.state import ClientKeyRecord
 from grid.runtime.controller.status import StatusView, percentile, status_document
 from grid.runtime.controller.store import MemoryStore, StateStore, Store
 from grid.runtime.controller.timings import TimingTable
+from grid.runtime.controller.trust import Attestor, RouteJudge
 from grid.runtime.controller.wire import NodeUpdate
 from grid.runtime.controller.workload_inputs import mapped_inputs, prewarm_demand, with_mapping
 
 __all__ = [
+    "Attestor",
     "ClientKeyRecord",
     "Controller",
     "ControllerConfig",
@@ -44,6 +46,7 @@ __all__ = [
     "Outbox",
     "PlanGeneration",
     "RequestSignals",
+    "RouteJudge",
     "StateStore",
     "StatusView",
     "Store",

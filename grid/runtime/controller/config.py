@@ -30,12 +30,32 @@ class ControllerConfig:
     plan_worker: str = "auto"
     resolve_interval_s: float = 60.0  # a merely feasible plan is re-solved after this long
     membership_grace_s: float = 30.0  # after a restart, no destructive work before re-registration
+    # The first seconds of that grace, while live hosts re-register: a model the restored book
+    # places on a host not back yet gets no replica elsewhere (authority.awaited_models).
+    membership_settle_s: float = 5.0
+    # For this long after a restored start, a model with a READY replica and a replica in
+    # flight from before the restart gets no other until that one answers.
+    restart_inflight_wait_s: float = 60.0
     lease_ttl_s: float = 15.0  # controller mutation lease
     lease_renew_fraction: float = 0.5  # renew once less than this share of the lease is left
     node_ttl_s: float = 60.0  # route lease a heartbeat grants (`ttl_seconds`)
     destructive_margin_s: float = 30.0  # replacement routes need more than this left
     tick_wait_s: float = 10.0  # how long a command poll waits for a tick at its revision
     status_history: int = 50  # action records shown in status
+    # What one node credential may make the controller do (trust.py): updates per second per
+    # host (a token bucket of `heartbeat_burst`), and how long a suspicion stays in status.
+    heartbeat_rate_per_s: float = 10.0
+    heartbeat_burst: int = 40
+    suspicion_ttl_s: float = 600.0
+    # Command polls of one host that may force a tick of their own (each costs a whole pass);
+    # a poll past this budget is answered without commands (the next one gets them), so a
+    # flooding host cannot keep the controller ticking. Background passes that updates ask for
+    # are at least `notify_min_interval_s` apart for the same reason.
+    poll_tick_rate_per_s: float = 2.0
+    poll_tick_burst: int = 10
+    notify_min_interval_s: float = 0.2
+    # A host noted for a suspicious report in the last minute: its updates at this rate only.
+    suspect_heartbeat_rate_per_s: float = 1.0
     # A replicated model's engines restart for a profile change one host at a time; a host that
     # was not seen restarting within this long yields its turn (engine_restarts.py).
     restart_hold_s: float = 60.0

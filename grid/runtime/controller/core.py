@@ -42,7 +42,6 @@ from grid.demand import DemandTracker, Observation, RevisionMeasurements
 from grid.demand import Outcome as ObsOutcome
 from grid.fleet.actions import (
     Action,
-    ActionKind,
     Deferral,
     Mode,
     ReconcileResult,
@@ -53,10 +52,11 @@ from grid.fleet.generation import PlanGeneration
 from grid.fleet.models import FleetSnapshot, ModelProfile, Plan, Policy
 from grid.planner.plan import make_plan
 from grid.planner.targets import compute_targets
-from grid.runtime.controller.authority import Grace, LeaseKeeper, held_in_grace
+from grid.runtime.controller.authority import Grace, LeaseKeeper, held_after_restart
 from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
+from grid.runtime.controller.gatekeeper import Gatekeeper
 from grid.runtime.controller.generation import GenerationCounter, input_digest
 from grid.runtime.controller.lease import Lease
 from grid.runtime.controller.live_state import (
@@ -74,19 +74,16 @@ from grid.runtime.controller.planning import (
     plan_inputs,
     reusable_plan,
 )
-from grid.runtime.controller.prefetch_inputs import snapshot_demand
 from grid.runtime.controller.profiles import validate_profile
 from grid.runtime.controller.registry import Registry
 from grid.runtime.controller.reports import Counters, Delivery, NodeReply, TickReport
+from grid.runtime.controller.snapshot_inputs import fleet_snapshot
 from grid.runtime.controller.status import StatusView
 from grid.runtime.controller.store import Store
-from grid.runtime.controller.timings import Phase, TimingTable
+from grid.runtime.controller.timings import TimingTable
+from grid.runtime.controller.trust import Attestor
 from grid.runtime.controller.wire import NodeUpdate
-from grid.runtime.controller.workload_inputs import (
-    classifier_config,
-    mapped_inputs,
-    measured_hosts,
-)
+from grid.runtime.controller.workload_inputs import classifier_config
 from grid.runtime.reconcile import parse_mode, reconcile, with_failures
 
 
@@ -131,6 +128,7 @@ class Controller:
         config: ControllerConfig | None = None,
         lease: Lease | None = None,
         planner: Planner = make_plan,
+        attestor: Attestor | None = None,
     ) -> None:
         self.config = config or ControllerConfig()
         self.store = store
@@ -142,6 +140,16 @@ class Controller:
         self.lock = threading.RLock()
         self._tick_lock = threading.RLock()
         self.registry = Registry()
+        cfg = self.config
+        self.gate = Gatekeeper(  # what a node's word is worth (trust.py)
+            attestor or Attestor.ephemeral(),
+            rate_per_s=cfg.heartbeat_rate_per_s,
+            burst=cfg.heartbeat_burst,
+            suspicion_ttl_s=cfg.suspicion_ttl_s,
+            poll_tick_rate_per_s=cfg.poll_tick_rate_per_s,
+            poll_tick_burst=cfg.poll_tick_burst,
+            suspect_rate_per_s=cfg.suspect_heartbeat_rate_per_s,
+        )
         self.state: ControllerState = restore_state(store, self.config.demand)
         self.classifier = classifier_config(self.policy)  # the policy's vocabulary, once
         self.measured = RevisionMeasurements()  # router throughput per revision (placement)
@@ -158,6 +166,7 @@ class Controller:
             self.grace,
             self.outbox,
             self.controller_id,
+            self.gate,
         )
         if self.mode is Mode.AUTOMATIC:
             if not self.store.durable:
@@ -206,20 +215,15 @@ class Controller:
         return True
 
     def _note_fleet_term(self) -> None:
-        """Warn while a node remembers a term this controller has not passed (state loss)."""
-        foreign, host_id = self.registry.foreign_term(self.controller_id)
+        """Warn while a node remembers a proven term this controller has not passed."""
+        self.gate.fleet_term_warning(
+            self.registry, self.controller_id, self.own_term, self.state.warnings
+        )
+
+    @property
+    def own_term(self) -> int:
         held = self.keeper.held
-        ours = held.term if held is not None else self.max_term
-        if foreign and foreign >= ours:
-            self.warn(
-                "fleet_term_ahead",
-                f"host {host_id} has accepted controller term {foreign} from another "
-                f"controller, and this controller is at term {ours}; its commands would be "
-                "refused as stale, so automatic mode takes a higher term at the next lease "
-                "renewal",
-            )
-        else:
-            self.state.warnings.pop("fleet_term_ahead", None)
+        return held.term if held is not None else self.max_term
 
     def lease_ttl(self, now: float) -> float:
         return self.keeper.ttl(now)
@@ -232,9 +236,18 @@ class Controller:
         self, node_id: str, auth_host: str, update: NodeUpdate, now: float
     ) -> NodeReply:
         with self.lock:
-            applied = self.registry.apply(node_id, auth_host, update, now)
+            judge = self.gate.judge(auth_host, self.book.history(), self.profiles)
+            try:
+                applied = self.registry.apply(node_id, auth_host, update, now, judge)
+            except GridError as err:
+                self.gate.refused(auth_host, err, node_id, now)  # e.g. another host's record
+                raise
+            self.gate.review(
+                self.registry, applied.host_id, applied.refused_routes, self.own_term, now
+            )
             self._note_fleet_term()
             outcomes = [self._acknowledge(applied.host_id, a, now) for a in update.acknowledgements]
+            self.gate.receipts(applied.host_id, outcomes, now)
             changed = any(o.result is AckResult.APPLIED for o in outcomes)
             revision = self._bump(safety=applied.safety_changed or changed)
             if changed:
@@ -247,16 +260,8 @@ class Controller:
         self.counters.acks[result] = self.counters.acks.get(result, 0) + 1
         record = outcome.record
         if outcome.result is AckResult.APPLIED and record is not None and ack.status == "succeeded":
-            profile = self.profiles.get(record.model_id)
-            digest = (profile.artifact_sha256 or "") if profile is not None else ""
-            if record.kind is ActionKind.WARM:
-                self.timings.record(
-                    Phase.WARM, host_id, record.model_id, digest, ack.duration_seconds, now
-                )
-            elif record.kind is ActionKind.LOAD and ack.artifact_fetched:
-                self.timings.record(
-                    Phase.LOAD, host_id, record.model_id, digest, ack.duration_seconds, now
-                )
+            fetched = ack.artifact_fetched
+            self.timings.learn(record, ack.duration_seconds, fetched, self.profiles, now)
         return outcome
 
     def put_profile(self, model_id: str, body: dict[str, Any], now: float) -> ModelProfile:
@@ -322,11 +327,7 @@ class Controller:
                         fix="restart the controller with a writable --state-dir",
                     )
                 if not self.ensure_lease(now):
-                    raise GridError(
-                        "lease_held",
-                        "another controller holds the mutation lease for this state file",
-                        fix="stop the other controller, or wait for its lease to expire",
-                    )
+                    raise self.keeper.refusal_error()
             previous = self.mode
             withdrawn: list[str] = []
             if previous is Mode.AUTOMATIC and chosen is not Mode.AUTOMATIC:
@@ -412,25 +413,7 @@ class Controller:
     def snapshot(self, now: float) -> FleetSnapshot:
         live = self.state.planning_hosts(self.registry.snapshot_hosts(), self.registry.hosts)
         hosts = with_failures(live, self.book.history(), now, self.policy)
-        models = [self.profiles[m] for m in sorted(self.profiles)]
-        learned = self.timings.learned_startup(self.profiles, [h.host_id for h in hosts], now)
-        self.tracker.prune(now)
-        workloads, outcomes = self.signals.snapshot_fields(now, self.profiles)
-        workloads, mapping = mapped_inputs(workloads, self.last_plan)
-        explained = self.tracker.explain(now, models)
-        edges = self.signals.edges(now)
-        demand, predictions = snapshot_demand(edges, workloads, mapping, self.profiles, explained)
-        return FleetSnapshot(
-            now=now,
-            policy=self.policy,
-            hosts=measured_hosts(hosts, self.profiles, self.measured, now),
-            models=models,
-            demand=demand,
-            learned_startup=learned,
-            workloads=workloads,
-            outcomes=outcomes,
-            predictions=predictions,
-        )
+        return fleet_snapshot(self.state, hosts, self.measured, now)
 
     def tick(self, now: float) -> TickReport:
         """One coalesced pass; concurrent callers queue and each sees a tick that started later."""
@@ -532,10 +515,11 @@ class Controller:
             if book.withdraw(withdrawal.action_id, now):
                 report.withdrawn.append(withdrawal.action_id)
         actions, deferred = list(result.actions), list(result.deferred)
-        if grace:
-            held = held_in_grace(actions, snap)
-            actions = [a for a in actions if a not in held]
-            deferred += [grace_deferral(a, self.grace.anchor, self.config) for a in held]
+        held = held_after_restart(
+            actions, snap, book.history(), registered, self.grace, self.config, now
+        )
+        actions = [a for a in actions if a not in held]
+        deferred += [grace_deferral(a, self.grace.anchor, self.config) for a in held]
         last.proposed = actions if mode is Mode.RECOMMEND else []
         if mode is Mode.AUTOMATIC and self.store.durable:
             for action in actions:
@@ -578,15 +562,31 @@ class Controller:
                 retired=set(self.tombstones),
                 policy=self.policy,
             )
-            out.commands, out.held = self.outbox.deliver(
-                host_id, authority, facts, self.config, now
-            )
+            commands, out.held = self.outbox.deliver(host_id, authority, facts, self.config, now)
+            out.commands = self.gate.attest(commands)
             return out
 
-    def status(self, now: float, *, history: int | None = None) -> dict[str, Any]:
-        """The allocator status document (`status.py`)."""
+    def set_unreachable(self, host_id: str, problems: list[str]) -> None:
+        """Background reachability results for a host (grid.api.reachability), at once."""
         with self.lock:
-            return self.status_view.document(self.snapshot(now), self.config, now, history)
+            if self.registry.set_unreachable(host_id, problems):
+                self._bump(safety=True)
+
+    def forget_routes(self, host_id: str) -> bool:
+        """Drop a host's routes at once (its credential was revoked; see grid.api)."""
+        with self.lock:
+            dropped = self.registry.forget_routes(host_id)
+            if dropped:
+                self._bump(safety=True)
+            return dropped
+
+    def status(
+        self, now: float, *, history: int | None = None, detail: bool = False
+    ) -> dict[str, Any]:
+        """The allocator status document (`status.py`; `detail`: operator-only facts too)."""
+        with self.lock:
+            snap = self.snapshot(now)
+            return self.status_view.document(snap, self.config, now, history, detail=detail)
 
     def last_used_for(self, host_id: str) -> dict[str, float]:
         with self.lock:

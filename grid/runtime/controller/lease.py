@@ -27,6 +27,7 @@ from typing import Protocol
 
 from grid.fleet import read_stat
 from grid.fleet.errors import GridError
+from grid.fleet.files import read_json_file
 
 DEFAULT_TTL_S = 15.0
 
@@ -133,6 +134,25 @@ def holder_is_alive(record: LeaseRecord) -> bool:
     return not record.holder_marker or not marker or marker == record.holder_marker
 
 
+def _record(data: object) -> LeaseRecord:
+    """A lease record from decoded JSON, every field of its declared type (TypeError if not)."""
+    if not isinstance(data, dict):
+        raise TypeError("the lease file is not a JSON object")
+    record = LeaseRecord(**data)
+    numbers = (record.expires_at, record.acquired_at)
+    if (
+        not isinstance(record.controller_id, str)
+        or not isinstance(record.term, int)
+        or isinstance(record.term, bool)
+        or record.term < 0
+        or not all(isinstance(n, int | float) and not isinstance(n, bool) for n in numbers)
+        or not isinstance(record.holder_pid, int)
+        or not isinstance(record.holder_marker, str)
+    ):
+        raise TypeError("a lease field has the wrong type")
+    return record
+
+
 class LeaseFile:
     """`<state>.lease`, read and written under an exclusive lock file."""
 
@@ -142,17 +162,22 @@ class LeaseFile:
         self.controller_id = controller_id
         self.ttl_s = ttl_s
         self.held: LeaseRecord | None = None
+        # Why the last read found the file unusable ("" when it was fine or absent).
+        self.unreadable = ""
         self._pid = os.getpid()
         self._marker = process_marker(self._pid) or ""
 
     def read(self) -> LeaseRecord | None:
+        """The lease the file records; None when there is none or it cannot be read (a torn,
+        foreign or hostile file, e.g. one nested too deep: `unreadable` says why). Such a file
+        counts as expired, and the next lease never goes below the controller's own term."""
+        self.unreadable = ""
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            return LeaseRecord(**data)
+            return _record(read_json_file(self.path))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, TypeError):
-            # A torn or foreign lease file: treat it as expired but never lower its term.
+        except (OSError, ValueError, TypeError) as exc:
+            self.unreadable = str(exc)[:200] or type(exc).__name__
             return None
 
     def acquire(self, now: float, *, floor_term: int = 0) -> LeaseDecision:

@@ -4,6 +4,10 @@ Membership is deliberately not durable: after a restart every host must re-regis
 controller trusts its view (see the membership grace in `core.py`). A node record is bound to the
 host that first registered it with a valid credential, so a credential for one host cannot squat
 another host's record, and a heartbeat is accepted only from the bound host.
+
+What a host reports that would steer the rest of the fleet is judged here with the rules of
+`trust.py`: its routes (only those the `RouteJudge` accepts are kept, and only they prove a READY
+row), and its fence (a term counts toward the foreign floor only with a valid proof).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass, field
 from grid.fleet.errors import GridError
 from grid.fleet.models import Host, HostState
 from grid.fleet.wire import DEFAULT_ENGINE_ADDRESS
+from grid.runtime.controller.trust import FenceReport, RouteJudge, foreign_floor
 from grid.runtime.controller.wire import (
     NodeUpdate,
     WireAllocator,
@@ -47,14 +52,23 @@ class HostEntry:
     # The node's authority fence as it reports it: the highest term it accepted, and from whom.
     fence_term: int = 0
     fence_controller: str = ""
+    fence_proven: bool = False  # the report came with a valid proof of that term (trust.py)
+    # Routes the judge refused in the last envelope: model id -> reason code (trust.ROUTE_TEXT).
+    refused_routes: dict[str, str] = field(default_factory=dict)
     # Where the router dials this host's routes (its advertised address; older nodes: loopback).
     address: str = DEFAULT_ENGINE_ADDRESS
+    # The host and problems as its last update reported them, before the reachability overlay.
+    reported: tuple[Host, list[str]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.reported = (self.host, list(self.problems))
 
 
 @dataclass(frozen=True)
 class ApplyResult:
     host_id: str
     safety_changed: bool
+    refused_routes: dict[str, str] = field(default_factory=dict)  # model id -> reason code
 
 
 class Registry:
@@ -62,11 +76,22 @@ class Registry:
         self.hosts: dict[str, HostEntry] = {}
         self.node_to_host: dict[str, str] = {}
         # Set by the API before each update (grid.api.reachability): a host whose advertised
-        # engine address does not answer is unhealthy with these reasons.
+        # engine address does not answer is unhealthy; these detailed reasons are shown to
+        # operators only.
         self.unreachable: dict[str, list[str]] = {}
 
-    def apply(self, node_id: str, auth_host: str, update: NodeUpdate, now: float) -> ApplyResult:
-        """Fold one registration or heartbeat received at `now` from `auth_host`'s credential."""
+    def apply(
+        self,
+        node_id: str,
+        auth_host: str,
+        update: NodeUpdate,
+        now: float,
+        judge: RouteJudge | None = None,
+    ) -> ApplyResult:
+        """Fold one registration or heartbeat received at `now` from `auth_host`'s credential.
+
+        `judge` decides which reported routes are kept (None: none is, nothing vouches for
+        them) and checks the fence's proof."""
         if update.host_id is not None and update.host_id != auth_host:
             raise GridError(
                 "wrong_host",
@@ -96,19 +121,17 @@ class Registry:
             )
         allocator = update.allocator or (entry.allocator if entry is not None else None)
         engine_key = entry.engine_key if entry is not None else None
+        refused: dict[str, str] = dict(entry.refused_routes) if entry is not None else {}
         if update.allocator is not None:
             engine_key = update.allocator.engine_key
-            allocator = update.allocator.model_copy(update={"engine_key": None})
+            kept, refused = _judged_routes(host_id, update.allocator.routes, judge)
+            allocator = update.allocator.model_copy(update={"engine_key": None, "routes": kept})
         role = update.role or (entry.role if entry is not None else None)
         # An older Grid node without the allocator envelope is inventory only.
         manual = role not in (None, "allocator") and allocator is None
         host, problems = build_host(host_id, resources, allocator, now=now, manual=manual)
         if allocator is not None:  # what the node itself reports wrong (e.g. unwritable state)
             problems += [f"node: {p[:300]}" for p in allocator.problems]
-        unreachable = self.unreachable.get(host_id, [])
-        if unreachable:  # never routed to, never given new work (docs/addressing.md)
-            problems += unreachable
-            host = host.model_copy(update={"state": HostState.UNHEALTHY})
         before = safety_signature(entry.host) if entry is not None else None
         if entry is None:
             entry = HostEntry(
@@ -120,7 +143,8 @@ class Registry:
                 registered_at=now,
             )
             self.hosts[host_id] = entry
-        entry.host = host
+        entry.reported = (host, problems)
+        self._overlay(entry)
         entry.resources = resources
         entry.allocator = allocator
         entry.routes = list(allocator.routes) if allocator is not None else []
@@ -129,17 +153,22 @@ class Registry:
         entry.engine_key = engine_key
         if update.allocator is not None:
             entry.routes_received_at = now
-            entry.fence_term = update.allocator.highest_term
-            entry.fence_controller = update.allocator.controller_id
+            fence = update.allocator
+            entry.fence_term = fence.highest_term
+            entry.fence_controller = fence.controller_id
+            entry.fence_proven = judge is not None and judge.attestor.proves_term(
+                fence.highest_term, fence.controller_id, fence.term_proof
+            )
+            entry.refused_routes = refused
         entry.received_at = now
-        entry.problems = problems
         entry.load = update.load or entry.load
         entry.role = role
         entry.node_ids.add(node_id)
         self.node_to_host[node_id] = host_id
         return ApplyResult(
             host_id=host_id,
-            safety_changed=before != safety_signature(host),
+            safety_changed=before != safety_signature(entry.host),
+            refused_routes=refused if update.allocator is not None else {},
         )
 
     def _claim(self, node_id: str, auth_host: str) -> None:
@@ -164,21 +193,86 @@ class Registry:
             squatter.node_ids.discard(node_id)
         del self.node_to_host[node_id]
 
+    def _overlay(self, entry: HostEntry) -> None:
+        """The host as reported, made unhealthy while its advertised routes do not answer
+        (never routed to, never given new work: docs/addressing.md). Which ports fail is an
+        operator's detail (`unreachable`, shown with the operator capability); the public line
+        says only how many, so status is no port scanner."""
+        host, problems = entry.reported
+        unreachable = self.unreachable.get(entry.host_id, [])
+        if unreachable:
+            problems = [
+                *problems,
+                f"address_unreachable: {len(unreachable)} advertised engine route(s) of this "
+                "host do not answer the controller; operators see which in "
+                "`grid allocator status --json`",
+            ]
+            host = host.model_copy(update={"state": HostState.UNHEALTHY})
+        entry.host, entry.problems = host, list(problems)
+
+    def set_unreachable(self, host_id: str, problems: list[str]) -> bool:
+        """What the background probes found for a host, applied at once; True when that
+        changed what destructive safety reads (the caller bumps the safety revision)."""
+        if problems == self.unreachable.get(host_id, []):
+            return False
+        if problems:
+            self.unreachable[host_id] = list(problems)
+        else:
+            self.unreachable.pop(host_id, None)
+        entry = self.hosts.get(host_id)
+        if entry is None:
+            return False
+        before = safety_signature(entry.host)
+        self._overlay(entry)
+        return before != safety_signature(entry.host)
+
+    def fences(self) -> list[FenceReport]:
+        return [
+            FenceReport(h, e.fence_term, e.fence_controller, e.fence_proven)
+            for h, e in sorted(self.hosts.items())
+        ]
+
     def foreign_term(self, controller_id: str) -> tuple[int, str]:
-        """The highest term a host reports accepting from another controller, and that host
-        (0 and "" when none): a controller that lost its state must take a higher term."""
-        best = (0, "")
-        for host_id in sorted(self.hosts):
-            entry = self.hosts[host_id]
-            if entry.fence_controller != controller_id and entry.fence_term > best[0]:
-                best = (entry.fence_term, host_id)
-        return best
+        """The highest *proven* term a host reports accepting from another controller, and that
+        host (0 and "" when none): a controller that lost its state must take a higher term.
+        An unproven report never counts (trust.py)."""
+        return foreign_floor(self.fences(), controller_id)
+
+    def forget_routes(self, host_id: str) -> bool:
+        """Drop a host's routes and engine key at once (its credential was revoked): nothing is
+        routed to it until a valid credential reports them again."""
+        entry = self.hosts.get(host_id)
+        if entry is None or not entry.routes:
+            return False
+        entry.routes = []
+        entry.engine_key = None
+        entry.host = entry.host.model_copy(update={"routes": []})
+        return True
 
     def snapshot_hosts(self) -> list[Host]:
         """The hosts, shared rather than copied: `apply` replaces an entry's `Host` with a new
         one on every update and nothing mutates one in place, so a snapshot taken earlier keeps
         the facts it was taken with (a deep copy of every host cost ~0.13 s a tick at 1,000)."""
         return [self.hosts[h].host for h in sorted(self.hosts)]
+
+
+def _judged_routes(
+    host_id: str, routes: list[WireRoute], judge: RouteJudge | None
+) -> tuple[list[WireRoute], dict[str, str]]:
+    """The routes the judge accepts, and the refused ones' reason codes."""
+    kept: list[WireRoute] = []
+    refused: dict[str, str] = {}
+    for route in routes:
+        reason = (
+            "route_not_commanded"
+            if judge is None
+            else judge.verdict(host_id, route.model_id, route.grant)
+        )
+        if reason:
+            refused[route.model_id] = reason
+        else:
+            kept.append(route)
+    return kept, refused
 
 
 def _in_namespace(node_id: str, host_id: str) -> bool:

@@ -3,7 +3,8 @@
 The pure-ish `Controller` takes `now` everywhere; this runner supplies `time.time()` and keeps a
 daemon thread that ticks at least every `periodic_interval_s` and promptly after inputs that mark
 placement dirty (registration, heartbeats without a command request, profiles, observations).
-Bursts of such events are coalesced into one pass by a short debounce. A command poll does not
+Bursts of such events are coalesced into one pass by a short debounce, and such passes are at
+least `notify_min_interval_s` apart. A command poll does not
 wait for this thread: it runs (or joins) a tick itself through `Controller.ensure_success`. A
 background plan (`plan_worker`) that finishes wakes the loop so the next pass adopts it.
 """
@@ -55,14 +56,20 @@ class ControllerService:
         return self.controller.ensure_success(revision, self.clock)
 
     def _run(self) -> None:
-        interval = self.controller.config.periodic_interval_s
+        config = self.controller.config
+        interval = config.periodic_interval_s
+        last = float("-inf")
         while not self._stop.is_set():
             self._wake.wait(timeout=interval)
             if self._stop.is_set():
                 return
             if self._wake.is_set():
-                time.sleep(DEBOUNCE_S)  # let a burst of events land in the same pass
+                # Let a burst of events land in the same pass, and keep passes that updates
+                # ask for apart: a host flooding updates cannot keep the controller ticking.
+                gap = config.notify_min_interval_s - (time.monotonic() - last)
+                time.sleep(max(DEBOUNCE_S, gap))
                 self._wake.clear()
+            last = time.monotonic()
             try:
                 report = self.controller.tick(self.clock())
             except Exception:  # the loop must survive anything one pass does

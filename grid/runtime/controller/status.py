@@ -15,6 +15,7 @@ from grid.planner.problem import allocatable_mb
 from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.externals import external_entry
+from grid.runtime.controller.gatekeeper import SUSPICIOUS, Gatekeeper
 from grid.runtime.controller.live_state import ControllerState
 from grid.runtime.controller.outbox import Outbox
 from grid.runtime.controller.prefetch_status import prefetch_section
@@ -25,12 +26,17 @@ from grid.runtime.reconcile.view import route_proven
 
 
 class HasStatus(Protocol):
-    def status(self, now: float, *, history: int | None = None) -> dict[str, Any]: ...
+    def status(
+        self, now: float, *, history: int | None = None, detail: bool = False
+    ) -> dict[str, Any]: ...
 
 
-def status_document(ctl: HasStatus, now: float, *, history: int | None = None) -> dict[str, Any]:
-    """The status document of a controller (`Controller.status`)."""
-    return ctl.status(now, history=history)
+def status_document(
+    ctl: HasStatus, now: float, *, history: int | None = None, detail: bool = False
+) -> dict[str, Any]:
+    """The status document of a controller (`Controller.status`); `detail` adds what only an
+    operator may see (which advertised engine ports do not answer)."""
+    return ctl.status(now, history=history, detail=detail)
 
 
 def percentile(samples: list[float], q: float) -> float | None:
@@ -41,23 +47,45 @@ def percentile(samples: list[float], q: float) -> float | None:
     return ordered[index]
 
 
-def _shown_state(host: Host, res: Residency) -> str:
+STALE = "stale"  # a host silent past its route lease: nothing of it is routed, or shown READY
+
+
+def _shown_state(host: Host, res: Residency, stale: bool) -> str:
     """A READY row no live child route corroborates is still warming (invariant 4: the row
-    alone is inventory, not proof that the model serves)."""
+    alone is inventory, not proof that the model serves), and one of a silent host is stale."""
+    if res.state is ResidencyState.READY and stale:
+        return STALE
     if res.state is ResidencyState.READY and not route_proven(host, res):
         return ResidencyState.WARMING.value
     return res.state.value
 
 
-def _hosts(registry: Registry, snap: FleetSnapshot, now: float) -> list[dict[str, Any]]:
+def _hosts(
+    registry: Registry,
+    snap: FleetSnapshot,
+    now: float,
+    *,
+    lease_s: float,
+    gate: Gatekeeper,
+    detail: bool,
+) -> list[dict[str, Any]]:
     out = []
     for host in snap.hosts:
         entry = registry.hosts.get(host.host_id) or external_entry(host)  # issue 21
         live = [r for r in host.residencies if r.state in LIVE_STATES]
+        # A node silent past its route lease (external endpoints are probed, not heard).
+        stale = host.host_id in registry.hosts and now - entry.received_at > lease_s
+        row: dict[str, Any] = {}
+        problems = list(entry.problems)
+        if detail:  # operators only: which advertised ports the controller cannot reach
+            row["reachability"] = list(registry.unreachable.get(host.host_id, []))
+            problems = [p for p in problems if not p.startswith("address_unreachable")]
+            problems += row["reachability"]
         out.append(
             {
                 "host_id": host.host_id,
-                "state": host.state.value,
+                "state": STALE if stale else host.state.value,
+                "reported_state": host.state.value,
                 "ownership": host.ownership.value,
                 "failure_domain": host.domain,
                 "capacity_mb": host.capacity_mb,
@@ -68,13 +96,16 @@ def _hosts(registry: Registry, snap: FleetSnapshot, now: float) -> list[dict[str
                 "max_models": host.max_models,
                 "heartbeat_age_s": round(max(0.0, now - entry.received_at), 1),
                 "refusals": host_refusals(host, snap),
-                "problems": list(entry.problems),
+                "problems": problems,
+                "suspicions": gate.of(host.host_id, now),
+                "refused_routes": dict(sorted(entry.refused_routes.items())),
                 "address": entry.address,
                 "node_records": len(entry.node_ids),
+                **row,
                 "residencies": [
                     {
                         "model_id": r.model_id,
-                        "state": _shown_state(host, r),
+                        "state": _shown_state(host, r, stale),
                         "memory_mb": r.memory_mb,
                         "ownership": r.owner.value,
                         "active_requests": r.active_requests,
@@ -155,6 +186,7 @@ class StatusView:
         grace: Grace,
         outbox: Outbox,
         controller_id: str,
+        gate: Gatekeeper,
     ) -> None:
         self.state = state
         self.registry = registry
@@ -163,9 +195,16 @@ class StatusView:
         self.grace = grace
         self.outbox = outbox
         self.controller_id = controller_id
+        self.gate = gate
 
     def document(
-        self, snap: FleetSnapshot, config: ControllerConfig, now: float, history: int | None
+        self,
+        snap: FleetSnapshot,
+        config: ControllerConfig,
+        now: float,
+        history: int | None,
+        *,
+        detail: bool = False,
     ) -> dict[str, Any]:
         state, book, last, rev = self.state, self.state.book, self.state.last, self.state.revisions
         limit = config.status_history if history is None else history
@@ -178,6 +217,10 @@ class StatusView:
             reconciliation["deferred"] = [d.model_dump(mode="json") for d in last.deferred]
         records = sorted(book.history(), key=lambda r: (r.created_at, r.action_id))
         counters = state.counters
+        warnings = dict(state.warnings)
+        suspicious = self.gate.warning(now)
+        if suspicious:  # the hosts named, from the gate's live record (trust.py)
+            warnings[SUSPICIOUS] = suspicious
         return {
             "schema_version": 1,
             "now": now,
@@ -185,7 +228,8 @@ class StatusView:
             "mode": state.mode.value,
             "durable": self.store.durable,
             "state_path": self.store.location,
-            "warnings": [{"code": c, "message": m} for c, m in sorted(state.warnings.items())],
+            "warnings": [{"code": c, "message": m} for c, m in sorted(warnings.items())],
+            "suspicious_hosts": self.gate.suspects(now),
             "lease": {
                 "held": lease is not None and lease.expires_at > now,
                 "term": lease.term if lease is not None else None,
@@ -213,7 +257,14 @@ class StatusView:
                 "p95": percentile(tick_ms, 0.95),
                 "samples": len(tick_ms),
             },
-            "hosts": _hosts(self.registry, snap, now),
+            "hosts": _hosts(
+                self.registry,
+                snap,
+                now,
+                lease_s=config.node_ttl_s,
+                gate=self.gate,
+                detail=detail,
+            ),
             "snapshots": [h.model_dump(mode="json") for h in snap.hosts],
             "profiles": [state.profiles[m].model_dump(mode="json") for m in sorted(state.profiles)],
             "tombstones": [

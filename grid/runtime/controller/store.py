@@ -15,20 +15,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text, fsync_dir
+from grid.fleet.files import MAX_JSON_DEPTH, atomic_write_text, fsync_dir, json_depth
 
 MAX_QUARANTINED = 1000  # `<name>.corrupt-<n>` suffixes tried before giving up
-# The controller's own documents nest a handful of levels; anything deeper is not ours, and a
-# hostile depth would exhaust the interpreter's recursion while it is decoded or validated.
-MAX_DEPTH = 64
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
-_BRACKETS = re.compile(r"[\[\]{}]")
+MAX_DEPTH = MAX_JSON_DEPTH  # the depth every Grid state file is checked against (files.py)
 
 
 @dataclass(frozen=True)
@@ -84,7 +79,7 @@ class StateStore:
             )
         try:
             text = raw.decode("utf-8")
-            if bracket_depth(text) > MAX_DEPTH:
+            if json_depth(text) > MAX_DEPTH:
                 return self.quarantine(f"it nests deeper than {MAX_DEPTH} levels")
             document = json.loads(text)
             if not isinstance(document, dict):
@@ -142,18 +137,6 @@ class StateStore:
                 f"the controller state could not be written ({exc.strerror})",
                 fix="free disk space or fix the permissions of the state folder",
             ) from None
-
-
-def bracket_depth(text: str) -> int:
-    """The deepest `[`/`{` nesting of a JSON text (strings skipped), computed without recursion."""
-    depth = deepest = 0
-    for match in _BRACKETS.finditer(_STRINGS.sub("", text)):
-        if match.group() in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        else:
-            depth -= 1
-    return deepest
 
 
 class MemoryStore:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from grid.fleet.actions import ActionKind, ActionRecord
 from grid.fleet.models import LearnedStartup, ModelProfile
 
 EWMA_SAMPLES = 8
@@ -62,6 +63,23 @@ class TimingTable:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def learn(
+        self,
+        record: ActionRecord,
+        seconds: object,
+        fetched: bool,
+        profiles: Mapping[str, ModelProfile],
+        now: float,
+    ) -> None:
+        """Fold a succeeded action's duration: a WARM teaches the warm time, a LOAD the fetch
+        time only when it really fetched the artifact."""
+        profile = profiles.get(record.model_id)
+        digest = (profile.artifact_sha256 or "") if profile is not None else ""
+        if record.kind is ActionKind.WARM:
+            self.record(Phase.WARM, record.host_id, record.model_id, digest, seconds, now)
+        elif record.kind is ActionKind.LOAD and fetched:
+            self.record(Phase.LOAD, record.host_id, record.model_id, digest, seconds, now)
 
     def record(
         self, phase: Phase, host_id: str, model_id: str, digest: str, seconds: object, now: float

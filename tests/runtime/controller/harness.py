@@ -10,6 +10,7 @@ from grid.runtime.controller.core import Controller
 from grid.runtime.controller.lease import LeaseFile
 from grid.runtime.controller.reports import Delivery
 from grid.runtime.controller.store import StateStore
+from grid.runtime.controller.trust import Attestor
 from grid.runtime.controller.wire import NodeUpdate
 from tests.support.fake_node import FakeNode
 
@@ -39,12 +40,16 @@ class Fleet:
         self.now = now
         self.acks: dict[str, list[dict[str, Any]]] = {n.host_id: [] for n in nodes}
         self.delivered: list[dict[str, Any]] = []
+        # One attestation key across restarts, as controllers sharing a config.json have.
+        self.attestor = Attestor.ephemeral()
         self.ctl = self.start(controller_id)
 
     def start(self, controller_id: str) -> Controller:
         path = self.folder / "state.json"
         lease = LeaseFile(path.with_name("state.json.lease"), controller_id=controller_id)
-        self.ctl = Controller(StateStore(path), now=self.now, config=self.config, lease=lease)
+        self.ctl = Controller(
+            StateStore(path), now=self.now, config=self.config, lease=lease, attestor=self.attestor
+        )
         return self.ctl
 
     def register_all(self) -> None:

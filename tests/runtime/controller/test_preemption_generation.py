@@ -39,6 +39,13 @@ def _one_slot_node() -> FakeNode:
     return node
 
 
+def _lo_warmed_before(fleet: Fleet) -> Fleet:
+    """The seeded "lo" replica was warmed by a controller of this fleet: like a real node, h1
+    keeps that WARM's route grant and echoes it (a route without one is not believed)."""
+    fleet.nodes["h1"].grants["lo"] = fleet.attestor.grant("h1", "lo")
+    return fleet
+
+
 def _deferral(fleet: Fleet, kind: ActionKind, model_id: str) -> str | None:
     for d in fleet.ctl.last_deferred:
         if d.kind is kind and d.model_id == model_id:
@@ -56,7 +63,9 @@ def test_a_stale_plans_preemption_keeps_the_floor_and_a_current_one_drains(
     tmp_path: Path,
 ) -> None:
     spare = FakeNode("h2", capacity_mb=1024)  # too small for either model: a benign input
-    fleet = Fleet(tmp_path, [_one_slot_node(), spare], config=replace(FAST, plan_worker="thread"))
+    fleet = _lo_warmed_before(
+        Fleet(tmp_path, [_one_slot_node(), spare], config=replace(FAST, plan_worker="thread"))
+    )
     fleet.register_all()
     fleet.ctl.put_profile("lo", LO, fleet.now)
     fleet.ctl.set_mode("automatic", fleet.now)
@@ -92,7 +101,7 @@ def test_a_stale_plans_preemption_keeps_the_floor_and_a_current_one_drains(
 
 
 def test_the_controller_converges_the_livelock_fleet_over_heartbeats(tmp_path: Path) -> None:
-    fleet = Fleet(tmp_path, [_one_slot_node()])
+    fleet = _lo_warmed_before(Fleet(tmp_path, [_one_slot_node()]))
     fleet.register_all()
     fleet.ctl.put_profile("lo", LO, fleet.now)
     fleet.ctl.put_profile("hi", HI, fleet.now)

@@ -199,9 +199,12 @@ class Mirror:
                 ctl.registry.unreachable[host_id] = list(record.get("unreachable") or [])
                 if not ctl.registry.unreachable[host_id]:
                     del ctl.registry.unreachable[host_id]
+                # The routes are judged as the leader judged them (trust.py): the grants and
+                # term proofs verify under the node-signing key the controllers share.
+                judge = ctl.gate.judge(host_id, ctl.book.history(), ctl.profiles)
                 try:
                     for node_id in node_ids or [f"{host_id}.allocator"]:
-                        ctl.registry.apply(node_id, host_id, update, received_at)
+                        ctl.registry.apply(node_id, host_id, update, received_at, judge)
                 except GridError:
                     continue
                 routes_at = record.get("routes_received_at")

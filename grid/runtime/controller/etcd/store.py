@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from grid.fleet.errors import GridError
+from grid.fleet.files import json_depth
 from grid.runtime.controller.etcd.client import (
     EtcdClient,
     cmp_lease,
@@ -37,7 +38,7 @@ from grid.runtime.controller.etcd.client import (
     op_put,
 )
 from grid.runtime.controller.etcd.lease import Fence
-from grid.runtime.controller.store import MAX_DEPTH, LoadResult, bracket_depth
+from grid.runtime.controller.store import MAX_DEPTH, LoadResult
 
 CHUNK_BYTES = 256 * 1024
 INLINE_BYTES = 2048
@@ -137,7 +138,7 @@ class EtcdStore:
 
     def _decode(self, raw: bytes) -> dict[str, Any]:
         text = raw.decode("utf-8")
-        if bracket_depth(text) > MAX_DEPTH:
+        if json_depth(text) > MAX_DEPTH:
             raise ValueError("too deep")
         manifest = json.loads(text)
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
@@ -157,7 +158,7 @@ class EtcdStore:
                     raise ValueError(f"a chunk of {name} does not match its digest")
                 body = b"".join(chunks[s] for s in shas)
             part = body.decode("utf-8")
-            if bracket_depth(part) > MAX_DEPTH:
+            if json_depth(part) > MAX_DEPTH:
                 raise ValueError("too deep")
             document[name] = json.loads(part)
             texts[key] = body
