@@ -71,115 +71,139 @@ def _pairs(values: list[str] | None, flag: str, kind: type) -> dict[str, Any]:
     return out
 
 
+_ModelSetRuntime = Annotated[
+    list[str] | None,
+    typer.Option("--runtime", help="Runtime it runs on (repeat; default llama.cpp)."),
+]
+_ModelSetRuntimeMemoryMb = Annotated[
+    list[str] | None, typer.Option("--runtime-memory-mb", help="RUNTIME=MB, repeatable.")
+]
+_ModelSetBackend = Annotated[
+    list[str] | None,
+    typer.Option("--backend", help="Required backend, e.g. cuda (repeat; default any)."),
+]
+_ModelSetRequiredTag = Annotated[
+    list[str] | None, typer.Option("--required-tag", help="Host tag it needs (repeat).")
+]
+_ModelSetForbiddenTag = Annotated[
+    list[str] | None, typer.Option("--forbidden-tag", help="Host tag it avoids (repeat).")
+]
+_ModelSetPin = Annotated[list[str] | None, typer.Option("--pin", help="Pinned host id.")]
+_ModelSetAllowHost = Annotated[
+    list[str] | None,
+    typer.Option("--allow-host", help="Only these hosts (repeat; default any)."),
+]
+_ModelSetDenyHost = Annotated[
+    list[str] | None, typer.Option("--deny-host", help="Never this host (repeat).")
+]
+_ModelSetWorkloadScore = Annotated[
+    list[str] | None, typer.Option("--workload-score", help="WORKLOAD=SCORE in (0, 1].")
+]
+_ModelSetColocationExclude = Annotated[
+    list[str] | None,
+    typer.Option("--colocation-exclude", help="Model never placed on the same host (repeat)."),
+]
+_ModelSetMaxColocatedModels = Annotated[
+    int | None,
+    typer.Option(
+        "--max-colocated-models",
+        help="Most models on a host with it, itself included (0: any).",
+    ),
+]
+_ModelSetMinReplicas = Annotated[
+    int | None,
+    typer.Option("--min-replicas", help="Baseline replicas kept without demand (default 0)."),
+]
+_ModelSetMaxReplicas = Annotated[
+    int | None,
+    typer.Option("--max-replicas", help="Most replicas demand may earn (default 1)."),
+]
+_ModelSetMinFailureDomains = Annotated[
+    int | None,
+    typer.Option("--min-failure-domains", help="Spread replicas over this many failure domains."),
+]
+_ModelSetPriority = Annotated[
+    int | None,
+    typer.Option("--priority", help="Administrator priority class (higher wins; default 0)."),
+]
+_ModelSetDataTier = Annotated[
+    str | None,
+    typer.Option("--data-tier", help="Data tier a host must allow (default internal)."),
+]
+_ModelSetArtifactSha256 = Annotated[
+    str | None, typer.Option("--artifact-sha256", help="SHA-256 of the GGUF weights (64 hex).")
+]
+_ModelSetArtifactSource = Annotated[
+    str | None,
+    typer.Option(
+        "--artifact-source", help="URL nodes may fetch the weights from (needs the digest)."
+    ),
+]
+_ModelSetArtifactSizeMb = Annotated[
+    int | None, typer.Option("--artifact-size-mb", help="Download size of the weights, MB.")
+]
+_ModelSetTargetUtilization = Annotated[
+    float | None,
+    typer.Option("--target-utilization", help="Busy fraction per replica to plan for, in (0, 1]."),
+]
+_ModelSetReplicaConcurrency = Annotated[
+    float | None,
+    typer.Option("--replica-concurrency", help="Requests one replica serves at once (default 1)."),
+]
+_ModelSetExpectedServiceTime = Annotated[
+    float | None, typer.Option("--expected-service-time", help="Seconds per request.")
+]
+_ModelSetLatencySloMs = Annotated[
+    float | None, typer.Option("--latency-slo-ms", help="Latency objective, ms.")
+]
+_ModelSetLoadEstimate = Annotated[float | None, typer.Option("--load-estimate", help="Seconds.")]
+_ModelSetWarmEstimate = Annotated[float | None, typer.Option("--warm-estimate", help="Seconds.")]
+_ModelSetMinResidency = Annotated[float | None, typer.Option("--min-residency", help="Seconds.")]
+_ModelSetScaleDownCooldown = Annotated[
+    float | None, typer.Option("--scale-down-cooldown", help="Seconds.")
+]
+_ModelSetChatTemplate = Annotated[
+    str | None,
+    typer.Option(
+        "--chat-template",
+        help="llama.cpp built-in chat template name (e.g. gemma, chatml) for a GGUF that "
+        "carries none; default: the GGUF's own.",
+    ),
+]
+
+
 @model_app.command("set")
 def model_set(
     model_id: Annotated[str, typer.Argument(help="Model id (the GGUF file or alias name).")],
     memory_mb: Annotated[int, typer.Option("--memory-mb", help="Resident MB of one replica.")],
-    runtime: Annotated[
-        list[str] | None,
-        typer.Option("--runtime", help="Runtime it runs on (repeat; default llama.cpp)."),
-    ] = None,
-    runtime_memory_mb: Annotated[
-        list[str] | None, typer.Option("--runtime-memory-mb", help="RUNTIME=MB, repeatable.")
-    ] = None,
-    backend: Annotated[
-        list[str] | None,
-        typer.Option("--backend", help="Required backend, e.g. cuda (repeat; default any)."),
-    ] = None,
-    required_tag: Annotated[
-        list[str] | None, typer.Option("--required-tag", help="Host tag it needs (repeat).")
-    ] = None,
-    forbidden_tag: Annotated[
-        list[str] | None, typer.Option("--forbidden-tag", help="Host tag it avoids (repeat).")
-    ] = None,
-    pin: Annotated[list[str] | None, typer.Option("--pin", help="Pinned host id.")] = None,
-    allow_host: Annotated[
-        list[str] | None,
-        typer.Option("--allow-host", help="Only these hosts (repeat; default any)."),
-    ] = None,
-    deny_host: Annotated[
-        list[str] | None, typer.Option("--deny-host", help="Never this host (repeat).")
-    ] = None,
-    workload_score: Annotated[
-        list[str] | None, typer.Option("--workload-score", help="WORKLOAD=SCORE in (0, 1].")
-    ] = None,
-    colocation_exclude: Annotated[
-        list[str] | None,
-        typer.Option("--colocation-exclude", help="Model never placed on the same host (repeat)."),
-    ] = None,
-    max_colocated_models: Annotated[
-        int | None,
-        typer.Option(
-            "--max-colocated-models",
-            help="Most models on a host with it, itself included (0: any).",
-        ),
-    ] = None,
-    min_replicas: Annotated[
-        int | None,
-        typer.Option("--min-replicas", help="Baseline replicas kept without demand (default 0)."),
-    ] = None,
-    max_replicas: Annotated[
-        int | None,
-        typer.Option("--max-replicas", help="Most replicas demand may earn (default 1)."),
-    ] = None,
-    min_failure_domains: Annotated[
-        int | None,
-        typer.Option(
-            "--min-failure-domains", help="Spread replicas over this many failure domains."
-        ),
-    ] = None,
-    priority: Annotated[
-        int | None,
-        typer.Option("--priority", help="Administrator priority class (higher wins; default 0)."),
-    ] = None,
-    data_tier: Annotated[
-        str | None,
-        typer.Option("--data-tier", help="Data tier a host must allow (default internal)."),
-    ] = None,
-    artifact_sha256: Annotated[
-        str | None, typer.Option("--artifact-sha256", help="SHA-256 of the GGUF weights (64 hex).")
-    ] = None,
-    artifact_source: Annotated[
-        str | None,
-        typer.Option(
-            "--artifact-source", help="URL nodes may fetch the weights from (needs the digest)."
-        ),
-    ] = None,
-    artifact_size_mb: Annotated[
-        int | None, typer.Option("--artifact-size-mb", help="Download size of the weights, MB.")
-    ] = None,
-    target_utilization: Annotated[
-        float | None,
-        typer.Option(
-            "--target-utilization", help="Busy fraction per replica to plan for, in (0, 1]."
-        ),
-    ] = None,
-    replica_concurrency: Annotated[
-        float | None,
-        typer.Option(
-            "--replica-concurrency", help="Requests one replica serves at once (default 1)."
-        ),
-    ] = None,
-    expected_service_time: Annotated[
-        float | None, typer.Option("--expected-service-time", help="Seconds per request.")
-    ] = None,
-    latency_slo_ms: Annotated[
-        float | None, typer.Option("--latency-slo-ms", help="Latency objective, ms.")
-    ] = None,
-    load_estimate: Annotated[float | None, typer.Option("--load-estimate", help="Seconds.")] = None,
-    warm_estimate: Annotated[float | None, typer.Option("--warm-estimate", help="Seconds.")] = None,
-    min_residency: Annotated[float | None, typer.Option("--min-residency", help="Seconds.")] = None,
-    scale_down_cooldown: Annotated[
-        float | None, typer.Option("--scale-down-cooldown", help="Seconds.")
-    ] = None,
-    chat_template: Annotated[
-        str | None,
-        typer.Option(
-            "--chat-template",
-            help="llama.cpp built-in chat template name (e.g. gemma, chatml) for a GGUF that "
-            "carries none; default: the GGUF's own.",
-        ),
-    ] = None,
+    runtime: _ModelSetRuntime = None,
+    runtime_memory_mb: _ModelSetRuntimeMemoryMb = None,
+    backend: _ModelSetBackend = None,
+    required_tag: _ModelSetRequiredTag = None,
+    forbidden_tag: _ModelSetForbiddenTag = None,
+    pin: _ModelSetPin = None,
+    allow_host: _ModelSetAllowHost = None,
+    deny_host: _ModelSetDenyHost = None,
+    workload_score: _ModelSetWorkloadScore = None,
+    colocation_exclude: _ModelSetColocationExclude = None,
+    max_colocated_models: _ModelSetMaxColocatedModels = None,
+    min_replicas: _ModelSetMinReplicas = None,
+    max_replicas: _ModelSetMaxReplicas = None,
+    min_failure_domains: _ModelSetMinFailureDomains = None,
+    priority: _ModelSetPriority = None,
+    data_tier: _ModelSetDataTier = None,
+    artifact_sha256: _ModelSetArtifactSha256 = None,
+    artifact_source: _ModelSetArtifactSource = None,
+    artifact_size_mb: _ModelSetArtifactSizeMb = None,
+    target_utilization: _ModelSetTargetUtilization = None,
+    replica_concurrency: _ModelSetReplicaConcurrency = None,
+    expected_service_time: _ModelSetExpectedServiceTime = None,
+    latency_slo_ms: _ModelSetLatencySloMs = None,
+    load_estimate: _ModelSetLoadEstimate = None,
+    warm_estimate: _ModelSetWarmEstimate = None,
+    min_residency: _ModelSetMinResidency = None,
+    scale_down_cooldown: _ModelSetScaleDownCooldown = None,
+    chat_template: _ModelSetChatTemplate = None,
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
