@@ -28,6 +28,36 @@ from grid.cli.connection import (
     client,
 )
 from grid.cli.credential_cmd import credential_app, write_credential_file
+from grid.cli.model_set_options import (
+    ModelSetAllowHost,
+    ModelSetArtifactSha256,
+    ModelSetArtifactSizeMb,
+    ModelSetArtifactSource,
+    ModelSetBackend,
+    ModelSetChatTemplate,
+    ModelSetColocationExclude,
+    ModelSetDataTier,
+    ModelSetDenyHost,
+    ModelSetExpectedServiceTime,
+    ModelSetForbiddenTag,
+    ModelSetLatencySloMs,
+    ModelSetLoadEstimate,
+    ModelSetMaxColocatedModels,
+    ModelSetMaxReplicas,
+    ModelSetMinFailureDomains,
+    ModelSetMinReplicas,
+    ModelSetMinResidency,
+    ModelSetPin,
+    ModelSetPriority,
+    ModelSetReplicaConcurrency,
+    ModelSetRequiredTag,
+    ModelSetRuntime,
+    ModelSetRuntimeMemoryMb,
+    ModelSetScaleDownCooldown,
+    ModelSetTargetUtilization,
+    ModelSetWarmEstimate,
+    ModelSetWorkloadScore,
+)
 from grid.cli.render_portfolio import workload_parts
 from grid.cli.render_prefetch import prefetch_parts
 from grid.cli.text import local_time, plural, relative
@@ -71,115 +101,48 @@ def _pairs(values: list[str] | None, flag: str, kind: type) -> dict[str, Any]:
     return out
 
 
+def _check_artifact_flags(source: str | None, sha256: str | None, size_mb: int | None) -> None:
+    if source and not (sha256 and size_mb):
+        raise GridError(
+            "artifact_source_incomplete",
+            "--artifact-source enables autonomous fetch and needs --artifact-sha256 and "
+            "--artifact-size-mb too",
+            fix="add the exact digest and the download size ceiling, or drop --artifact-source",
+        )
+
+
 @model_app.command("set")
 def model_set(
     model_id: Annotated[str, typer.Argument(help="Model id (the GGUF file or alias name).")],
     memory_mb: Annotated[int, typer.Option("--memory-mb", help="Resident MB of one replica.")],
-    runtime: Annotated[
-        list[str] | None,
-        typer.Option("--runtime", help="Runtime it runs on (repeat; default llama.cpp)."),
-    ] = None,
-    runtime_memory_mb: Annotated[
-        list[str] | None, typer.Option("--runtime-memory-mb", help="RUNTIME=MB, repeatable.")
-    ] = None,
-    backend: Annotated[
-        list[str] | None,
-        typer.Option("--backend", help="Required backend, e.g. cuda (repeat; default any)."),
-    ] = None,
-    required_tag: Annotated[
-        list[str] | None, typer.Option("--required-tag", help="Host tag it needs (repeat).")
-    ] = None,
-    forbidden_tag: Annotated[
-        list[str] | None, typer.Option("--forbidden-tag", help="Host tag it avoids (repeat).")
-    ] = None,
-    pin: Annotated[list[str] | None, typer.Option("--pin", help="Pinned host id.")] = None,
-    allow_host: Annotated[
-        list[str] | None,
-        typer.Option("--allow-host", help="Only these hosts (repeat; default any)."),
-    ] = None,
-    deny_host: Annotated[
-        list[str] | None, typer.Option("--deny-host", help="Never this host (repeat).")
-    ] = None,
-    workload_score: Annotated[
-        list[str] | None, typer.Option("--workload-score", help="WORKLOAD=SCORE in (0, 1].")
-    ] = None,
-    colocation_exclude: Annotated[
-        list[str] | None,
-        typer.Option("--colocation-exclude", help="Model never placed on the same host (repeat)."),
-    ] = None,
-    max_colocated_models: Annotated[
-        int | None,
-        typer.Option(
-            "--max-colocated-models",
-            help="Most models on a host with it, itself included (0: any).",
-        ),
-    ] = None,
-    min_replicas: Annotated[
-        int | None,
-        typer.Option("--min-replicas", help="Baseline replicas kept without demand (default 0)."),
-    ] = None,
-    max_replicas: Annotated[
-        int | None,
-        typer.Option("--max-replicas", help="Most replicas demand may earn (default 1)."),
-    ] = None,
-    min_failure_domains: Annotated[
-        int | None,
-        typer.Option(
-            "--min-failure-domains", help="Spread replicas over this many failure domains."
-        ),
-    ] = None,
-    priority: Annotated[
-        int | None,
-        typer.Option("--priority", help="Administrator priority class (higher wins; default 0)."),
-    ] = None,
-    data_tier: Annotated[
-        str | None,
-        typer.Option("--data-tier", help="Data tier a host must allow (default internal)."),
-    ] = None,
-    artifact_sha256: Annotated[
-        str | None, typer.Option("--artifact-sha256", help="SHA-256 of the GGUF weights (64 hex).")
-    ] = None,
-    artifact_source: Annotated[
-        str | None,
-        typer.Option(
-            "--artifact-source", help="URL nodes may fetch the weights from (needs the digest)."
-        ),
-    ] = None,
-    artifact_size_mb: Annotated[
-        int | None, typer.Option("--artifact-size-mb", help="Download size of the weights, MB.")
-    ] = None,
-    target_utilization: Annotated[
-        float | None,
-        typer.Option(
-            "--target-utilization", help="Busy fraction per replica to plan for, in (0, 1]."
-        ),
-    ] = None,
-    replica_concurrency: Annotated[
-        float | None,
-        typer.Option(
-            "--replica-concurrency", help="Requests one replica serves at once (default 1)."
-        ),
-    ] = None,
-    expected_service_time: Annotated[
-        float | None, typer.Option("--expected-service-time", help="Seconds per request.")
-    ] = None,
-    latency_slo_ms: Annotated[
-        float | None, typer.Option("--latency-slo-ms", help="Latency objective, ms.")
-    ] = None,
-    load_estimate: Annotated[float | None, typer.Option("--load-estimate", help="Seconds.")] = None,
-    warm_estimate: Annotated[float | None, typer.Option("--warm-estimate", help="Seconds.")] = None,
-    min_residency: Annotated[float | None, typer.Option("--min-residency", help="Seconds.")] = None,
-    scale_down_cooldown: Annotated[
-        float | None, typer.Option("--scale-down-cooldown", help="Seconds.")
-    ] = None,
-    chat_template: Annotated[
-        str | None,
-        typer.Option(
-            "--chat-template",
-            help="llama.cpp built-in chat template name (e.g. gemma, chatml) for a GGUF that "
-            "carries none; default: the GGUF's own.",
-        ),
-    ] = None,
+    runtime: ModelSetRuntime = None,
+    runtime_memory_mb: ModelSetRuntimeMemoryMb = None,
+    backend: ModelSetBackend = None,
+    required_tag: ModelSetRequiredTag = None,
+    forbidden_tag: ModelSetForbiddenTag = None,
+    pin: ModelSetPin = None,
+    allow_host: ModelSetAllowHost = None,
+    deny_host: ModelSetDenyHost = None,
+    workload_score: ModelSetWorkloadScore = None,
+    colocation_exclude: ModelSetColocationExclude = None,
+    max_colocated_models: ModelSetMaxColocatedModels = None,
+    min_replicas: ModelSetMinReplicas = None,
+    max_replicas: ModelSetMaxReplicas = None,
+    min_failure_domains: ModelSetMinFailureDomains = None,
+    priority: ModelSetPriority = None,
+    data_tier: ModelSetDataTier = None,
+    artifact_sha256: ModelSetArtifactSha256 = None,
+    artifact_source: ModelSetArtifactSource = None,
+    artifact_size_mb: ModelSetArtifactSizeMb = None,
+    target_utilization: ModelSetTargetUtilization = None,
+    replica_concurrency: ModelSetReplicaConcurrency = None,
+    expected_service_time: ModelSetExpectedServiceTime = None,
+    latency_slo_ms: ModelSetLatencySloMs = None,
+    load_estimate: ModelSetLoadEstimate = None,
+    warm_estimate: ModelSetWarmEstimate = None,
+    min_residency: ModelSetMinResidency = None,
+    scale_down_cooldown: ModelSetScaleDownCooldown = None,
+    chat_template: ModelSetChatTemplate = None,
     grid: GridOpt = None,
     state_dir: StateOpt = None,
     token_file: TokenFileOpt = None,
@@ -187,13 +150,7 @@ def model_set(
     as_json: JsonOpt = False,
 ) -> None:
     """Create or replace a model placement profile."""
-    if artifact_source and not (artifact_sha256 and artifact_size_mb):
-        raise GridError(
-            "artifact_source_incomplete",
-            "--artifact-source enables autonomous fetch and needs --artifact-sha256 and "
-            "--artifact-size-mb too",
-            fix="add the exact digest and the download size ceiling, or drop --artifact-source",
-        )
+    _check_artifact_flags(artifact_source, artifact_sha256, artifact_size_mb)
     body: dict[str, Any] = {"memory_mb": memory_mb}
     lists = {
         "runtimes": runtime,
@@ -237,7 +194,17 @@ def model_set(
     if as_json:
         _emit(saved)
         return
-    prof = saved["profile"]
+    _echo_saved(saved["profile"], mode, grid, state_dir, token_file)
+
+
+def _echo_saved(
+    prof: dict[str, Any],
+    mode: str,
+    grid: str | None,
+    state_dir: Path | None,
+    token_file: Path | None,
+) -> None:
+    """What `model set` prints: the saved profile, the mode when it acts on nothing, and next."""
     typer.echo(
         f"Saved profile {prof['model_id']}: {prof['memory_mb']} MB, replicas "
         f"{prof['min_replicas']}..{prof['max_replicas']}, runtimes "

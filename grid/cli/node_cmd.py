@@ -230,81 +230,126 @@ def _still_valid(api: AllocatorClient, target: Path, host: str) -> bool:
     )
 
 
+def _start_credential(
+    folder: Path,
+    existing: dict[str, Any],
+    env_token: str | None,
+    token_file: Path | None,
+    host_id: str | None,
+    grid: str | None,
+    state_dir: Path | None,
+) -> tuple[str | None, Path | None, str]:
+    """(the node token, its file, the host id) for `start`: the environment's credential, the
+    --token-file, or a host-scoped one the local controller writes; a credential for another
+    host than --host-id is refused."""
+    token = env_token or (_read_token_file(token_file) if token_file else None)
+    if token is None and token_file is None and not existing.get("token_file"):
+        wanted = host_id or existing.get("host_id") or f"host-{socket.gethostname()}"
+        token_file = _local_credential(folder, wanted, grid, state_dir)
+        token = _read_token_file(token_file)
+    named = credential_host(token) if token else None
+    chosen_host = host_id or named or existing.get("host_id") or f"host-{socket.gethostname()}"
+    if named is not None and chosen_host != named:
+        raise GridError(
+            "wrong_host",
+            f"the credential is for host {named!r}, not {chosen_host!r}",
+            fix="use the credential written for this host, or drop --host-id",
+        )
+    return token, token_file, chosen_host
+
+
+_NodeStartGrid = Annotated[str | None, typer.Option("--grid", help="Controller URL.")]
+_NodeStartTokenFile = Annotated[
+    Path | None, typer.Option("--token-file", help="File holding the node credential.")
+]
+_NodeStartHostId = Annotated[str | None, typer.Option("--host-id", help="Stable host id.")]
+_NodeStartDedicated = Annotated[
+    bool | None,
+    typer.Option("--dedicated/--workstation", help="Always-on server (ignore user activity)."),
+]
+_NodeStartTelemetry = Annotated[
+    str | None,
+    typer.Option("--telemetry", help="host: this machine's sensors; logical: a lab partition."),
+]
+_NodeStartStateDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--state-dir",
+        help="The local controller's folder; with no credential given, that controller "
+        "writes this node one (default $GRID_STATE_DIR, else ~/.grid/allocator).",
+    ),
+]
+_NodeStartAdvertiseAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--advertise-address",
+        help="Address of this machine the controller's router dials; engines bind to it "
+        "(default 127.0.0.1: a node on the controller's machine).",
+    ),
+]
+_NodeStartCaFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--ca-file", help="CA that verifies an https controller (default: the system store)."
+    ),
+]
+_NodeStartThreads = Annotated[
+    int | None, typer.Option("--threads", min=1, help="Engine threads (node default).")
+]
+_NodeStartContext = Annotated[
+    int | None, typer.Option("--context", min=64, help="Engine context tokens (default).")
+]
+_NodeStartLlamaServer = Annotated[
+    Path | None, typer.Option("--llama-server", help="llama-server binary of this host.")
+]
+_NodeStartRuntime = Annotated[
+    list[str] | None, typer.Option("--runtime", help="Runtime offered (repeat).")
+]
+_NodeStartGpuMemoryMb = Annotated[
+    list[int] | None, typer.Option("--gpu-memory-mb", min=0, help="One GPU's MB (repeat).")
+]
+_NodeStartEngineOverride = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--engine-override",
+        help="MODEL:KEY=VALUE over the profile's engine settings (MODEL may be *; repeat).",
+    ),
+]
+_NodeStartController = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--controller",
+        help="A controller URL of a controller cluster on etcd (repeat for each); "
+        "heartbeats follow its leader. The first one stands for --grid.",
+    ),
+]
+
+
 @node_app.command("start")
 def start(
     node_dir: NodeDirOpt = None,
-    grid: Annotated[str | None, typer.Option("--grid", help="Controller URL.")] = None,
-    token_file: Annotated[
-        Path | None, typer.Option("--token-file", help="File holding the node credential.")
-    ] = None,
-    host_id: Annotated[str | None, typer.Option("--host-id", help="Stable host id.")] = None,
+    grid: _NodeStartGrid = None,
+    token_file: _NodeStartTokenFile = None,
+    host_id: _NodeStartHostId = None,
     failure_domain: FailureDomainOpt = None,
     capacity_mb: CapacityOpt = None,
     reserved_mb: ReservedOpt = None,
     tag: TagOpt = None,
     model: ModelOpt = None,
     engine_ports: EnginePortsOpt = None,
-    dedicated: Annotated[
-        bool | None,
-        typer.Option("--dedicated/--workstation", help="Always-on server (ignore user activity)."),
-    ] = None,
+    dedicated: _NodeStartDedicated = None,
     heartbeat_s: HeartbeatOpt = None,
-    telemetry: Annotated[
-        str | None,
-        typer.Option("--telemetry", help="host: this machine's sensors; logical: a lab partition."),
-    ] = None,
-    state_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--state-dir",
-            help="The local controller's folder; with no credential given, that controller "
-            "writes this node one (default $GRID_STATE_DIR, else ~/.grid/allocator).",
-        ),
-    ] = None,
-    advertise_address: Annotated[
-        str | None,
-        typer.Option(
-            "--advertise-address",
-            help="Address of this machine the controller's router dials; engines bind to it "
-            "(default 127.0.0.1: a node on the controller's machine).",
-        ),
-    ] = None,
-    ca_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--ca-file", help="CA that verifies an https controller (default: the system store)."
-        ),
-    ] = None,
-    threads: Annotated[
-        int | None, typer.Option("--threads", min=1, help="Engine threads (node default).")
-    ] = None,
-    context: Annotated[
-        int | None, typer.Option("--context", min=64, help="Engine context tokens (default).")
-    ] = None,
-    llama_server: Annotated[
-        Path | None, typer.Option("--llama-server", help="llama-server binary of this host.")
-    ] = None,
-    runtime: Annotated[
-        list[str] | None, typer.Option("--runtime", help="Runtime offered (repeat).")
-    ] = None,
-    gpu_memory_mb: Annotated[
-        list[int] | None, typer.Option("--gpu-memory-mb", min=0, help="One GPU's MB (repeat).")
-    ] = None,
-    engine_override: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--engine-override",
-            help="MODEL:KEY=VALUE over the profile's engine settings (MODEL may be *; repeat).",
-        ),
-    ] = None,
-    controller: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--controller",
-            help="A controller URL of a controller cluster on etcd (repeat for each); "
-            "heartbeats follow its leader. The first one stands for --grid.",
-        ),
-    ] = None,
+    telemetry: _NodeStartTelemetry = None,
+    state_dir: _NodeStartStateDir = None,
+    advertise_address: _NodeStartAdvertiseAddress = None,
+    ca_file: _NodeStartCaFile = None,
+    threads: _NodeStartThreads = None,
+    context: _NodeStartContext = None,
+    llama_server: _NodeStartLlamaServer = None,
+    runtime: _NodeStartRuntime = None,
+    gpu_memory_mb: _NodeStartGpuMemoryMb = None,
+    engine_override: _NodeStartEngineOverride = None,
+    controller: _NodeStartController = None,
 ) -> None:
     """Start this machine's node agent in the background (does nothing if it already runs).
 
@@ -324,22 +369,12 @@ def start(
     env_token = parse_credential(env_text)[0] if env_text else None
     if env_text is not None and parse_credential(env_text)[1] is None:
         raise no_reply_key(TOKEN_ENV)
-    token = env_token or (_read_token_file(token_file) if token_file else None)
     existing: dict[str, Any] = {}
     if config_path(folder).exists():
         existing = load_config(folder).model_dump(mode="json")
-    if token is None and token_file is None and not existing.get("token_file"):
-        wanted = host_id or existing.get("host_id") or f"host-{socket.gethostname()}"
-        token_file = _local_credential(folder, wanted, grid, state_dir)
-        token = _read_token_file(token_file)
-    named = credential_host(token) if token else None
-    chosen_host = host_id or named or existing.get("host_id") or f"host-{socket.gethostname()}"
-    if named is not None and chosen_host != named:
-        raise GridError(
-            "wrong_host",
-            f"the credential is for host {named!r}, not {chosen_host!r}",
-            fix="use the credential written for this host, or drop --host-id",
-        )
+    token, token_file, chosen_host = _start_credential(
+        folder, existing, env_token, token_file, host_id, grid, state_dir
+    )
     url = grid or existing.get("grid_url") or load_settings(_state(state_dir)).url
     if ca_file is None and not existing.get("ca_file") and grid is None:
         with contextlib.suppress(GridError):  # a TLS controller on this machine: its own CA

@@ -92,51 +92,61 @@ def _dump(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, sort_keys=False, allow_nan=False)
 
 
+_ScenarioMachines = Annotated[
+    int, typer.Option("--machines", min=1, max=64, help="Logical machines.")
+]
+_ScenarioModels = Annotated[int, typer.Option("--models", min=1, max=40, help="Catalogue models.")]
+_ScenarioUsers = Annotated[int, typer.Option("--users", min=1, max=5000, help="Simulated users.")]
+_ScenarioDuration = Annotated[
+    str, typer.Option("--duration", help="Virtual run length: 30m, 2h, 600s.")
+]
+_ScenarioSeed = Annotated[int, typer.Option("--seed", help="Seed of topology, users and arrivals.")]
+_ScenarioStrategy = Annotated[
+    str,
+    typer.Option(
+        "--strategy",
+        help="smart | reactive | greedy | static | oracle (the oracle's schedule replayed).",
+    ),
+]
+_ScenarioOracle = Annotated[
+    bool, typer.Option("--oracle", help="Also solve the hindsight oracle on the run's trace.")
+]
+_ScenarioOracleTimeLimit = Annotated[
+    float, typer.Option("--oracle-time-limit", min=0.1, help="Oracle budget in seconds.")
+]
+_ScenarioWorkloadTrace = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--workload-trace",
+        help="WORKLOAD=CSV (headerless timestamp_seconds,request_rate); repeatable.",
+    ),
+]
+_ScenarioTimeline = Annotated[bool, typer.Option("--timeline", help="Print every changing tick.")]
+_ScenarioAsJson = Annotated[bool, typer.Option("--json", help="Print one stable JSON document.")]
+_ScenarioHtmlOut = Annotated[
+    Path | None,
+    typer.Option(
+        "--html",
+        help="Also write the report as pictures (served and demand per workload, residencies "
+        "per machine, every strategy compared on the same seed) to this HTML file; the "
+        "dashboard serves the newest one at /ui/scenario.",
+    ),
+]
+
+
 def scenario_cmd(
-    machines: Annotated[
-        int, typer.Option("--machines", min=1, max=64, help="Logical machines.")
-    ] = 8,
-    models: Annotated[int, typer.Option("--models", min=1, max=40, help="Catalogue models.")] = 8,
-    users: Annotated[int, typer.Option("--users", min=1, max=5000, help="Simulated users.")] = 50,
-    duration: Annotated[
-        str, typer.Option("--duration", help="Virtual run length: 30m, 2h, 600s.")
-    ] = "30m",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of topology, users and arrivals.")] = 42,
-    strategy: Annotated[
-        str,
-        typer.Option(
-            "--strategy",
-            help="smart | reactive | greedy | static | oracle (the oracle's schedule replayed).",
-        ),
-    ] = "smart",
-    oracle: Annotated[
-        bool, typer.Option("--oracle", help="Also solve the hindsight oracle on the run's trace.")
-    ] = False,
-    oracle_time_limit: Annotated[
-        float, typer.Option("--oracle-time-limit", min=0.1, help="Oracle budget in seconds.")
-    ] = 30.0,
-    workload_trace: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--workload-trace",
-            help="WORKLOAD=CSV (headerless timestamp_seconds,request_rate); repeatable.",
-        ),
-    ] = None,
-    timeline: Annotated[
-        bool, typer.Option("--timeline", help="Print every changing tick.")
-    ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one stable JSON document.")
-    ] = False,
-    html_out: Annotated[
-        Path | None,
-        typer.Option(
-            "--html",
-            help="Also write the report as pictures (served and demand per workload, residencies "
-            "per machine, every strategy compared on the same seed) to this HTML file; the "
-            "dashboard serves the newest one at /ui/scenario.",
-        ),
-    ] = None,
+    machines: _ScenarioMachines = 8,
+    models: _ScenarioModels = 8,
+    users: _ScenarioUsers = 50,
+    duration: _ScenarioDuration = "30m",
+    seed: _ScenarioSeed = 42,
+    strategy: _ScenarioStrategy = "smart",
+    oracle: _ScenarioOracle = False,
+    oracle_time_limit: _ScenarioOracleTimeLimit = 30.0,
+    workload_trace: _ScenarioWorkloadTrace = None,
+    timeline: _ScenarioTimeline = False,
+    as_json: _ScenarioAsJson = False,
+    html_out: _ScenarioHtmlOut = None,
 ) -> None:
     """Run one seeded workday on logical machines with the production planner and reconciler."""
     _check_strategy(strategy)
