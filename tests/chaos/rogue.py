@@ -211,6 +211,10 @@ class Rogue:
     def register(self) -> int:
         return self.send(self.hijack())
 
+    def poison(self) -> int:
+        """One term-poisoning report (the status code it got)."""
+        return self.send(self.forger().poisoned())
+
     def other_hosts_record(self) -> tuple[int, int]:
         """(status for the victim's record id, status for the victim's host id)."""
         by_record = self.send(self.hijack(), f"{self.victim}.allocator")

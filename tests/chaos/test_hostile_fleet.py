@@ -61,6 +61,9 @@ def test_one_hostile_credential_cannot_stop_the_fleet_healing_or_serving(
         try:
             assert rogue.register() == 200
             assert rogue.other_hosts_record() == (403, 403)
+            # A suspect now, so its reports are taken at a trickle: one poisoned report is
+            # sent until admitted (the flood's own may all fall between the budget's tokens).
+            wait_for(lambda: rogue.poison() == 200, 10, "a poisoned report admitted", step_s=0.5)
             probe.start()
             rogue.flood(FLOOD_PER_S)
             time.sleep(4.0)
