@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from enum import StrEnum
 from pathlib import Path
@@ -155,10 +154,11 @@ def plan(
             snap, result, unmet_only=unmet_only, all_hosts=all_hosts, source=str(snapshot)
         )
         Console(highlight=False).print(view)
-    if _command_process():  # the plan is out: exit without freeing the problem (deadline.keep)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+    deadline.keep.clear()  # the problem, freed now that the plan is out
+    if _command_process():  # the process exits next: spare it the final full collection
+        from grid.planner import freeze_for_exit
+
+        freeze_for_exit()
 
 
 def snapshot_counts(snap: FleetSnapshot) -> dict[str, int]:

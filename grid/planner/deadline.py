@@ -139,8 +139,8 @@ class Deadline:
     clock: Clock = time.perf_counter
     started: float | None = None
     spent: dict[str, float] = field(default_factory=dict)  # seconds per finished phase
-    # What the caller frees after its output: make_plan leaves its problem here (freeing a
-    # 10,000-host problem takes ~0.35 s, which a CLI process that exits skips).
+    # What the caller frees after its output: make_plan leaves its problems here, so
+    # freeing a large problem comes after the plan is printed, not before.
     keep: list[object] = field(default_factory=list)
     # The caller's work after make_plan when it knows it better than `output_reserve_s` (the
     # JSON document's): the CLI's Rich view costs more (plan_cmd.py).

@@ -53,6 +53,7 @@ class Run:
     soft_stage_limit_s: float | None = None
     started: float = 0.0
     problem: PlacementProblem | None = None
+    wide: PlacementProblem | None = None  # the portfolio's problem, with workloads (narrow.py)
     greedy: set[Key] = field(default_factory=set)
     placed: set[Key] = field(default_factory=set)  # the placement so far (always feasible)
     hints: list[set[Key]] = field(default_factory=list)  # further solve hints (incumbents)
