@@ -76,9 +76,11 @@ def _command_process() -> bool:
 
 
 def command_deadline(limit_s: float) -> Deadline:
-    """The command's Deadline: from the process start when this process is the command."""
-    age = process_age_s() if _command_process() else 0.0
-    return Deadline(limit_s, started=time.perf_counter() - age)
+    """The command's Deadline: from the process start when this process is the command (then
+    its CPU clock counts from the process start too: the machine's pace covers the imports)."""
+    if not _command_process():
+        return Deadline(limit_s)
+    return Deadline(limit_s, started=time.perf_counter() - process_age_s(), cpu_started=0.0)
 
 
 def output_s(hosts: int, as_json: bool, unmet_only: bool, all_hosts: bool) -> float:

@@ -37,8 +37,12 @@ def build(run: Run) -> None:
 
 
 def heuristic(run: Run) -> None:
+    """The greedy placement (whole: a pass cut short leaves unmet replicas whose staging and
+    explanations cost more than the pass saved); the machine's pace is read around it."""
     problem = run.built
+    run.pace = run.deadline.pace()
     run.greedy = run.placed = heuristic_placement(problem)
+    run.pace = run.deadline.pace()
     run.hints = [{(c.model_id, c.host_id) for c in problem.incumbent_candidates}]
 
 
