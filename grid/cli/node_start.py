@@ -20,6 +20,7 @@ import typer
 
 from grid.api.settings import config_path as config_path_of_controller
 from grid.api.settings import default_state_dir, load_settings
+from grid.cli.connection import token_file_unreadable
 from grid.cli.credential_cmd import write_credential_file
 from grid.cli.hints import NODE_TOKEN_ENV, serves_controller, with_dirs
 from grid.fleet.errors import GridError
@@ -52,11 +53,7 @@ def _read_token_file(path: Path) -> str:
     try:
         token, key = read_credential_file(path)
     except OSError as exc:
-        raise GridError(
-            "token_file_unreadable",
-            f"cannot read {path} ({exc.strerror})",
-            fix="check the --token-file path and its permissions",
-        ) from None
+        raise token_file_unreadable(path, exc) from None
     if key is None:
         raise no_reply_key(str(path))
     return token
