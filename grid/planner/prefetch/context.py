@@ -207,17 +207,17 @@ class Context:
         return None if free is None else free - self.reserve_mb
 
     @cached_property
-    def _placed_on(self) -> dict[str, list[tuple[str, int]]]:
-        """host -> the plan's replicas there (model, memory MB)."""
-        out: dict[str, list[tuple[str, int]]] = {}
+    def _placed_on(self) -> dict[str, dict[str, int]]:
+        """host -> the plan's replicas there (model -> memory MB)."""
+        out: dict[str, dict[str, int]] = {}
         for a in self.plan.assignments:
-            out.setdefault(a.host_id, []).append((a.model_id, a.memory_mb))
+            models = out.setdefault(a.host_id, {})
+            models[a.model_id] = models.get(a.model_id, 0) + a.memory_mb
         return out
 
     def free_memory_mb(self, host: Host) -> int:
         """Allocatable memory the plan's replicas leave free on the host."""
-        placed = self._placed_on.get(host.host_id, [])
-        return allocatable_mb(host) - sum(mb for _m, mb in placed)
+        return allocatable_mb(host) - sum(self._placed_on.get(host.host_id, {}).values())
 
     def source_model(self, prediction: Prediction) -> str | None:
         """The model the plan's portfolio serves the prediction's source workload with."""
@@ -236,12 +236,13 @@ class Context:
         prediction's source workload, counts as room: the predicted transition moves that
         work on to the target. A cached copy only pays off where a later warm can land without
         draining other planned work, so only such hosts are prefetch targets."""
-        placed = [(m, mb) for m, mb in self._placed_on.get(host.host_id, []) if m != freed]
-        if host.max_models and len({m for m, _mb in placed}) >= host.max_models:
+        placed = self._placed_on.get(host.host_id, {})
+        kept = len(placed) - (freed in placed)
+        if host.max_models and kept >= host.max_models:
             return "no_free_slot"
         runtime = choose_runtime(profile, host)
         alloc = allocatable_mb(host)
-        free = alloc - sum(mb for _m, mb in placed)
+        free = self.free_memory_mb(host) + placed.get(freed or "", 0)
         headroom = math.ceil(self.snap.policy.memory_headroom_fraction * alloc)
         if runtime is None or footprint_mb(profile, runtime) > free - headroom:
             return "no_free_slot"
