@@ -34,6 +34,7 @@ def _controller(concurrency: int | None = 1) -> Controller:
     # An operator registered the route (a pin): the proxy's rules are what this file tests.
     judge = RouteJudge(ctl.gate.attestor, {}, frozenset({"m"}))
     ctl.registry.apply("node-h", "h", update, now=T0, judge=judge)
+    ctl.publish_views()  # what the controller does after any change of its own
     return ctl
 
 
