@@ -8,18 +8,17 @@ is a new input, so it marks the plan dirty and wakes the controller.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends
 
 from grid.api.deps import Service, require_operator
+from grid.fleet.operator import EvaluationReply
 from grid.runtime.controller.evidence_store import EvaluationRequest, keeper_for
 
 router = APIRouter(prefix="/allocator", tags=["allocator"])
 
 
 @router.post("/evaluations", dependencies=[Depends(require_operator)])
-def post_evaluation(body: EvaluationRequest, service: Service) -> dict[str, Any]:
+def post_evaluation(body: EvaluationRequest, service: Service) -> EvaluationReply:
     ctl = service.controller
     with ctl.lock:  # the profiles and the policy cannot change under the check
         recorded = keeper_for(ctl).record_evaluation(
@@ -31,4 +30,4 @@ def post_evaluation(body: EvaluationRequest, service: Service) -> dict[str, Any]
         )
         revision = ctl.request_tick()
     service.notify()
-    return {"evaluation": recorded.to_dict(), "revision": revision}
+    return EvaluationReply(evaluation=recorded, revision=revision)

@@ -98,7 +98,7 @@ def build_view(service: ControllerService, now: float, history: int = 100) -> di
     ctl = service.controller
     with ctl.lock:
         snap = ctl.snapshot(now)
-        status = ctl.status_view.document(snap, ctl.config, now, history)
+        status = ctl.status_view.document(snap, ctl.config, now, history).model_dump(mode="json")
         drains = dict(ctl.state.host_drains)
     return fleet_view(
         status,
