@@ -34,6 +34,18 @@ from grid.router import (
 from grid.runtime.controller.core import Controller
 
 LISTED_REFUSALS = frozenset({None, "at_capacity"})  # still an admitted ready model
+LISTING_MAX_AGE_S = 0.5  # how old a published model listing may be while the controller is busy
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What GET /v1/models is computed from, published under the controller lock: the routes
+    (immutable), the portfolio's workload -> model mapping, and the route lease then."""
+
+    at: float
+    routes: list[Route]
+    mapping: dict[str, str]
+    lease_ttl_s: float
 
 
 @dataclass(frozen=True)
@@ -162,31 +174,52 @@ class ProxyState:
         self._connected = connected or (lambda _h, _n: False)
         # The last transport failure of each route (engine id, model): code, sentence, when.
         self.failures: dict[tuple[str, str], tuple[str, str, float]] = {}
+        self._listing: Listing | None = None  # GET /v1/models (`model_listing`)
 
     def _live(self, now: float) -> Callable[[str], bool]:
         return lambda host_id: self._connected(host_id, now)
 
     def ready_models(self, ctl: Controller, now: float) -> list[str]:
         """Model ids with at least one admitted READY route (GET /v1/models)."""
-        with self._lock:
-            routes, _keys = _routes(ctl, self._active, None, self._live(now))
-        ttl = ctl.config.node_ttl_s
-        return sorted(
+        return self.model_listing(ctl, now)[0]
+
+    def model_listing(self, ctl: Controller, now: float) -> tuple[list[str], list[str]]:
+        """GET /v1/models: (the READY model ids, the workloads `auto` would serve now: those the
+        current plan's portfolio maps to one of them), from the published `Listing`, each route
+        judged at `now` (so a lapsed route lease is never listed). The listing is republished
+        whenever the controller lock is free; while it is busy (a tick, a heartbeat flood), a
+        listing at most `LISTING_MAX_AGE_S` old is used instead of waiting for it."""
+        listing = self._listing
+        fresh = listing is not None and 0.0 <= now - listing.at <= LISTING_MAX_AGE_S
+        self._publish(ctl, now, blocking=not fresh)  # busy, and fresh: that listing stands
+        listing = self._listing
+        if listing is None:
+            return [], []
+        models = sorted(
             {
                 r.model_id
-                for r in routes
-                if route_refusal(r, now, lease_ttl_s=ttl) in LISTED_REFUSALS
+                for r in listing.routes
+                if route_refusal(r, now, lease_ttl_s=listing.lease_ttl_s) in LISTED_REFUSALS
             }
         )
+        listed = set(models)
+        return models, sorted(w for w, m in listing.mapping.items() if m in listed)
 
-    def auto_servable(self, ctl: Controller, ready: list[str]) -> list[str]:
-        """The workloads an automatic request would be routed for now: those the current plan's
-        portfolio maps to a model in `ready` (the READY models of GET /v1/models)."""
-        report = current_portfolio(ctl)
-        if report is None:
-            return []
-        listed = set(ready)
-        return sorted(w for w, m in report.mapping.items() if m in listed)
+    def _publish(self, ctl: Controller, now: float, *, blocking: bool) -> bool:
+        """Rebuild the listing under both locks (the proxy's first, as everywhere); False when
+        not `blocking` and the controller lock is taken."""
+        with self._lock:
+            if not ctl.lock.acquire(blocking=blocking):
+                return False
+            try:
+                routes, _keys = _routes(ctl, self._active, None, self._live(now))
+                plan = ctl.last_plan
+                report = plan.portfolio if plan is not None else None
+                mapping = dict(report.mapping) if report is not None else {}
+                self._listing = Listing(now, routes, mapping, ctl.config.node_ttl_s)
+            finally:
+                ctl.lock.release()
+        return True
 
     def choose(
         self,

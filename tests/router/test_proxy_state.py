@@ -75,3 +75,42 @@ def test_an_abandoned_probe_lets_the_next_probe_go() -> None:
     assert isinstance(blocked, RouteRefusal) and blocked.code == "circuit_open"
     proxy.abandon(probe, T0 + 1.7)
     assert isinstance(_choose(proxy, ctl, T0 + 1.8), Upstream)
+
+
+def test_the_model_listing_does_not_wait_for_a_busy_controller_while_it_is_fresh() -> None:
+    """Issue 22: GET /v1/models under a heartbeat flood waited for the controller lock (ticks,
+    updates). A listing published at most LISTING_MAX_AGE_S ago answers while the lock is held;
+    an older one waits for it, and is then republished."""
+    import threading
+
+    from grid.api.proxy_state import LISTING_MAX_AGE_S
+
+    ctl, proxy = _controller(concurrency=4), ProxyState()
+    assert proxy.model_listing(ctl, T0) == (["m"], [])  # published
+    held, release = threading.Event(), threading.Event()
+
+    def busy() -> None:
+        with ctl.lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=busy)
+    holder.start()
+    assert held.wait(5)
+    got: list[tuple[list[str], list[str]]] = []
+
+    def listing(at: float) -> threading.Thread:
+        thread = threading.Thread(target=lambda: got.append(proxy.model_listing(ctl, at)))
+        thread.start()
+        return thread
+
+    fresh = listing(T0 + LISTING_MAX_AGE_S / 2)
+    fresh.join(5)
+    assert not fresh.is_alive() and got == [(["m"], [])]  # answered while the lock is held
+    stale = listing(T0 + LISTING_MAX_AGE_S * 2)
+    stale.join(0.3)
+    assert stale.is_alive()  # too old to stand in: it waits for the controller
+    release.set()
+    stale.join(5)
+    holder.join(5)
+    assert not stale.is_alive() and got[-1] == (["m"], [])

@@ -53,12 +53,13 @@ from grid.fleet.models import FleetSnapshot, ModelProfile, Plan, Policy
 from grid.fleet.operator import StatusDocument
 from grid.planner.plan import make_plan
 from grid.planner.targets import compute_targets
-from grid.runtime.controller.authority import Grace, LeaseKeeper, held_after_restart
+from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
 from grid.runtime.controller.gatekeeper import Gatekeeper
 from grid.runtime.controller.generation import GenerationCounter, input_digest
+from grid.runtime.controller.in_flight import held_back
 from grid.runtime.controller.lease import Lease
 from grid.runtime.controller.live_state import (
     ControllerState,
@@ -71,7 +72,6 @@ from grid.runtime.controller.plan_worker import PlanNeed, PlanWorker, note_failu
 from grid.runtime.controller.planning import (
     Planner,
     describe,
-    grace_deferral,
     plan_inputs,
     reusable_plan,
 )
@@ -515,12 +515,10 @@ class Controller:
                 continue  # restored command of a host that has not re-registered yet
             if book.withdraw(withdrawal.action_id, now):
                 report.withdrawn.append(withdrawal.action_id)
-        actions, deferred = list(result.actions), list(result.deferred)
-        held = held_after_restart(
-            actions, snap, book.history(), registered, self.grace, self.config, now
+        held, deferred = held_back(
+            result, snap, book.history(), registered, self.grace, self.config, now
         )
-        actions = [a for a in actions if a not in held]
-        deferred += [grace_deferral(a, self.grace.anchor, self.config) for a in held]
+        actions = [a for a in result.actions if a not in held]
         last.proposed = actions if mode is Mode.RECOMMEND else []
         if mode is Mode.AUTOMATIC and self.store.durable:
             for action in actions:
