@@ -99,7 +99,7 @@ def main() -> int:
         _wait(lambda: server.poll() is None and _healthy(settings.url), 30, "the controller")
         node_dir.mkdir(mode=0o700)
         token = node_dir / "node.token"
-        atomic_write_text(token, admin.node_credential("bench-e")["token"] + "\n")
+        atomic_write_text(token, admin.node_credential("bench-e").token + "\n")
         save_config(
             node_dir,
             NodeConfig(

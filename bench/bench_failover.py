@@ -178,7 +178,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             admin.set_mode("automatic")
         wait_for(
             lambda: (
-                (r := host_row(leader.status(), "host-a", small.model_id)) and r["state"] == "ready"
+                (r := host_row(leader.status().model_dump(mode="json"), "host-a", small.model_id))
+                and r["state"] == "ready"
             ),
             120,
             "SmolLM2 ready",
@@ -202,12 +203,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             reader.start()
             time.sleep(0.2)
-            seen = sequence(leader.status().get("plan_generation"))
+            seen = sequence(leader.status().model_dump(mode="json").get("plan_generation"))
             leader.kill()
             killed = time.monotonic()
             successor = leader_of(standbys, timeout_s=args.ttl + 30)
             failover = time.monotonic() - killed
-            status = successor.status()
+            status = successor.status().model_dump(mode="json")
             names = {p["model_id"] for p in status["profiles"]}
             now_seq = sequence(status.get("plan_generation"))
             lost_generation = bool(now_seq[0] == seen[0] and now_seq[1] < seen[1])

@@ -124,7 +124,7 @@ def restarts(
             if len(kids) > max(peak[0], 2):  # an extra replica: keep the evidence
                 try:
                     with fleet.controller.public() as public:
-                        doc = public.status(history=30)
+                        doc = public.status(history=30).model_dump(mode="json")
                 except GridError:
                     doc = {}
                 EXTRA.append(
@@ -198,10 +198,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 with fleet.controller.admin() as admin:
                     issued = admin.create_enrollment(ROGUE_HOST)
                 with AllocatorClient(fleet.controller.url) as anyone:
-                    minted = anyone.enroll(issued["token"])
+                    minted = anyone.enroll(issued.token)
                 rogue = Rogue(
                     fleet.controller.url,
-                    minted["token"],
+                    minted.token,
                     fleet.entry.model_id,
                     victim=fleet.nodes[0].host_id,
                 )
@@ -227,7 +227,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "served_by_rogue": len(rogue.engine.requests),
                 }
                 with fleet.controller.admin() as admin:
-                    doc = admin.status(history=0)
+                    doc = admin.status(history=0).model_dump(mode="json")
                     out["flood"]["controller_term"] = doc["lease"]["term"]
                     out["flood"]["rogue_named"] = any(
                         ROGUE_HOST in w["message"] for w in doc["warnings"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from fastapi import FastAPI
 
@@ -35,6 +34,7 @@ from grid.api.settling import RouteWindow
 from grid.api.standby import StandbyRedirect
 from grid.api.ui import actions as ui_actions
 from grid.api.ui import routes as ui_routes
+from grid.fleet.operator import Health
 from grid.router.breaker import BreakerPolicy
 from grid.runtime.controller.etcd import EtcdStore, HAService
 from grid.runtime.controller.service import ControllerService
@@ -103,7 +103,7 @@ def create_app(
     app.include_router(routes_keys.router)
 
     @app.get("/healthz", tags=["health"])
-    async def healthz() -> dict[str, Any]:  # on the event loop: no worker thread to wait for
-        return {"ok": True, "instance": instance, "mode": service.controller.mode.value}
+    async def healthz() -> Health:  # on the event loop: no worker thread to wait for
+        return Health(ok=True, instance=instance, mode=service.controller.mode)
 
     return app

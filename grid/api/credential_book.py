@@ -25,11 +25,12 @@ import os
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from grid.api.auth import Credentials, NodeIdentity
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text, read_json_file
+from grid.fleet.operator import CredentialRow as CredentialView
+from grid.fleet.operator import IssuedCredential
 
 BOOK_NAME = "node-credentials.json"
 MAX_ROWS = 4096  # expired rows are pruned beyond this
@@ -45,11 +46,11 @@ class CredentialRow:
     source: str = "token_write"
     revoked_at: float | None = None
 
-    def view(self, now: float, last_seen_at: float | None) -> dict[str, Any]:
+    def view(self, now: float, last_seen_at: float | None) -> CredentialView:
         state = "revoked" if self.revoked_at is not None else "valid"
         if state == "valid" and self.expires_at <= now:
             state = "expired"
-        return {**asdict(self), "state": state, "last_seen_at": last_seen_at}
+        return CredentialView(**asdict(self), state=state, last_seen_at=last_seen_at)
 
 
 def _row(data: object) -> CredentialRow:
@@ -152,7 +153,7 @@ class CredentialBook:
     # -- the three operations ----------------------------------------------------------------
     def issue(
         self, credentials: Credentials, host_id: str, *, now: float, ttl_s: float, source: str
-    ) -> dict[str, Any]:
+    ) -> IssuedCredential:
         """Mint a credential for `host_id`, record it durably, and return what the caller
         hands out: token, reply key, expiry and id."""
         token, expires = credentials.mint_node_token(host_id, now=now, ttl_s=ttl_s)
@@ -162,13 +163,13 @@ class CredentialBook:
                 identity.credential_id, host_id, expires, now, source
             )
             self._save(now)
-        return {
-            "host_id": host_id,
-            "token": token,
-            "reply_key": identity.reply_key,
-            "expires_at": expires,
-            "credential_id": identity.credential_id,
-        }
+        return IssuedCredential(
+            host_id=host_id,
+            token=token,
+            reply_key=identity.reply_key,
+            expires_at=expires,
+            credential_id=identity.credential_id,
+        )
 
     def _revoked(self, identity: NodeIdentity) -> bool:
         row = self.rows.get(identity.credential_id)
@@ -222,7 +223,7 @@ class CredentialBook:
             self._save(now)
             return sorted(r.credential_id for r in rows)
 
-    def listing(self, now: float, host_id: str | None = None) -> list[dict[str, Any]]:
+    def listing(self, now: float, host_id: str | None = None) -> list[CredentialView]:
         with self._lock:
             rows = [r for r in self.rows.values() if host_id is None or r.host_id == host_id]
             return [

@@ -62,7 +62,7 @@ def _health(settings: Settings) -> GridError | None:
     """None when this folder's server answers /healthz, else why not."""
     try:
         with AllocatorClient(settings.url, timeout_s=2.0, ca_file=settings.ca_file) as client:
-            if client.healthz().get("instance") == settings.instance:
+            if client.healthz().instance == settings.instance:
                 return None
     except GridError as err:
         return err

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -22,6 +22,7 @@ from grid.api.auth import DEFAULT_NODE_TTL_S, MAX_NODE_TTL_S, Credentials
 from grid.api.credential_book import CredentialBook
 from grid.api.deps import Service, get_credentials, require_operator
 from grid.api.relay import RelayHub
+from grid.fleet.operator import CredentialList, MintedCredential, RevokeReply
 from grid.runtime.controller.service import ControllerService
 
 router = APIRouter(
@@ -65,12 +66,12 @@ def post_node_credential(
     service: Service,
     book: Book,
     credentials: Annotated[Credentials, Depends(get_credentials)],
-) -> dict[str, Any]:
+) -> MintedCredential:
     host_id = body.host_id or f"host-{secrets.token_hex(6)}"
     minted = book.issue(
         credentials, host_id, now=service.clock(), ttl_s=body.ttl_seconds, source="token_write"
     )
-    return {**minted, "generated_host_id": body.host_id is None}
+    return MintedCredential(**dict(minted), generated_host_id=body.host_id is None)
 
 
 @router.get("")
@@ -78,8 +79,8 @@ def list_node_credentials(
     service: Service,
     book: Book,
     host_id: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
-) -> dict[str, Any]:
-    return {"credentials": book.listing(service.clock(), host_id)}
+) -> CredentialList:
+    return CredentialList(credentials=book.listing(service.clock(), host_id))
 
 
 def _revoke(
@@ -89,7 +90,7 @@ def _revoke(
     now = service.clock()
     revoked = book.revoke(credential_id=body.credential_id, host_id=body.host_id, now=now)
     hosts = {body.host_id} if body.host_id else set()
-    hosts |= {r["host_id"] for r in book.listing(now) if r["credential_id"] in revoked}
+    hosts |= {r.host_id for r in book.listing(now) if r.credential_id in revoked}
     for host in sorted(hosts):
         if service.controller.forget_routes(host):
             service.notify()
@@ -99,7 +100,7 @@ def _revoke(
 @router.post("/revoke")
 async def revoke_node_credentials(
     body: RevokeRequest, request: Request, service: Service, book: Book
-) -> dict[str, Any]:
+) -> RevokeReply:
     """The book and the controller off the event loop; then, on it, the relay tunnel each
     revoked credential opened is closed (the node's reconnect is refused at the handshake)."""
     revoked, hosts = await run_in_threadpool(_revoke, body, service, book)
@@ -111,4 +112,4 @@ async def revoke_node_credentials(
         if session is not None and credential is not None and book.revoked(credential):
             await session.close(1008, "node credential revoked")
             closed.append(host)
-    return {"revoked": revoked, "hosts": hosts, "tunnels_closed": closed}
+    return RevokeReply(revoked=revoked, hosts=hosts, tunnels_closed=closed)

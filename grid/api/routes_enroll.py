@@ -31,6 +31,7 @@ from grid.api.credential_book import CredentialBook
 from grid.api.deps import Service, get_credentials, require_operator
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text, read_json_file
+from grid.fleet.operator import EnrolledCredential, Enrollment
 from grid.runtime.controller.etcd import HAService
 
 router = APIRouter(tags=["enrollment"])
@@ -91,7 +92,7 @@ def _save(path: Path, book: dict[str, dict[str, Any]], now: float) -> None:
 
 
 @router.post("/allocator/enrollments", dependencies=[Depends(require_operator)])
-def post_enrollment(body: EnrollmentRequest, service: Service) -> dict[str, Any]:
+def post_enrollment(body: EnrollmentRequest, service: Service) -> Enrollment:
     now = service.clock()
     token = f"{ENROLL_PREFIX}.{secrets.token_urlsafe(32)}"
     path = _book_path(service)
@@ -105,7 +106,7 @@ def post_enrollment(body: EnrollmentRequest, service: Service) -> dict[str, Any]
             "used_at": None,
         }
         _save(path, book, now)
-    return {"host_id": body.host_id, "token": token, "expires_at": now + body.ttl_seconds}
+    return Enrollment(host_id=body.host_id, token=token, expires_at=now + body.ttl_seconds)
 
 
 def _refused(code: str, message: str, status: int) -> GridError:
@@ -124,7 +125,7 @@ def post_enroll(
     request: Request,
     service: Service,
     credentials: Annotated[Credentials, Depends(get_credentials)],
-) -> dict[str, Any]:
+) -> EnrolledCredential:
     now = service.clock()
     path = _book_path(service)
     presented = _digest(body.token)
@@ -152,5 +153,5 @@ def post_enroll(
     host_id = str(entry["host_id"])
     answer = issued.issue(credentials, host_id, now=now, ttl_s=ttl, source="enrollment")
     # A controller cluster on etcd: every controller's URL, so the node follows its leader.
-    answer["controllers"] = service.controller_urls() if isinstance(service, HAService) else []
-    return answer
+    urls = service.controller_urls() if isinstance(service, HAService) else []
+    return EnrolledCredential(**dict(answer), controllers=urls)

@@ -8,18 +8,17 @@ is a new input, so it marks the plan dirty and wakes the controller.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends
 
 from grid.api.deps import Service, require_operator
+from grid.fleet.operator import EvaluationReply
 from grid.runtime.controller.evidence_store import EvaluationRequest
 
 router = APIRouter(prefix="/allocator", tags=["allocator"])
 
 
 @router.post("/evaluations", dependencies=[Depends(require_operator)])
-def post_evaluation(body: EvaluationRequest, service: Service) -> dict[str, Any]:
+def post_evaluation(body: EvaluationRequest, service: Service) -> EvaluationReply:
     recorded, revision = service.controller.record_evaluation(body, service.clock())
     service.notify()
-    return {"evaluation": recorded.to_dict(), "revision": revision}
+    return EvaluationReply(evaluation=recorded, revision=revision)

@@ -6,7 +6,7 @@ every key with its request counts (never the key or its digest); DELETE revokes 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse
@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from grid.api.client_keys import ClientKeys
 from grid.api.deps import Service, require_operator
+from grid.fleet.operator import ClientKeyRow, CreatedKey, KeyRevokeReply, RevokedKey
+from grid.fleet.operator import ClientKeys as ClientKeysDoc
 
 router = APIRouter(prefix="/allocator/keys", tags=["client keys"])
 admin = [Depends(require_operator)]
@@ -31,29 +33,32 @@ def client_keys(request: Request) -> ClientKeys:
     return keys
 
 
-def keys_document(keys: ClientKeys) -> dict[str, Any]:
+def keys_document(keys: ClientKeys) -> ClientKeysDoc:
     """What status and `key list` show: the setting, every key, the counts by name."""
-    return {"open_access": keys.open_access, "keys": keys.rows(), "requests": keys.counts()}
+    return ClientKeysDoc(
+        open_access=keys.open_access,
+        keys=[ClientKeyRow.model_validate(row) for row in keys.rows()],
+        requests=keys.counts(),
+    )
 
 
-@router.post("", dependencies=admin, status_code=201)
+@router.post("", dependencies=admin, status_code=201, response_model=CreatedKey)
 def create_key(body: KeyRequest, request: Request, service: Service) -> JSONResponse:
     key, record = client_keys(request).create(body.name, service.clock())
-    answer = {
-        "name": record.name,
-        "key": key,
-        "prefix": record.prefix,
-        "created_at": record.created_at,
-    }
-    return JSONResponse(answer, status_code=201, headers={"Cache-Control": "no-store"})
+    answer = CreatedKey(
+        name=record.name, key=key, prefix=record.prefix, created_at=record.created_at
+    )
+    return JSONResponse(
+        answer.model_dump(mode="json"), status_code=201, headers={"Cache-Control": "no-store"}
+    )
 
 
 @router.get("", dependencies=admin)
-def list_keys(request: Request) -> dict[str, Any]:
+def list_keys(request: Request) -> ClientKeysDoc:
     return keys_document(client_keys(request))
 
 
 @router.delete("/{name}", dependencies=admin)
-def revoke_key(name: KeyName, request: Request, service: Service) -> dict[str, Any]:
+def revoke_key(name: KeyName, request: Request, service: Service) -> KeyRevokeReply:
     record = client_keys(request).revoke(name, service.clock())
-    return {"revoked": {"name": record.name, "revoked_at": record.revoked_at}}
+    return KeyRevokeReply(revoked=RevokedKey(name=record.name, revoked_at=record.revoked_at))

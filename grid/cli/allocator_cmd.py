@@ -9,14 +9,12 @@ printed. `status --json` and `--json` elsewhere print exactly one JSON document 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console, Group, RenderableType
-from rich.table import Table
-from rich.text import Text
+from pydantic import BaseModel
+from rich.console import Console
 
 from grid.cli.connection import (
     CaFileOpt,
@@ -58,10 +56,10 @@ from grid.cli.model_set_options import (
     ModelSetWarmEstimate,
     ModelSetWorkloadScore,
 )
-from grid.cli.render_portfolio import workload_parts
-from grid.cli.render_prefetch import prefetch_parts
-from grid.cli.text import local_time, plural, relative
+from grid.cli.render_status import render_status
+from grid.cli.text import plural
 from grid.fleet.errors import GridError
+from grid.fleet.models import ModelProfile
 
 allocator_app = typer.Typer(
     name="allocator",
@@ -77,7 +75,10 @@ allocator_app.add_typer(token_app, name="token")
 allocator_app.add_typer(credential_app, name="node-credential")
 
 
-def _emit(document: Any) -> None:
+def _emit(document: BaseModel | dict[str, object]) -> None:
+    """A `--json` document: a reply model's JSON form, or a document built here."""
+    if isinstance(document, BaseModel):
+        document = document.model_dump(mode="json")
     typer.echo(json.dumps(document, indent=2, allow_nan=False))
 
 
@@ -190,15 +191,15 @@ def model_set(
     body.update({k: v for k, v in scalars.items() if v is not None})
     with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         saved = api.put_model(model_id, body)
-        mode = str(api.healthz().get("mode", ""))
+        mode = api.healthz().mode.value
     if as_json:
         _emit(saved)
         return
-    _echo_saved(saved["profile"], mode, grid, state_dir, token_file)
+    _echo_saved(saved.profile, mode, grid, state_dir, token_file)
 
 
 def _echo_saved(
-    prof: dict[str, Any],
+    prof: ModelProfile,
     mode: str,
     grid: str | None,
     state_dir: Path | None,
@@ -206,10 +207,10 @@ def _echo_saved(
 ) -> None:
     """What `model set` prints: the saved profile, the mode when it acts on nothing, and next."""
     typer.echo(
-        f"Saved profile {prof['model_id']}: {prof['memory_mb']} MB, replicas "
-        f"{prof['min_replicas']}..{prof['max_replicas']}, runtimes "
-        f"{', '.join(prof['runtimes'])}"
-        + (f", chat template {prof['chat_template']}" if prof.get("chat_template") else "")
+        f"Saved profile {prof.model_id}: {prof.memory_mb} MB, replicas "
+        f"{prof.min_replicas}..{prof.max_replicas}, runtimes "
+        f"{', '.join(prof.runtimes)}"
+        + (f", chat template {prof.chat_template}" if prof.chat_template else "")
     )
     if mode != "automatic":
         typer.echo(
@@ -272,9 +273,9 @@ def mode(
     if as_json:
         _emit(result)
         return
-    typer.echo(f"Mode: {result['previous']} -> {result['mode']}")
-    if result["withdrawn"]:
-        typer.echo(f"Cancelled {plural(len(result['withdrawn']), 'undelivered command')}.")
+    typer.echo(f"Mode: {result.previous.value} -> {result.mode.value}")
+    if result.withdrawn:
+        typer.echo(f"Cancelled {plural(len(result.withdrawn), 'undelivered command')}.")
 
 
 @allocator_app.command("tick")
@@ -291,40 +292,19 @@ def tick(
     if as_json:
         _emit(result)
         return
-    report = result.get("tick") or {}
-    if report.get("ok"):
+    report = result.tick
+    if report is not None and report.ok:
         typer.echo(
-            f"Tick ok in {report['duration_ms']} ms: {report['engine']} "
-            f"{report['solver_status']}, {plural(len(report['issued']), 'command')} issued, "
-            f"generation {report['generation']}"
+            f"Tick ok in {report.duration_ms} ms: {report.engine} "
+            f"{report.solver_status}, {plural(len(report.issued), 'command')} issued, "
+            f"generation {report.generation}"
         )
     else:
-        typer.echo(f"Tick failed: {report.get('error', 'unknown error')}")
+        typer.echo(f"Tick failed: {report.error if report is not None else 'unknown error'}")
         raise typer.Exit(1)
 
 
 # ----------------------------------------------------------------------------- status
-
-
-def _table(title: str, columns: list[str]) -> Table:
-    table = Table(title=title, title_justify="left", show_lines=False)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    return table
-
-
-def weights_hint(model_id: str, host_id: str) -> str:
-    """How weights reach a node (the load fails with artifact_unknown, and retries after its
-    backoff, until one of these is done)."""
-    return (
-        f"To fix: {host_id} has no file for {model_id}. Either give the node the GGUF "
-        f"(on {host_id}: grid node stop && grid node start --model "
-        f"{model_id}=/path/to/file.gguf@SHA256), or let "
-        f"nodes fetch it: grid allocator model set {model_id} --memory-mb MB "
-        "--artifact-source file:///shared/path.gguf (or hf://owner/repo/file.gguf with the "
-        "node's hf_base_url) --artifact-sha256 SHA256 --artifact-size-mb MB "
-        "(docs/getting-started.md, 'How weights reach nodes')."
-    )
 
 
 def desired_reasons(api: Any) -> dict[str, dict[str, Any]]:
@@ -336,158 +316,6 @@ def desired_reasons(api: Any) -> dict[str, dict[str, Any]]:
         return {}
     models = view.get("models", []) if isinstance(view, dict) else []
     return {m["model_id"]: {"desired": m["desired"], "why": m["reason"]} for m in models}
-
-
-def render_status(doc: dict[str, Any]) -> RenderableType:
-    parts: list[RenderableType] = []
-    rev = doc["revisions"]
-    lease = doc["lease"]
-    head = Text()
-    head.append(f"mode {doc['mode']}", style="bold")
-    head.append(f"  durable {'yes' if doc['durable'] else 'NO'}")
-    head.append(
-        f"  lease term {lease['term']} ttl {lease['ttl_s']} s"
-        if lease["held"]
-        else "  lease not held"
-    )
-    head.append(
-        f"\nrevisions dirty {rev['dirty']} processed {rev['processed']} "
-        f"success {rev['success']} safety {rev['safety']}"
-    )
-    if doc["grace"]["active"]:
-        head.append("\nmembership grace active: destructive work waits", style="yellow")
-    tick_info = doc.get("last_tick") or {}
-    now = doc.get("now") or time.time()
-    if tick_info:
-        head.append(
-            f"\nlast tick {'ok' if tick_info['ok'] else 'FAILED'} "
-            f"{tick_info['duration_ms']} ms {tick_info.get('error', '')}".rstrip()
-        )
-    if doc.get("last_success_at"):
-        head.append(f"; last success {local_time(doc['last_success_at'], now)}")
-    parts.append(head)
-    for warning in doc["warnings"]:
-        parts.append(Text(f"warning [{warning['code']}]: {warning['message']}", style="yellow"))
-    hosts = _table("Hosts", ["host", "address", "state", "domain", "memory MB", "residencies"])
-    if not doc["hosts"]:
-        parts.append(Text("Hosts: none registered yet. Next: grid allocator node start"))
-    for h in doc["hosts"]:
-        res = ", ".join(f"{r['model_id']}:{r['state']}" for r in h["residencies"]) or "-"
-        state = h["state"] + ("" if not h["refusals"] else f" ({', '.join(h['refusals'])})")
-        memory = f"{h['live_mb']}/{h['allocatable_mb']}"
-        address = h.get("address", "-")
-        hosts.add_row(h["host_id"], address, state, h["failure_domain"], memory, res)
-    if doc["hosts"]:
-        parts.append(hosts)
-    for h in doc["hosts"]:  # why a host is unhealthy (e.g. address_unreachable), one line each
-        for problem in h.get("problems", [])[:4]:
-            parts.append(Text(f"host {h['host_id']}: {problem}", style="yellow"))
-    plan = doc.get("plan")
-    if plan:
-        solver = plan["solver"]
-        parts.append(
-            Text(
-                f"Plan {doc.get('plan_generation')}: {solver['engine']} "
-                f"{solver['status']} in {solver['wall_ms']} ms, "
-                f"{plural(len(plan['assignments']), 'assignment')}",
-                style="bold",
-            )
-        )
-        levels = _table("Objective levels", ["level", "value", "bound"])
-        for level in solver["objective"]:
-            levels.add_row(level["level"], str(level["value"]), str(level["bound"]))
-        parts.append(levels)
-    parts += workload_parts(doc.get("workloads") or {})
-    parts += prefetch_parts(doc.get("prefetch"))
-    reasons = doc.get("desired_reasons") or {}
-    if reasons:
-        table = _table("Desired replicas", ["model", "desired", "why"])
-        for model_id, r in sorted(reasons.items()):
-            table.add_row(model_id, str(r["desired"]), r["why"])
-        parts.append(table)
-    if doc["mode"] != "automatic":
-        parts.append(
-            Text(
-                f"{doc['mode']} mode: Grid plans but loads and unloads nothing. "
-                "To let it act: grid allocator mode automatic",
-                style="yellow",
-            )
-        )
-    if doc["unmet"]:
-        unmet = _table("Unmet replicas", ["model", "code", "missing", "binding", "would fit if"])
-        for u in doc["unmet"]:
-            binding = (
-                "; ".join(
-                    f"{b['constraint']}"
-                    + (f"@{b['host_id']}" if b.get("host_id") else "")
-                    + (f": {b['detail']}" if b.get("detail") else "")
-                    for b in u["binding"]
-                )
-                or u["message"]
-            )
-            unmet.add_row(
-                u["model_id"],
-                u["code"],
-                str(u["missing_replicas"]),
-                binding,
-                u.get("would_fit_if") or "-",
-            )
-        parts.append(unmet)
-        parts.append(
-            Text(
-                "Next: grid allocator snapshot -o fleet.json && grid capacity fleet.json "
-                "--add models/templates/gpu-server.json  (how many hosts would place them)",
-                style="cyan",
-            )
-        )
-    rows = [
-        (c["action_id"], c["kind"], c["host_id"], c["model_id"], c["status"])
-        for c in doc["pending_commands"]
-    ]
-    rows += [
-        (a["action_id"], a["kind"], a["host_id"], a["model_id"], "proposed")
-        for a in doc["proposed_actions"]
-    ]
-    if rows:
-        table = _table(
-            "Pending and proposed commands", ["action", "kind", "host", "model", "status"]
-        )
-        for row in rows:
-            table.add_row(*row)
-        parts.append(table)
-    deferred = (doc.get("reconciliation") or {}).get("deferred") or []
-    if deferred:
-        table = _table("Deferred", ["kind", "host", "model", "code", "retry", "why"])
-        for d in deferred:
-            retry = relative(d["retry_at"], now) if d.get("retry_at") else "-"
-            table.add_row(d["kind"], d["host_id"], d["model_id"], d["code"], retry, d["message"])
-        parts.append(table)
-    failures = [r for r in doc.get("history", []) if r.get("status") == "failed"][-5:]
-    if failures:
-        table = _table("Recent failures", ["action", "kind", "host", "model", "when", "why"])
-        for r in failures:
-            why = r.get("outcome") or "-"
-            when = local_time(r["finished_at"], now) if r.get("finished_at") else "-"
-            table.add_row(r["action_id"], r["kind"], r["host_id"], r["model_id"], when, why)
-        parts.append(table)
-        for r in failures:
-            if "has no file for" in (r.get("outcome") or ""):  # the node's artifact_unknown
-                parts.append(Text(weights_hint(r["model_id"], r["host_id"]), style="cyan"))
-                break
-    if doc["withdrawn_destructive"]:
-        table = _table(
-            "Withdrawn destructive (awaiting receipt)", ["action", "kind", "host", "model"]
-        )
-        for w in doc["withdrawn_destructive"]:
-            table.add_row(w["action_id"], w["kind"], w["host_id"], w["model_id"])
-        parts.append(table)
-    if doc.get("delivery_safety_error"):
-        parts.append(
-            Text(f"delivery safety: {doc['delivery_safety_error']['message']}", style="yellow")
-        )
-    if doc["tombstones"]:
-        parts.append(Text("retired: " + ", ".join(t["model_id"] for t in doc["tombstones"])))
-    return Group(*parts)
 
 
 @allocator_app.command("status")
@@ -508,11 +336,12 @@ def status(
         grid, state_dir, token_file, admin=False, ca_file=ca_file, operator_if_known=True
     ) as api:
         doc = api.status(history=history)
-        doc["desired_reasons"] = desired_reasons(api)
+        reasons = desired_reasons(api)
     if as_json:
-        _emit(doc)
+        _emit({**doc.model_dump(mode="json"), "desired_reasons": reasons})
     else:
-        Console(highlight=False, width=max(120, Console().width)).print(render_status(doc))
+        console = Console(highlight=False, width=max(120, Console().width))
+        console.print(render_status(doc, reasons))
 
 
 # ----------------------------------------------------------------------------- tokens
@@ -543,10 +372,10 @@ def token_write(
     with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         minted = api.node_credential(host_id, ttl_s=ttl_seconds)
     write_credential_file(target, minted, force=force)
-    if minted.get("generated_host_id"):
-        typer.echo(f"Generated host id: {minted['host_id']}")
+    if minted.generated_host_id:
+        typer.echo(f"Generated host id: {minted.host_id}")
     typer.echo(
-        f"Wrote a credential for host {minted['host_id']} to {target} (mode 0600): the token "
+        f"Wrote a credential for host {minted.host_id} to {target} (mode 0600): the token "
         "and the reply key the node verifies the controller with, in one file; copy that file "
         "to that machine over a secure channel."
     )

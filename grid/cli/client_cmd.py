@@ -25,6 +25,7 @@ from rich.table import Table
 from grid.api.settings import config_path, default_state_dir, load_settings
 from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, client
 from grid.fleet.errors import GridError
+from grid.fleet.operator import StatusDocument
 from grid.wire import is_loopback, transport_refusal
 
 ApiKeyOpt = Annotated[
@@ -88,12 +89,10 @@ def models(
             if err.code not in ("client_key_required", "invalid_client_key"):
                 raise
             served = _ready_in(status)  # without a client key: what status says is READY
-    profiles = status.get("profiles", [])
+    profiles = status.profiles
     if as_json:
         document = {
-            "profiles": [
-                {"model_id": p["model_id"], "memory_mb": p["memory_mb"]} for p in profiles
-            ],
+            "profiles": [{"model_id": p.model_id, "memory_mb": p.memory_mb} for p in profiles],
             "served": served,
         }
         typer.echo(json.dumps(document, indent=2))
@@ -101,14 +100,14 @@ def models(
     table = Table(title=f"Models ({len(profiles)} profiles, {len(served)} served)")
     for column in ("model", "memory MB", "replicas", "served"):
         table.add_column(column)
-    names = sorted({p["model_id"] for p in profiles} | set(served))
-    by_id = {p["model_id"]: p for p in profiles}
+    names = sorted({p.model_id for p in profiles} | set(served))
+    by_id = {p.model_id: p for p in profiles}
     for name in names:
         p = by_id.get(name)
         table.add_row(
             name,
-            str(p["memory_mb"]) if p else "-",
-            f"{p['min_replicas']}..{p['max_replicas']}" if p else "(no profile)",
+            str(p.memory_mb) if p else "-",
+            f"{p.min_replicas}..{p.max_replicas}" if p else "(no profile)",
             "yes" if name in served else "no",
         )
     Console(highlight=False).print(table)
@@ -116,15 +115,15 @@ def models(
         typer.echo("Nothing is served yet. Next: grid allocator status")
 
 
-def _ready_in(status: dict[str, Any]) -> list[str]:
+def _ready_in(status: StatusDocument) -> list[str]:
     """Models READY on some host that admits work, read from the (public) status document."""
     return sorted(
         {
-            r["model_id"]
-            for h in status.get("hosts", [])
-            if h.get("state") in ("accepting", "throttled")
-            for r in h.get("residencies", [])
-            if r.get("state") == "ready"
+            r.model_id
+            for h in status.hosts
+            if h.state in ("accepting", "throttled")
+            for r in h.residencies
+            if r.state == "ready"
         }
     )
 
@@ -189,7 +188,7 @@ def _deltas(lines: Any) -> Any:
 
 def _mode(api: Any) -> str | None:
     try:
-        return str(api.healthz().get("mode"))
+        return api.healthz().mode.value
     except GridError:
         return None
 

@@ -15,7 +15,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -24,6 +24,7 @@ from rich.table import Table
 from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
 from grid.cli.text import local_time
 from grid.fleet.errors import GridError
+from grid.fleet.operator import CredentialList, IssuedCredential
 from grid.fleet.wire import reply_key_path
 from grid.node.agent import credential_text
 
@@ -33,7 +34,7 @@ credential_app = typer.Typer(
 )
 
 
-def write_credential_file(target: Path, minted: dict[str, Any], *, force: bool) -> None:
+def write_credential_file(target: Path, minted: IssuedCredential, *, force: bool) -> None:
     """A minted node credential as one file (mode 0600): the token, then `reply-key <key>`,
     the key the node verifies every controller reply with (grid/node/agent/credential.py). Copying
     that one file carries both; GRID_ALLOCATOR_NODE_TOKEN="$(cat FILE)" too."""
@@ -41,7 +42,7 @@ def write_credential_file(target: Path, minted: dict[str, Any], *, force: bool) 
     fd = os.open(target, flags, 0o600)
     try:
         os.fchmod(fd, 0o600)
-        os.write(fd, credential_text(minted["token"], str(minted["reply_key"])).encode())
+        os.write(fd, credential_text(minted.token, minted.reply_key).encode())
     finally:
         os.close(fd)
     with contextlib.suppress(OSError):  # an older sidecar key would only confuse a reader
@@ -51,8 +52,8 @@ def write_credential_file(target: Path, minted: dict[str, Any], *, force: bool) 
 HostOpt = Annotated[str | None, typer.Option("--host-id", help="Only this host's credentials.")]
 
 
-def _when(stamp: Any, now: float) -> str:
-    return local_time(float(stamp), now) if isinstance(stamp, int | float) else "-"
+def _when(stamp: float | None, now: float) -> str:
+    return "-" if stamp is None else local_time(stamp, now)
 
 
 @credential_app.command("list")
@@ -68,7 +69,8 @@ def list_credentials(
     with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         rows = api.node_credentials(host_id)
     if as_json:
-        typer.echo(json.dumps({"credentials": rows}, indent=2))
+        listing = CredentialList(credentials=rows).model_dump(mode="json")
+        typer.echo(json.dumps(listing, indent=2))
         return
     now = time.time()
     table = Table(title="Node credentials")
@@ -76,13 +78,13 @@ def list_credentials(
         table.add_column(column)
     for row in rows:
         table.add_row(
-            row["credential_id"],
-            row["host_id"],
-            row["source"],
-            _when(row.get("issued_at"), now),
-            _when(row.get("expires_at"), now),
-            _when(row.get("last_seen_at"), now),
-            row["state"],
+            row.credential_id,
+            row.host_id,
+            row.source,
+            _when(row.issued_at, now),
+            _when(row.expires_at, now),
+            _when(row.last_seen_at, now),
+            row.state,
         )
     Console(highlight=False).print(table)
     if not rows:
@@ -114,10 +116,10 @@ def revoke(
     with client(grid, state_dir, token_file, ca_file=ca_file) as api:
         result = api.revoke_node_credentials(credential_id=credential_id, host_id=host_id)
     if as_json:
-        typer.echo(json.dumps(result, indent=2))
+        typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
         return
-    revoked = result.get("revoked", [])
-    hosts = ", ".join(result.get("hosts", [])) or "-"
+    revoked = result.revoked
+    hosts = ", ".join(result.hosts) or "-"
     typer.echo(
         f"Revoked {len(revoked)} credential(s) of host(s) {hosts}; the host's next request is "
         "refused and its routes are no longer used."

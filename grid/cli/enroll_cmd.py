@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -37,6 +37,7 @@ from grid.cli.node_cmd import (
 )
 from grid.fleet.errors import GridError
 from grid.fleet.files import atomic_write_text
+from grid.fleet.operator import EnrolledCredential
 from grid.wire import AllocatorClient
 
 ENROLLED_TOKEN_NAME = "node.token"  # in the node folder, like a locally minted credential
@@ -70,17 +71,17 @@ def enroll(
         url = api.base_url
     line = join_line(url, output, _controller_ca(grid, state_dir), host_id)
     if output is not None:
-        atomic_write_text(output.expanduser(), issued["token"] + "\n", 0o600)
+        atomic_write_text(output.expanduser(), issued.token + "\n", 0o600)
         where = f"Wrote the enrollment token to {output} (mode 0600)"
     else:
-        where = issued["token"]
+        where = issued.token
     if as_json:
         typer.echo(
             json.dumps(
                 {
-                    "host_id": issued["host_id"],
-                    "expires_at": issued["expires_at"],
-                    "token": None if output else issued["token"],
+                    "host_id": issued.host_id,
+                    "expires_at": issued.expires_at,
+                    "token": None if output else issued.token,
                     "file": str(output) if output else None,
                     "join": line,
                 }
@@ -90,7 +91,7 @@ def enroll(
     typer.echo(where)
     saved = "" if output else f" Save the token above as {host_id}.enroll there, then:"
     typer.echo(
-        f"One-time token for host {issued['host_id']}, valid {ttl:g} s. Copy it to the new "
+        f"One-time token for host {issued.host_id}, valid {ttl:g} s. Copy it to the new "
         f"machine over a secure channel{' with the CA file' if '--ca-file' in line else ''}."
         f"{saved} On the new machine run:"
     )
@@ -165,18 +166,18 @@ def join(
 
     token = _read_enrollment_token(enrollment_token.expanduser())
     minted = _enroll(url, token, ca_file)
-    controllers = [str(c) for c in minted.get("controllers") or [] if isinstance(c, str)]
+    controllers = list(minted.controllers)
     folder = node_cmd._folder(node_dir)
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
     target = folder / ENROLLED_TOKEN_NAME
     write_credential_file(target, minted, force=True)
-    typer.echo(f"Enrolled as host {minted['host_id']}; credential in {target} (mode 0600)")
+    typer.echo(f"Enrolled as host {minted.host_id}; credential in {target} (mode 0600)")
     node_cmd.start(
         node_dir=folder,
         grid=url,
         token_file=target,
-        host_id=minted["host_id"],
+        host_id=minted.host_id,
         failure_domain=failure_domain,
         capacity_mb=capacity_mb,
         reserved_mb=reserved_mb,
@@ -193,7 +194,7 @@ def join(
     )
 
 
-def _enroll(url: str, token: str, ca_file: Path | None) -> dict[str, Any]:
+def _enroll(url: str, token: str, ca_file: Path | None) -> EnrolledCredential:
     """Redeem the token; a standby of a controller cluster names its leader: redeem it there."""
     try:
         with AllocatorClient(url, ca_file=ca_file) as api:

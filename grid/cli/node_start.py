@@ -155,10 +155,7 @@ def _still_valid(api: AllocatorClient, target: Path, host: str) -> bool:
     if token is None:
         return False
     wanted = credential_id(token)
-    return any(
-        r.get("credential_id") == wanted and r.get("state") == "valid"
-        for r in api.node_credentials(host)
-    )
+    return any(r.credential_id == wanted and r.state == "valid" for r in api.node_credentials(host))
 
 
 def _start_credential(

@@ -23,6 +23,8 @@ from grid.cli import snapshot_cmd  # noqa: F401  (registers `grid allocator snap
 from grid.cli.allocator_cmd import allocator_app, model_app
 from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, TokenFileOpt, _again, client
 from grid.fleet.errors import GridError
+from grid.fleet.models import ModelProfile
+from grid.fleet.operator import StatusDocument
 
 __all__ = ["allocator_app", "apply_catalog", "model_list"]
 
@@ -31,24 +33,24 @@ def _console() -> Console:
     return Console(highlight=False, width=max(110, Console().width))
 
 
-def _replicas_by_model(doc: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+def _replicas_by_model(doc: StatusDocument) -> tuple[dict[str, int], dict[str, int]]:
     planned: dict[str, int] = {}
-    for a in (doc.get("plan") or {}).get("assignments", []):
-        planned[a["model_id"]] = planned.get(a["model_id"], 0) + 1
+    for a in doc.plan.assignments if doc.plan is not None else []:
+        planned[a.model_id] = planned.get(a.model_id, 0) + 1
     ready: dict[str, int] = {}
-    for host in doc.get("hosts", []):
-        for r in host.get("residencies", []):
-            if r.get("state") == "ready":
-                ready[r["model_id"]] = ready.get(r["model_id"], 0) + 1
+    for host in doc.hosts:
+        for r in host.residencies:
+            if r.state == "ready":
+                ready[r.model_id] = ready.get(r.model_id, 0) + 1
     return planned, ready
 
 
-def _placement(p: dict[str, Any]) -> str:
-    bits = [f"pin {', '.join(p['pinned_hosts'])}"] if p.get("pinned_hosts") else []
-    bits += [f"+{t}" for t in p.get("required_tags", [])]
-    bits += [f"-{t}" for t in p.get("forbidden_tags", [])]
-    if p.get("min_failure_domains", 1) > 1:
-        bits.append(f"{p['min_failure_domains']} domains")
+def _placement(p: ModelProfile) -> str:
+    bits = [f"pin {', '.join(p.pinned_hosts)}"] if p.pinned_hosts else []
+    bits += [f"+{t}" for t in p.required_tags]
+    bits += [f"-{t}" for t in p.forbidden_tags]
+    if p.min_failure_domains > 1:
+        bits.append(f"{p.min_failure_domains} domains")
     return " ".join(bits) or "any host"
 
 
@@ -62,9 +64,12 @@ def model_list(
     """List the controller's model profiles: size, replicas, placement, planned and ready."""
     with client(grid, state_dir, admin=False, ca_file=ca_file) as api:
         doc = api.status(history=0)
-    profiles = doc.get("profiles", [])
+    profiles = doc.profiles
     if as_json:
-        document = {"profiles": profiles, "tombstones": doc.get("tombstones", [])}
+        document = {
+            "profiles": [p.model_dump(mode="json") for p in profiles],
+            "tombstones": [t.model_dump(mode="json") for t in doc.tombstones],
+        }
         typer.echo(json.dumps(document, indent=2, allow_nan=False))
         return
     if not profiles:
@@ -80,18 +85,18 @@ def model_list(
     table.add_column("ready", justify="right")
     for p in profiles:
         table.add_row(
-            p["model_id"],
-            str(p["memory_mb"]),
-            f"{p['min_replicas']}..{p['max_replicas']}",
-            str(p["priority"]),
-            ", ".join(p["runtimes"]),
-            p["data_tier"],
+            p.model_id,
+            str(p.memory_mb),
+            f"{p.min_replicas}..{p.max_replicas}",
+            str(p.priority),
+            ", ".join(p.runtimes),
+            p.data_tier,
             _placement(p),
-            str(planned.get(p["model_id"], 0)),
-            str(ready.get(p["model_id"], 0)),
+            str(planned.get(p.model_id, 0)),
+            str(ready.get(p.model_id, 0)),
         )
     _console().print(table)
-    retired = [t["model_id"] for t in doc.get("tombstones", [])]
+    retired = [t.model_id for t in doc.tombstones]
     if retired:
         typer.echo(f"Retired (converging to zero): {', '.join(retired)}")
 
@@ -193,7 +198,7 @@ def apply_catalog(
     changes."""
     wanted = read_catalog(catalog)
     with client(grid, state_dir, token_file, admin=not dry_run, ca_file=ca_file) as api:
-        current = api.status(history=0).get("profiles", [])
+        current = [p.model_dump(mode="json") for p in api.status(history=0).profiles]
         rows = diff_profiles(wanted, current, prune=prune)
         todo = [r for r in rows if r["change"] in ("new", "changed", "retire")]
         if not dry_run:

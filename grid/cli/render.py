@@ -360,7 +360,7 @@ def render_plan(
         Text(""),
         _solver(plan),
         render_portfolio(plan),
-        *prefetch_parts(plan.prefetch.model_dump(mode="json") if plan.prefetch else None),
+        *prefetch_parts(plan.prefetch),
     )
 
 

@@ -3,14 +3,13 @@ of the status document's `workloads` section."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from grid.fleet.models import Plan
+from grid.fleet.operator import WorkloadsSection
 from grid.fleet.workloads import AdmissionState, PortfolioReport
 
 _STATE_STYLE = {
@@ -116,37 +115,30 @@ def _table(title: str, columns: list[str]) -> Table:
     return table
 
 
-def workload_parts(section: dict[str, Any]) -> list[RenderableType]:
+def workload_parts(section: WorkloadsSection) -> list[RenderableType]:
     """`grid allocator status`: workload demand, the portfolio's admission rows and candidates
     (the status document's `workloads` section), learned workflows with their confidence."""
     parts: list[RenderableType] = []
-    forecasts = section.get("forecasts") or {}
-    if forecasts:
+    if section.forecasts:
         table = _table(
             "Workload demand", ["workload", "offered", "observations", "rpm", "modality"]
         )
-        for word, f in forecasts.items():
+        for word, f in section.forecasts.items():
             table.add_row(
                 word,
-                f"{f['offered_concurrency']:.3g}",
-                str(f["observations"]),
-                f"{f['rpm']:.3g}",
-                f["modality"],
+                f"{f.offered_concurrency:.3g}",
+                str(f.observations),
+                f"{f.rpm:.3g}",
+                f.modality.value,
             )
         parts.append(table)
-    portfolio = section.get("portfolio")
-    if portfolio:
-        parts.append(render_report(PortfolioReport.model_validate(portfolio)))
-    edges = section.get("edges") or []
-    if edges:
+    if section.portfolio is not None:
+        parts.append(render_report(section.portfolio))
+    if section.edges:
         table = _table("Learned workflows", ["from", "to", "count", "departures", "confidence"])
-        for e in edges:
+        for e in section.edges:
             table.add_row(
-                e["source"],
-                e["target"],
-                str(e["count"]),
-                str(e["departures"]),
-                f"{e['confidence']:.2f}",
+                e.source, e.target, str(e.count), str(e.departures), f"{e.confidence:.2f}"
             )
         parts.append(table)
     return parts

@@ -301,7 +301,7 @@ def _mode_line(url: str, ca_file: str | None) -> str:
 
     try:
         with AllocatorClient(url, timeout_s=3.0, ca_file=ca_file) as api:
-            mode = str(api.healthz().get("mode", ""))
+            mode = api.healthz().mode.value
     except GridError:
         return "Mode: unknown (the controller did not answer yet)"
     if mode == "automatic":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -18,22 +18,23 @@ from grid.cli.allocator_cmd import allocator_app
 from grid.cli.connection import GridOpt, StateOpt, client
 from grid.fleet.files import atomic_write_text
 from grid.fleet.models import DemandEntry
+from grid.fleet.operator import StatusDocument
 from grid.fleet.snapshot import parse_snapshot
 
 DEMAND_FIELDS = tuple(DemandEntry.model_fields)
 
 
-def snapshot_document(status: dict[str, Any]) -> dict[str, Any]:
-    """A schema-v1 snapshot of the fleet a status document describes."""
+def snapshot_document(status: StatusDocument) -> dict[str, object]:
+    """A schema-v1 snapshot file (JSON) of the fleet a status document describes."""
     demand = {
-        model_id: {k: v for k, v in entry.items() if k in DEMAND_FIELDS}
-        for model_id, entry in sorted((status.get("forecasts") or {}).items())
+        model_id: entry.model_dump(mode="json", include=set(DEMAND_FIELDS))
+        for model_id, entry in sorted(status.forecasts.items())
     }
     return {
         "schema_version": 1,
-        "now": status["now"],
-        "hosts": status.get("snapshots", []),
-        "models": status.get("profiles", []),
+        "now": status.now,
+        "hosts": [h.model_dump(mode="json") for h in status.snapshots],
+        "models": [p.model_dump(mode="json") for p in status.profiles],
         "demand": demand,
     }
 

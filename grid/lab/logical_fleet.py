@@ -226,12 +226,12 @@ class LogicalFleet:
         token = reusable(folder / TOKEN_NAME, host_id, time.time())
         listed = admin.node_credentials(host_id) if token is not None else []
         if token is None or not any(  # a revoked or unknown credential is replaced
-            r.get("credential_id") == credential_id(token) and r.get("state") == "valid"
+            r.credential_id == credential_id(token) and r.state == "valid"
             for r in listed
         ):
             minted = admin.node_credential(host_id, ttl_s=NODE_TOKEN_TTL_S)
             # One file: the token and the reply key the agent verifies every reply with.
-            text = credential_text(str(minted["token"]), str(minted["reply_key"]))
+            text = credential_text(minted.token, minted.reply_key)
             atomic_write_text(folder / TOKEN_NAME, text)
         url = self.url()
         assert url is not None
@@ -312,7 +312,7 @@ class LogicalFleet:
             return None
         try:
             with AllocatorClient(url, timeout_s=5.0, ca_file=self.ca_file()) as client:
-                return client.status(history=20)
+                return client.status(history=20).model_dump(mode="json")
         except GridError:
             return None
 

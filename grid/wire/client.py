@@ -10,14 +10,30 @@ from __future__ import annotations
 import ipaddress
 import os
 import ssl
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import httpx
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from grid.fleet.errors import GridError
+from grid.fleet.operator import (
+    AllocatorStatus,
+    CredentialList,
+    CredentialRow,
+    EnrolledCredential,
+    Enrollment,
+    Health,
+    MintedCredential,
+    ModeReply,
+    ObservationReply,
+    ProfileReply,
+    RevokeReply,
+    TickReply,
+    TombstoneReply,
+)
 from grid.fleet.wire import (
     NODE_HEADER,
     OPERATOR_HEADER,
@@ -30,6 +46,7 @@ from grid.fleet.wire import (
 
 DEFAULT_TIMEOUT_S = 60.0
 E = TypeVar("E", bound=BaseException)
+M = TypeVar("M", bound=BaseModel)
 CA_FILE_ENV = "GRID_CA_FILE"  # the CA the CLI verifies a controller with (docs/addressing.md)
 
 
@@ -145,81 +162,80 @@ class AllocatorClient:
         return response
 
     # -- allocator ---------------------------------------------------------------------------
-    def healthz(self) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", "/healthz")
-        return result
+    def _reply(self, model: type[M], method: str, path: str, **kwargs: Any) -> M:
+        """One operator route's reply, parsed as its published model (grid.fleet.operator)."""
+        response = self._send(method, path, **kwargs)
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError:
+            raise GridError(
+                "controller_reply_malformed",
+                f"the controller at {self.base_url} answered {method} {path} with a body that "
+                f"is not a {model.__name__}",
+                fix="check that --grid names a Grid controller of a matching version",
+                next_command="grid allocator status --json",
+            ) from None
 
-    def status(self, *, history: int = 50) -> dict[str, Any]:
-        result: dict[str, Any] = self.request(
-            "GET", "/allocator/status", params={"history": history}
+    def healthz(self) -> Health:
+        return self._reply(Health, "GET", "/healthz")
+
+    def status(self, *, history: int = 50) -> AllocatorStatus:
+        return self._reply(AllocatorStatus, "GET", "/allocator/status", params={"history": history})
+
+    def put_model(self, model_id: str, profile: Mapping[str, object]) -> ProfileReply:
+        return self._reply(
+            ProfileReply, "PUT", f"/allocator/models/{_seg(model_id)}", json=dict(profile)
         )
-        return result
 
-    def put_model(self, model_id: str, profile: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.request(
-            "PUT", f"/allocator/models/{_seg(model_id)}", json=profile
-        )
-        return result
+    def delete_model(self, model_id: str) -> TombstoneReply:
+        return self._reply(TombstoneReply, "DELETE", f"/allocator/models/{_seg(model_id)}")
 
-    def delete_model(self, model_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("DELETE", f"/allocator/models/{_seg(model_id)}")
-        return result
+    def set_mode(self, mode: str) -> ModeReply:
+        return self._reply(ModeReply, "PUT", "/allocator/mode", json={"mode": mode})
 
-    def set_mode(self, mode: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("PUT", "/allocator/mode", json={"mode": mode})
-        return result
+    def tick(self) -> TickReply:
+        return self._reply(TickReply, "POST", "/allocator/tick")
 
-    def tick(self) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", "/allocator/tick")
-        return result
+    def observe(self, observations: Sequence[Mapping[str, object]]) -> ObservationReply:
+        body = {"observations": [dict(o) for o in observations]}
+        return self._reply(ObservationReply, "POST", "/allocator/observations", json=body)
 
-    def observe(self, observations: list[dict[str, Any]]) -> dict[str, Any]:
-        result: dict[str, Any] = self.request(
-            "POST", "/allocator/observations", json={"observations": observations}
-        )
-        return result
-
-    def node_credential(self, host_id: str | None, *, ttl_s: float | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {}
+    def node_credential(
+        self, host_id: str | None, *, ttl_s: float | None = None
+    ) -> MintedCredential:
+        body: dict[str, str | float] = {}
         if host_id is not None:
             body["host_id"] = host_id
         if ttl_s is not None:
             body["ttl_seconds"] = ttl_s
-        result: dict[str, Any] = self.request("POST", "/allocator/node-credentials", json=body)
-        return result
+        return self._reply(MintedCredential, "POST", "/allocator/node-credentials", json=body)
 
-    def node_credentials(self, host_id: str | None = None) -> list[dict[str, Any]]:
+    def node_credentials(self, host_id: str | None = None) -> list[CredentialRow]:
         """The credentials the controller issued (ids, hosts, times, state; never a secret)."""
         params = {"host_id": host_id} if host_id is not None else {}
-        result: dict[str, Any] = self.request("GET", "/allocator/node-credentials", params=params)
-        rows: list[dict[str, Any]] = result.get("credentials", [])
-        return rows
+        listing = self._reply(CredentialList, "GET", "/allocator/node-credentials", params=params)
+        return listing.credentials
 
     def revoke_node_credentials(
         self, *, credential_id: str | None = None, host_id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> RevokeReply:
         body = {"credential_id": credential_id} if credential_id else {"host_id": host_id}
-        result: dict[str, Any] = self.request(
-            "POST", "/allocator/node-credentials/revoke", json=body
-        )
-        return result
+        return self._reply(RevokeReply, "POST", "/allocator/node-credentials/revoke", json=body)
 
     def create_enrollment(
         self, host_id: str, *, ttl_s: float | None = None, credential_ttl_s: float | None = None
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {"host_id": host_id}
+    ) -> Enrollment:
+        body: dict[str, str | float] = {"host_id": host_id}
         if ttl_s is not None:
             body["ttl_seconds"] = ttl_s
         if credential_ttl_s is not None:
             body["credential_ttl_seconds"] = credential_ttl_s
-        result: dict[str, Any] = self.request("POST", "/allocator/enrollments", json=body)
-        return result
+        return self._reply(Enrollment, "POST", "/allocator/enrollments", json=body)
 
-    def enroll(self, enrollment_token: str) -> dict[str, Any]:
+    def enroll(self, enrollment_token: str) -> EnrolledCredential:
         """Exchange a one-time enrollment token for a host credential (token, reply_key)."""
         self._check_secret_may_travel()
-        result: dict[str, Any] = self.request("POST", "/enroll", json={"token": enrollment_token})
-        return result
+        return self._reply(EnrolledCredential, "POST", "/enroll", json={"token": enrollment_token})
 
     def metrics(self) -> str:
         result: str = self.request("GET", "/metrics")

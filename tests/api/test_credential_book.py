@@ -37,27 +37,29 @@ def test_issued_credentials_are_listed_without_secrets_and_revoked_durably(
     first = book.issue(KEYS, "h1", now=NOW, ttl_s=3600.0, source="token_write")
     second = book.issue(KEYS, "h1", now=NOW + 1, ttl_s=3600.0, source="enrollment")
     rows = book.listing(NOW + 2, "h1")
-    assert [(r["credential_id"], r["source"], r["state"]) for r in rows] == [
-        (first["credential_id"], "token_write", "valid"),
-        (second["credential_id"], "enrollment", "valid"),
+    assert [(r.credential_id, r.source, r.state) for r in rows] == [
+        (first.credential_id, "token_write", "valid"),
+        (second.credential_id, "enrollment", "valid"),
     ]
     text = path.read_text()
-    for secret in (first["token"], first["reply_key"], KEYS.node_signing_key):
-        assert secret not in text and secret not in json.dumps(rows)
+    for secret in (first.token, first.reply_key, KEYS.node_signing_key):
+        assert secret not in text and secret not in json.dumps(
+            [r.model_dump(mode="json") for r in rows]
+        )
     assert oct(path.stat().st_mode & 0o777) == "0o600"
-    assert book.revoke(credential_id=first["credential_id"], host_id=None, now=NOW + 3) == [
-        first["credential_id"]
+    assert book.revoke(credential_id=first.credential_id, host_id=None, now=NOW + 3) == [
+        first.credential_id
     ]
     again = CredentialBook(path)  # a controller restart keeps the revocation
-    one = KEYS.verify_node_token(first["token"], now=NOW + 10)
-    other = KEYS.verify_node_token(second["token"], now=NOW + 10)
+    one = KEYS.verify_node_token(first.token, now=NOW + 10)
+    other = KEYS.verify_node_token(second.token, now=NOW + 10)
     assert refused(again, one) == "revoked_node_credential"
     assert refused(again, other) is None
-    assert {r["credential_id"]: r["state"] for r in again.listing(NOW + 4)} == {
-        first["credential_id"]: "revoked",
-        second["credential_id"]: "valid",
+    assert {r.credential_id: r.state for r in again.listing(NOW + 4)} == {
+        first.credential_id: "revoked",
+        second.credential_id: "valid",
     }
-    assert again.listing(NOW + 7200)[1]["state"] == "expired"
+    assert again.listing(NOW + 7200)[1].state == "expired"
 
 
 def test_a_credential_minted_before_the_book_is_recorded_and_revocable_by_host(
@@ -70,12 +72,12 @@ def test_a_credential_minted_before_the_book_is_recorded_and_revocable_by_host(
     assert refused(book, legacy) is None  # no id, no issue time: an older credential
     seen = KEYS.verify_node_token(token, now=NOW)
     assert refused(book, seen) is None
-    assert [r["source"] for r in book.listing(NOW, "h2")] == ["seen"]
+    assert [r.source for r in book.listing(NOW, "h2")] == ["seen"]
     book.revoke(credential_id=None, host_id="h2", now=NOW + 5)
     assert refused(book, legacy) == "revoked_node_credential"  # issued before the cutoff
     assert refused(book, seen) == "revoked_node_credential"
     fresh = book.issue(KEYS, "h2", now=NOW + 6, ttl_s=3600.0, source="token_write")
-    assert refused(book, KEYS.verify_node_token(fresh["token"], now=NOW + 10)) is None
+    assert refused(book, KEYS.verify_node_token(fresh.token, now=NOW + 10)) is None
 
 
 def test_an_unknown_id_is_refused_with_the_listing_command(tmp_path: Path) -> None:

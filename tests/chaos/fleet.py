@@ -46,8 +46,8 @@ class ChaosFleet:
             with self.controller.admin() as admin:  # the credential with its reply key
                 minted = admin.node_credential(node.host_id)
             token_file = Path(node.config.token_file or "")
-            atomic_write_text(token_file, f"{minted['token']}\n")
-            atomic_write_text(reply_key_path(token_file), f"{minted['reply_key']}\n")
+            atomic_write_text(token_file, f"{minted.token}\n")
+            atomic_write_text(reply_key_path(token_file), f"{minted.reply_key}\n")
             node.start()
             self.nodes.append(node)
         self.configure()
@@ -69,7 +69,7 @@ class ChaosFleet:
     def status(self) -> dict[str, Any] | None:
         try:
             with self.controller.public() as public:
-                doc: dict[str, Any] = public.status(history=0)
+                doc: dict[str, Any] = public.status(history=0).model_dump(mode="json")
                 return doc
         except GridError:
             return None

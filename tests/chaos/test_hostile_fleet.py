@@ -21,11 +21,11 @@ import json
 import os
 import signal
 import time
-from typing import Any
 
 import httpx
 import pytest
 
+from grid.fleet.operator import EnrolledCredential
 from grid.wire import AllocatorClient
 from tests.chaos.fleet import ChaosFleet
 from tests.chaos.oracle import UserProbe, children, percentile
@@ -38,11 +38,11 @@ pytestmark = [pytest.mark.chaos, pytest.mark.engine]
 FLOOD_PER_S = 50.0
 
 
-def _enrolled(url: str, admin: AllocatorClient) -> dict[str, Any]:
+def _enrolled(url: str, admin: AllocatorClient) -> EnrolledCredential:
     """The rogue's credential, got the way a laptop gets one: a one-time enrollment token."""
     issued = admin.create_enrollment(ROGUE_HOST)
     with AllocatorClient(url) as anyone:
-        return anyone.enroll(issued["token"])
+        return anyone.enroll(issued.token)
 
 
 def test_one_hostile_credential_cannot_stop_the_fleet_healing_or_serving(
@@ -54,8 +54,8 @@ def test_one_hostile_credential_cannot_stop_the_fleet_healing_or_serving(
         wait_for(lambda: fleet.converged(http), 120, "the first convergence", step_s=0.25)
         with fleet.controller.admin() as admin:
             minted = _enrolled(url, admin)
-            term_before = admin.status(history=0)["lease"]["term"]
-        rogue = Rogue(url, minted["token"], model_id, victim=fleet.nodes[0].host_id)
+            term_before = admin.status(history=0).model_dump(mode="json")["lease"]["term"]
+        rogue = Rogue(url, minted.token, model_id, victim=fleet.nodes[0].host_id)
         rogue.scanned = [c.port for c in children(fleet.root, http)]  # ports to "scan"
         probe = UserProbe(url, model_id)
         try:
@@ -81,11 +81,11 @@ def test_one_hostile_credential_cannot_stop_the_fleet_healing_or_serving(
             rogue.stop()
             probe.stop()
         with fleet.controller.admin() as admin:
-            operator_doc = admin.status(history=0)
+            operator_doc = admin.status(history=0).model_dump(mode="json")
             revoked = admin.revoke_node_credentials(host_id=ROGUE_HOST)
         after_revoke = rogue.send(rogue.hijack())
         with fleet.controller.public() as public:
-            public_doc = public.status(history=0)
+            public_doc = public.status(history=0).model_dump(mode="json")
         rogue.close()
         logs = " ".join(n.log() for n in fleet.nodes)
 
@@ -135,4 +135,4 @@ def test_one_hostile_credential_cannot_stop_the_fleet_healing_or_serving(
     text = json.dumps(public_doc["hosts"])
     assert not any(f":{port}" in text for port in rogue.holes.ports + rogue.scanned)
     # Revoked: its next update is refused.
-    assert revoked["revoked"] and after_revoke == 403
+    assert revoked.revoked and after_revoke == 403

@@ -76,7 +76,7 @@ def test_grid_url_and_the_context_file_pick_the_controller(
     admin = runner.invoke(app, ["allocator", "mode", "automatic"])  # the token from the file
     assert admin.exit_code == 0, admin.output
     with controller.public() as public:
-        assert public.status()["mode"] == "automatic"
+        assert public.status().model_dump(mode="json")["mode"] == "automatic"
     # $GRID_URL wins over the file; an admin command then needs a token from elsewhere.
     monkeypatch.setenv("GRID_URL", "http://127.0.0.1:9")
     moved = runner.invoke(app, ["allocator", "status", "--json"])
@@ -100,7 +100,11 @@ def test_recommend_mode_is_said_where_nothing_happens_because_of_it(
     assert chat.exit_code == 2
     assert "recommend mode" in chat.output and "grid allocator mode automatic" in chat.output
     with controller.public() as public:
-        profile = next(p for p in public.status()["profiles"] if p["model_id"] == "tiny")
+        profile = next(
+            p
+            for p in public.status().model_dump(mode="json")["profiles"]
+            if p["model_id"] == "tiny"
+        )
     assert profile["chat_template"] == "gemma"
 
 

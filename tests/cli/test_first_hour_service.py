@@ -194,6 +194,7 @@ def test_status_shows_deferrals_as_retry_in_and_failures_as_local_time(
     from rich.console import Console
 
     from grid.cli.allocator_cmd import render_status
+    from grid.fleet.operator import AllocatorStatus
 
     listed = _cli(
         controller, ["allocator", "status", "--json", "--state-dir", str(controller["state"])]
@@ -225,7 +226,8 @@ def test_status_shows_deferrals_as_retry_in_and_failures_as_local_time(
         }
     ]
     console = Console(width=200, record=True, highlight=False)
-    console.print(render_status(doc))
+    reasons = doc.pop("desired_reasons")
+    console.print(render_status(AllocatorStatus.model_validate(doc), reasons))
     text = console.export_text()
     assert "retry_backoff" in text and "in 10 s" in text
     assert "(12 s ago)" in text and "engine_exited: boom" in text

@@ -35,14 +35,17 @@ def test_user_activity_evacuates_the_replica_before_it_is_drained(
         admin.set_mode("automatic")
 
         def state(host_id: str) -> str | None:
-            row = host_row(admin.status(history=0), host_id, model)
+            row = host_row(admin.status(history=0).model_dump(mode="json"), host_id, model)
             return row["state"] if row else None
 
         wait_for(lambda: state("host-a") == "ready", 60, "the replica on host-a")
         spare = make_node("host-b", [smollm2_entry])
         spare.start()
         wait_for(
-            lambda: any(h["host_id"] == "host-b" for h in admin.status(history=0)["hosts"]),
+            lambda: any(
+                h["host_id"] == "host-b"
+                for h in admin.status(history=0).model_dump(mode="json")["hosts"]
+            ),
             30,
             "the spare to register",
         )
@@ -52,7 +55,7 @@ def test_user_activity_evacuates_the_replica_before_it_is_drained(
         write_knobs(first.folder, {"user_active": True})  # someone sits down at host-a
         wait_for(lambda: state("host-a") == "cached", 90, "host-a to be evacuated")
         assert state("host-b") == "ready"
-        status = admin.status(history=50)
+        status = admin.status(history=50).model_dump(mode="json")
     assert not is_alive(old["pid"])
     hosts = {h["host_id"]: h for h in status["hosts"]}
     assert hosts["host-a"]["state"] == "paused"

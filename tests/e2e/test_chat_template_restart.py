@@ -60,7 +60,10 @@ def test_a_changed_chat_template_restarts_the_running_engine(
         admin.tick()
         wait_for(
             lambda: (
-                (host_row(admin.status(history=0), "host-t", model) or {}).get("state") == "ready"
+                (
+                    host_row(admin.status(history=0).model_dump(mode="json"), "host-t", model) or {}
+                ).get("state")
+                == "ready"
             ),
             180,
             f"{model} ready",

@@ -35,7 +35,12 @@ def _profile(entry: CatalogEntry, **fields: Any) -> dict[str, Any]:
 
 def _ready(admin: Any, host_id: str, model: str, timeout_s: float = 120) -> None:
     wait_for(
-        lambda: (host_row(admin.status(history=0), host_id, model) or {}).get("state") == "ready",
+        lambda: (
+            (host_row(admin.status(history=0).model_dump(mode="json"), host_id, model) or {}).get(
+                "state"
+            )
+            == "ready"
+        ),
         timeout_s,
         f"{model} ready on {host_id}",
     )
@@ -87,7 +92,7 @@ def test_an_embedding_model_serves_200_requests_at_concurrency_8_through_the_rou
     assert chat.json()["error"]["code"] == "model_is_embedding"
 
     with controller.admin() as admin:
-        before = _counter(admin.status(history=0), "observations_accepted")
+        before = _counter(admin.status(history=0).model_dump(mode="json"), "observations_accepted")
     latencies: list[float] = []
     errors: list[str] = []
 
@@ -114,7 +119,10 @@ def test_an_embedding_model_serves_200_requests_at_concurrency_8_through_the_rou
 
     def observed() -> bool:  # each request folded into demand (tokens in, service time)
         with controller.admin() as admin:
-            return _counter(admin.status(history=0), "observations_accepted") >= before + 200
+            return (
+                _counter(admin.status(history=0).model_dump(mode="json"), "observations_accepted")
+                >= before + 200
+            )
 
     wait_for(observed, 30, "the 200 embedding requests observed as demand")
 
@@ -193,7 +201,7 @@ def test_a_real_llama_server_grid_did_not_start_is_routed_observed_and_counted(
         assert added["health"]["healthy"], added
         assert added["serving"] == ["ext-smol"]
         admin.tick()
-        status = admin.status(history=0)
+        status = admin.status(history=0).model_dump(mode="json")
     plan = status["plan"]
     assigned = [(a["model_id"], a["host_id"], a["existing"]) for a in plan["assignments"]]
     assert assigned == [("ext-smol", "lab-llama", True)]  # the external replica counts
@@ -211,13 +219,16 @@ def test_a_real_llama_server_grid_did_not_start_is_routed_observed_and_counted(
 
     def observed() -> bool:
         with controller.admin() as admin:
-            return _counter(admin.status(history=0), "observations_accepted") >= 1
+            return (
+                _counter(admin.status(history=0).model_dump(mode="json"), "observations_accepted")
+                >= 1
+            )
 
     wait_for(observed, 30, "the external request observed")
     with controller.admin() as admin:
         admin.request("DELETE", "/allocator/externals/lab-llama")
         admin.tick()
-        unmet = admin.status(history=0)["unmet"]
+        unmet = admin.status(history=0).model_dump(mode="json")["unmet"]
     assert [u["model_id"] for u in unmet] == ["ext-smol"]  # without it the replica is missing
 
 

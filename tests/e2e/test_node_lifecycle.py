@@ -35,7 +35,7 @@ def _baseline(entry: CatalogEntry, **extra: object) -> dict[str, object]:
 
 def _state(server: ControllerProcess, host_id: str, model_id: str) -> str | None:
     with server.admin() as admin:
-        row = host_row(admin.status(history=0), host_id, model_id)
+        row = host_row(admin.status(history=0).model_dump(mode="json"), host_id, model_id)
     return row["state"] if row else None
 
 
@@ -70,12 +70,14 @@ def test_demand_loads_and_warms_gemma_serves_then_drains_and_unloads(
         )
         admin.set_mode("automatic")
         admin.tick()
-        assert admin.status(history=0)["plan"]["assignments"] == []  # no demand, no replica
+        assert (
+            admin.status(history=0).model_dump(mode="json")["plan"]["assignments"] == []
+        )  # no demand, no replica
 
         def demanded_and_ready() -> bool:
             now = time.time()
             admin.observe([{"model_id": model, "timestamp": now, "service_time_s": 1.0}])
-            row = host_row(admin.status(history=0), "host-a", model)
+            row = host_row(admin.status(history=0).model_dump(mode="json"), "host-a", model)
             return row is not None and row["state"] == "ready"
 
         wait_for(demanded_and_ready, 120, "gemma ready under demand", step_s=0.3)
@@ -97,7 +99,7 @@ def test_demand_loads_and_warms_gemma_serves_then_drains_and_unloads(
             90,
             "gemma drained and unloaded",
         )
-        history = admin.status()["history"]
+        history = admin.status().model_dump(mode="json")["history"]
     assert not is_alive(pid)
     done = kinds(history)
     assert done == [
@@ -140,7 +142,7 @@ def test_a_killed_child_is_detected_and_recovered(
     reply = chat(second["port"], node.engine_key(), model)
     assert reply.status_code == 200 and completion_text(reply).strip()
     with controller.admin() as admin:
-        done = kinds(admin.status()["history"])
+        done = kinds(admin.status().model_dump(mode="json")["history"])
     # The crash was reported FAILED, the dead residency was released, and a new warm ran.
     assert done.count(("warm", "succeeded")) == 2
     assert ("unload", "succeeded") in done
@@ -180,6 +182,6 @@ def test_a_restarted_agent_adopts_the_exact_live_child_and_can_retire_it(
     wait_for(lambda: _state(controller, "host-a", model) == "cached", 60, "retirement")
     assert not is_alive(child)
     with controller.admin() as admin:
-        done = kinds(admin.status()["history"])
+        done = kinds(admin.status().model_dump(mode="json")["history"])
     assert done.count(("warm", "succeeded")) == 1  # adopted, never started twice
     assert ("drain", "succeeded") in done and ("unload", "succeeded") in done

@@ -49,7 +49,7 @@ def _demand(admin: AllocatorClient, models: list[str]) -> None:
 
 
 def _states(admin: AllocatorClient, model_id: str) -> dict[str, str | None]:
-    status = admin.status(history=0)
+    status = admin.status(history=0).model_dump(mode="json")
     rows = {h: host_row(status, h, model_id) for h in HOSTS}
     return {h: row["state"] if row else None for h, row in rows.items()}
 
@@ -116,13 +116,13 @@ def test_a_high_priority_burst_preempts_everywhere_and_the_displaced_model_retur
         assert set(_states(admin, low).values()) <= {"cached", None}
         for node in nodes.values():
             _serves(node, high)
-        burst = admin.status(history=200)["history"]
+        burst = admin.status(history=200).model_dump(mode="json")["history"]
 
         # The burst is retired (no more gemma requests): SmolLM2 warms back everywhere.
         _until(admin, [low], everywhere(low, "ready"), "SmolLM2 back on both nodes")
         assert set(_states(admin, high).values()) <= {"cached", None}
         returned = {h: _serves(n, low) for h, n in nodes.items()}
-        final = admin.status(history=200)["history"]
+        final = admin.status(history=200).model_dump(mode="json")["history"]
 
     assert set(returned.values()).isdisjoint(incumbents.values())  # new children, not survivors
     for host_id in HOSTS:
@@ -156,7 +156,7 @@ def test_a_higher_class_baseline_preempts_a_lower_class_last_baseline_replica(
         admin.set_mode("automatic")
 
         def state(model_id: str) -> str | None:
-            row = host_row(admin.status(history=0), "host-a", model_id)
+            row = host_row(admin.status(history=0).model_dump(mode="json"), "host-a", model_id)
             return row["state"] if row else None
 
         wait_for(lambda: state(low) == "ready", 90, "SmolLM2 ready", step_s=0.3)
@@ -166,5 +166,5 @@ def test_a_higher_class_baseline_preempts_a_lower_class_last_baseline_replica(
         assert not is_alive(incumbent)
         assert state(low) in {"cached", None}
         _serves(node, high)
-        history = admin.status(history=200)["history"]
+        history = admin.status(history=200).model_dump(mode="json")["history"]
     _assert_staged(history, "host-a", low, high)

@@ -53,7 +53,14 @@ def _ready_node(
         admin.set_mode("automatic")
         wait_for(
             lambda: (
-                (host_row(admin.status(history=0), "host-relay", entry.model_id) or {}).get("state")
+                (
+                    host_row(
+                        admin.status(history=0).model_dump(mode="json"),
+                        "host-relay",
+                        entry.model_id,
+                    )
+                    or {}
+                ).get("state")
                 == "ready"
             ),
             120,
@@ -62,7 +69,10 @@ def _ready_node(
     row = node.ready_residency(entry.model_id)
     with controller.public() as client:
         wait_for(
-            lambda: any(r["host_id"] == "host-relay" for r in client.status(history=0)["relay"]),
+            lambda: any(
+                r["host_id"] == "host-relay"
+                for r in client.status(history=0).model_dump(mode="json")["relay"]
+            ),
             30,
             "the node's tunnel",
         )
@@ -94,7 +104,11 @@ def test_the_router_reaches_a_real_engine_only_over_the_tunnel(
         if recorder is not None:
             recorder.stop()
     with controller.public() as client:
-        [tunnel] = [r for r in client.status(history=0)["relay"] if r["host_id"] == "host-relay"]
+        [tunnel] = [
+            r
+            for r in client.status(history=0).model_dump(mode="json")["relay"]
+            if r["host_id"] == "host-relay"
+        ]
     assert tunnel["requests"] >= 1
     if recorder is None:
         pytest.skip(f"served over the tunnel; the capture part needs root: {why}")
@@ -145,5 +159,5 @@ def test_a_client_that_leaves_stops_the_real_engine(
     print(f"engine stopped {stopped_after:.2f} s after the client left")
     with controller.public() as client:
         assert (
-            client.status(history=0)["route_failures"] == []
+            client.status(history=0).model_dump(mode="json")["route_failures"] == []
         )  # a cancel is not the engine's failure

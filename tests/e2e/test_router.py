@@ -53,7 +53,10 @@ def test_chat_through_grid_reaches_a_real_child_and_becomes_demand(
         admin.tick()
         wait_for(
             lambda: (
-                (host_row(admin.status(history=0), "host-r", model) or {}).get("state") == "ready"
+                (
+                    host_row(admin.status(history=0).model_dump(mode="json"), "host-r", model) or {}
+                ).get("state")
+                == "ready"
             ),
             120,
             "the baseline replica ready",
@@ -83,7 +86,7 @@ def test_chat_through_grid_reaches_a_real_child_and_becomes_demand(
 
     def demand_seen() -> dict[str, Any] | None:
         with controller.admin() as admin:
-            status = admin.status(history=0)
+            status = admin.status(history=0).model_dump(mode="json")
         forecast = status["forecasts"].get(model, {})
         accepted = status["counters"]["observations_accepted"]
         return status if forecast.get("rpm", 0) > 0 and accepted >= 2 else None

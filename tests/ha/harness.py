@@ -51,7 +51,7 @@ class HAControllerProcess(ControllerProcess):
 
     def status(self) -> dict[str, Any]:
         with self.public() as api:
-            return api.status(history=200)
+            return api.status(history=200).model_dump(mode="json")
 
     def pause(self) -> None:
         assert self.proc is not None

@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from grid.node.agent.config import CatalogEntry, save_config
+from grid.wire import AllocatorClient
 from tests.e2e.fleet_helpers import EngineNode, chat, host_row, wait_for
 from tests.ha.cluster import EtcdCluster
 from tests.ha.harness import HA_CONTROLLER, HAControllerProcess, leader_of, start_controllers
@@ -36,6 +37,11 @@ def receipts(node: EngineNode) -> list[dict[str, Any]]:
     state = json.loads((node.folder / "agent.json").read_text(encoding="utf-8"))
     rows: list[dict[str, Any]] = state["receipts"]
     return rows
+
+
+def _doc(client: AllocatorClient) -> dict[str, Any]:
+    """The status document as JSON, as `grid allocator status --json` prints it."""
+    return client.status().model_dump(mode="json")
 
 
 def heartbeat_age(ctl: HAControllerProcess) -> float:
@@ -104,7 +110,7 @@ def test_kill_stop_member_loss_and_quorum_loss_with_a_real_node(
             })  # fmt: skip
             admin.set_mode("automatic")
         wait_for(
-            lambda: (row := host_row(leader.status(), "host-a", model)) and row["state"] == "ready",
+            lambda: (row := host_row(_doc(leader), "host-a", model)) and row["state"] == "ready",
             90, "the model ready on the leader",
         )  # fmt: skip
         engine_pid = node.ready_residency(model)["pid"]
@@ -157,7 +163,7 @@ def test_kill_stop_member_loss_and_quorum_loss_with_a_real_node(
         cluster.kill_member(cluster.members[1])
         try:
             wait_for(
-                lambda: (s := third.status())["mode"] == "recommend"
+                lambda: (s := third.status().model_dump(mode="json"))["mode"] == "recommend"
                 and any(w["code"] == "store_unavailable" for w in s["warnings"]),
                 TTL + 10, "recommend mode on quorum loss",
             )  # fmt: skip
@@ -166,7 +172,11 @@ def test_kill_stop_member_loss_and_quorum_loss_with_a_real_node(
             cluster.start_member(cluster.members[1])
             cluster.start_member(cluster.members[2])
         back = leader_of([c for c in trio if c is not leader], timeout_s=TTL + 15)
-        wait_for(lambda: back.status()["mode"] == "automatic", 15, "automatic again")
+        wait_for(
+            lambda: back.status().model_dump(mode="json")["mode"] == "automatic",
+            15,
+            "automatic again",
+        )
 
         # Every command ran once: one LOAD, one WARM, the same engine process throughout.
         rows = receipts(node)
@@ -176,7 +186,7 @@ def test_kill_stop_member_loss_and_quorum_loss_with_a_real_node(
         assert Counter(r["kind"] for r in rows if r["model_id"] == model) == {"warm": 1}
         assert node.ready_residency(model)["pid"] == engine_pid
         wait_for(lambda: all(r["acknowledged"] for r in receipts(node)), 15, "receipts acked")
-        history = back.status()["history"]
+        history = back.status().model_dump(mode="json")["history"]
         assert [r["kind"] for r in history if r["status"] == "succeeded"] == ["warm"]
     finally:
         node.cleanup()

@@ -54,7 +54,7 @@ def wait_host_state(server: ControllerProcess, state: str, timeout_s: float = 15
     seen = None
     while time.monotonic() < deadline:
         with server.public() as client:
-            hosts = client.status(history=0)["hosts"]
+            hosts = client.status(history=0).model_dump(mode="json")["hosts"]
         seen = hosts[0]["state"] if hosts else None
         if seen == state:
             return

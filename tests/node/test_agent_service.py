@@ -68,7 +68,7 @@ def run_until(
 
 
 def residency(admin: AllocatorClient, host_id: str, model_id: str) -> dict[str, Any] | None:
-    for host in admin.status(history=0)["hosts"]:
+    for host in admin.status(history=0).model_dump(mode="json")["hosts"]:
         if host["host_id"] == host_id:
             return next((r for r in host["residencies"] if r["model_id"] == model_id), None)
     return None
@@ -81,7 +81,9 @@ def test_a_real_controller_drives_the_agent_through_a_whole_lifecycle(
     try:
         with controller.admin() as admin:
             node.agent.cycle()
-            assert admin.status(history=0)["hosts"][0]["state"] == "accepting"
+            assert (
+                admin.status(history=0).model_dump(mode="json")["hosts"][0]["state"] == "accepting"
+            )
             admin.put_model("m1", PROFILE)
             admin.set_mode("automatic")
 
@@ -90,9 +92,11 @@ def test_a_real_controller_drives_the_agent_through_a_whole_lifecycle(
                 return row is not None and row["state"] == "ready"
 
             run_until([node], ready, what="m1 ready")
-            history = admin.status()["history"]
+            history = admin.status().model_dump(mode="json")["history"]
             assert {(r["kind"], r["status"]) for r in history} == {("warm", "succeeded")}
-            assert admin.status()["counters"]["acknowledgements"] == {"applied": 1}
+            assert admin.status().model_dump(mode="json")["counters"]["acknowledgements"] == {
+                "applied": 1
+            }
             assert node.supervisor.calls[0] == ("warm", "m1")
 
             admin.delete_model("m1")  # retire it: drain, then unload
@@ -102,7 +106,9 @@ def test_a_real_controller_drives_the_agent_through_a_whole_lifecycle(
                 return row is not None and row["state"] == "cached"
 
             run_until([node], released, what="m1 unloaded")
-            kinds = [(r["kind"], r["status"]) for r in admin.status()["history"]]
+            kinds = [
+                (r["kind"], r["status"]) for r in admin.status().model_dump(mode="json")["history"]
+            ]
             assert ("drain", "succeeded") in kinds and ("unload", "succeeded") in kinds
             assert kinds.index(("drain", "succeeded")) < kinds.index(("unload", "succeeded"))
             assert ("signal", "m1", "SIGTERM") in node.supervisor.calls
@@ -121,7 +127,7 @@ def test_a_local_override_fences_the_host_until_resumed(
             admin.set_mode("automatic")
             for _ in range(5):
                 node.agent.cycle()
-            status = admin.status(history=0)
+            status = admin.status(history=0).model_dump(mode="json")
             assert status["hosts"][0]["state"] == "paused"
             assert status["plan"]["assignments"] == []
             assert node.supervisor.calls == []

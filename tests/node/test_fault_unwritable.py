@@ -91,7 +91,7 @@ def test_the_controller_stops_counting_an_unhealthy_nodes_replica(tmp_path: Path
     sick.state = "unhealthy"
     sick.problems = ("the state folder cannot be written (Read-only file system)",)
     fleet.settle(6)
-    doc = status_document(fleet.ctl, fleet.now)
+    doc = status_document(fleet.ctl, fleet.now).model_dump(mode="json")
     row = next(h for h in doc["hosts"] if h["host_id"] == ready)
     assert row["state"] == "unhealthy"
     assert any("cannot be written" in p for p in row["problems"])

@@ -139,7 +139,7 @@ def test_v1_needs_a_key_issued_once_stored_hashed_counted_and_revocable(
     assert listed["requests"]["operator"] == 1 and listed["open_access"] is False
     assert key not in json.dumps(listed)
     with server.public() as client:
-        status = client.status(history=0)
+        status = client.status(history=0).model_dump(mode="json")
         metrics = client.metrics()
     assert [r["requests"] for r in status["client_keys"]["keys"]] == [2]
     assert 'grid_client_requests_total{key="team-a"} 2' in metrics

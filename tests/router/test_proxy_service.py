@@ -123,7 +123,7 @@ def test_chat_reaches_the_engine_with_its_key_and_none_of_the_clients_headers(
     deadline = time.monotonic() + 10
     while True:
         with server.admin() as admin:
-            status = admin.status()
+            status = admin.status().model_dump(mode="json")
         if status["counters"]["observations_accepted"] >= 1 or time.monotonic() > deadline:
             break
         time.sleep(0.1)
@@ -162,7 +162,7 @@ def test_streams_pass_through_and_count_as_demand(
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         with server.admin() as admin:
-            forecast = admin.status()["forecasts"].get("beta", {})
+            forecast = admin.status().model_dump(mode="json")["forecasts"].get("beta", {})
         if forecast.get("rpm", 0) > 0:
             break
         time.sleep(0.1)
@@ -256,7 +256,7 @@ def test_unroutable_requests_are_demand_without_an_error_rate(server: Controller
     deadline = time.monotonic() + 10
     while True:
         with server.admin() as admin:
-            forecast = admin.status()["forecasts"].get("epsilon", {})
+            forecast = admin.status().model_dump(mode="json")["forecasts"].get("epsilon", {})
         if forecast.get("rpm", 0) > 0 or time.monotonic() > deadline:
             break
         time.sleep(0.1)

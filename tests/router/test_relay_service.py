@@ -118,7 +118,7 @@ def sticky_chat(server: ControllerProcess) -> httpx.Response:
 
 def relay_rows(server: ControllerProcess) -> dict[str, dict[str, Any]]:
     with server.public() as client:
-        return {r["host_id"]: r for r in client.status(history=0)["relay"]}
+        return {r["host_id"]: r for r in client.status(history=0).model_dump(mode="json")["relay"]}
 
 
 def listed(server: ControllerProcess) -> list[str]:
@@ -328,7 +328,9 @@ def test_breaker_affinity_and_observations_work_through_the_tunnel(
         # Observations: the relayed requests are demand for the model.
         def rpm() -> float:
             with server.public() as client:
-                forecast = client.status(history=0)["forecasts"].get(MODEL, {})
+                forecast = (
+                    client.status(history=0).model_dump(mode="json")["forecasts"].get(MODEL, {})
+                )
             return float(forecast.get("rpm", 0))
 
         wait_for(lambda: rpm() > 0, 10, "the relayed requests as demand", 0.1)

@@ -154,8 +154,8 @@ def mint(server: ControllerProcess, host_id: str) -> str:
     """A fresh credential's token; its reply key is kept for `node_client`/`credential_file`."""
     with server.admin() as admin:
         minted = admin.node_credential(host_id)
-    token: str = minted["token"]
-    REPLY_KEYS[token] = str(minted["reply_key"])
+    token: str = minted.token
+    REPLY_KEYS[token] = minted.reply_key
     return token
 
 

@@ -63,7 +63,7 @@ def chat(server: ControllerProcess, model: str) -> httpx.Response:
 
 def host_doc(server: ControllerProcess, host_id: str, *, public: bool = False) -> dict[str, Any]:
     with server.public() if public else server.admin() as client:
-        hosts = client.status()["hosts"]
+        hosts = client.status().model_dump(mode="json")["hosts"]
     return next(h for h in hosts if h["host_id"] == host_id)
 
 

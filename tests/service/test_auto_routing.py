@@ -51,7 +51,7 @@ def auto_chat(server: ControllerProcess, content: str = CODING, **body: Any) -> 
 
 def status(server: ControllerProcess) -> dict[str, Any]:
     with server.admin() as admin:
-        doc: dict[str, Any] = admin.status()
+        doc: dict[str, Any] = admin.status().model_dump(mode="json")
     return doc
 
 

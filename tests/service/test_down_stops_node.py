@@ -62,9 +62,7 @@ def _start_node(node_dir: Path, settings: Settings, grid_url: str) -> int:
     node_dir.mkdir(mode=0o700)
     with AllocatorClient(settings.url, operator_token=settings.operator_token) as admin:
         minted = admin.node_credential("host-local")
-    atomic_write_text(
-        node_dir / "node.token", credential_text(minted["token"], minted["reply_key"])
-    )
+    atomic_write_text(node_dir / "node.token", credential_text(minted.token, minted.reply_key))
     config = NodeConfig(
         grid_url=grid_url,
         host_id="host-local",
@@ -81,7 +79,7 @@ def _start_node(node_dir: Path, settings: Settings, grid_url: str) -> int:
 
 def _host_state(settings: Settings) -> str | None:
     with AllocatorClient(settings.url) as client:
-        hosts = client.status(history=0)["hosts"]
+        hosts = client.status(history=0).model_dump(mode="json")["hosts"]
     return hosts[0]["state"] if hosts else None
 
 

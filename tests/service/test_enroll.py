@@ -53,9 +53,9 @@ def test_token_exchanges_once_for_a_host_credential(controller: ControllerProces
     token = enroll(controller, "worker-01")
     with controller.public() as anyone:
         minted = anyone.enroll(token)
-    assert minted["host_id"] == "worker-01"
+    assert minted.host_id == "worker-01"
     with AllocatorClient(
-        controller.url, node_token=minted["token"], reply_key=minted["reply_key"]
+        controller.url, node_token=minted.token, reply_key=minted.reply_key
     ) as node:
         reply = node.put_node("worker-01.allocator", registration("worker-01"))
         assert reply.host_id == "worker-01"
@@ -132,7 +132,7 @@ def test_join_writes_the_credential_owner_only_and_starts_the_node(
         hosts: list[str] = []
         while time.monotonic() < deadline and "worker-06" not in hosts:
             with controller.admin() as admin:
-                hosts = [h["host_id"] for h in admin.status()["hosts"]]
+                hosts = [h["host_id"] for h in admin.status().model_dump(mode="json")["hosts"]]
             time.sleep(0.3)
         assert "worker-06" in hosts
         again = runner.invoke(

@@ -62,7 +62,7 @@ def test_evaluations_need_the_operator_and_a_configured_revision(
     refused(post(controller, {**good, "quality": "high"}, token), 422, "invalid_request")
 
     with controller.public() as public:
-        dirty_before = public.status()["revisions"]["dirty"]
+        dirty_before = public.status().model_dump(mode="json")["revisions"]["dirty"]
     # Nothing above was recorded: the first accepted evaluation is the record's only sample.
     first = post(controller, {**good, "artifact_sha256": SHA.upper()}, token)
     assert first.status_code == 200, first.text
@@ -79,4 +79,6 @@ def test_evaluations_need_the_operator_and_a_configured_revision(
     assert recorded["quality_samples"] == pytest.approx(2.0, abs=1e-4)
     assert recorded["quality"] == pytest.approx(0.6, abs=1e-4)
     with controller.public() as public:
-        assert public.status()["revisions"]["dirty"] > dirty_before  # a new input
+        assert (
+            public.status().model_dump(mode="json")["revisions"]["dirty"] > dirty_before
+        )  # a new input

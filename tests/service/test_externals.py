@@ -83,7 +83,7 @@ def test_an_endpoint_answering_non_openai_json_is_unhealthy_with_the_reason(
         assert "non-OpenAI JSON" in view["health"]["reason"]
         assert view["serving"] == []
         admin.tick()
-        status = admin.status(history=0)
+        status = admin.status(history=0).model_dump(mode="json")
     assert status["externals"][0]["code"] == "external_not_openai"
     odd = next(h for h in status["hosts"] if h["host_id"] == "odd")
     assert odd["state"] == "unhealthy" and odd["ownership"] == "external"

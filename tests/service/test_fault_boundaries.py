@@ -26,7 +26,7 @@ def _refusal(call: object) -> tuple[int, str]:
 
 def _status_hosts(server: ControllerProcess) -> list[str]:
     with server.public() as public:
-        return sorted(h["host_id"] for h in public.status()["hosts"])
+        return sorted(h["host_id"] for h in public.status().model_dump(mode="json")["hosts"])
 
 
 def test_a_credential_cannot_squat_another_hosts_record(controller: ControllerProcess) -> None:
@@ -70,7 +70,10 @@ def test_a_host_takes_its_own_record_back_from_a_squatter(controller: Controller
         assert c1.put_node(one.node_id, one.heartbeat()).host_id == "h1"
         assert _refusal(lambda: c2.put_node("h1", two.heartbeat())) == (403, "wrong_host")
     with controller.public() as public:
-        records = {h["host_id"]: h["node_records"] for h in public.status()["hosts"]}
+        records = {
+            h["host_id"]: h["node_records"]
+            for h in public.status().model_dump(mode="json")["hosts"]
+        }
     assert records == {"h1": 1, "h2": 1}
 
 

@@ -78,7 +78,7 @@ def test_the_real_controller_signs_and_an_impostor_is_refused(
 ) -> None:
     with controller.admin() as admin:
         minted = admin.node_credential("h1")
-    token, reply_key = minted["token"], minted["reply_key"]
+    token, reply_key = minted.token, minted.reply_key
     assert reply_key and reply_key not in token
     node = FakeNode("h1", node_id="h1.allocator")
     with AllocatorClient(controller.url, node_token=token, reply_key=reply_key) as real:
@@ -92,7 +92,7 @@ def test_the_real_controller_signs_and_an_impostor_is_refused(
         assert reply_key not in refused.value.message + refused.value.fix
     # A key for another credential does not verify the real controller's replies either.
     with controller.admin() as admin:
-        other = admin.node_credential("h1")["reply_key"]
+        other = admin.node_credential("h1").reply_key
     mixed = AllocatorClient(controller.url, node_token=token, reply_key=other)
     with mixed, pytest.raises(GridError) as refused:
         mixed.put_node(node.node_id, node.heartbeat())

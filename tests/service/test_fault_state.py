@@ -38,7 +38,7 @@ def test_the_controller_starts_past_a_deeply_nested_state_file(tmp_path: Path) -
     server.start()
     try:
         with server.public() as public:
-            doc = public.status()
+            doc = public.status().model_dump(mode="json")
         codes = json.dumps(doc)
         assert "state_quarantined" in codes
         assert doc["mode"] == "recommend"

@@ -39,7 +39,7 @@ class ReportingNode(FakeNode):
 
 
 def _warnings(fleet: Fleet) -> dict[str, Any]:
-    doc = status_document(fleet.ctl, fleet.now)
+    doc = status_document(fleet.ctl, fleet.now).model_dump(mode="json")
     return {w["code"]: w["message"] for w in doc["warnings"]}
 
 

@@ -69,7 +69,7 @@ def put(server: ControllerProcess, token: str, doc: dict[str, Any], **client: An
 
 def status(server: ControllerProcess, *, operator: bool = True) -> dict[str, Any]:
     with server.admin() if operator else server.public() as client:
-        return client.status(history=0)
+        return client.status(history=0).model_dump(mode="json")
 
 
 def row(doc: dict[str, Any], host_id: str) -> dict[str, Any]:
@@ -81,9 +81,9 @@ def enrolled(server: ControllerProcess, host_id: str) -> str:
     with server.admin() as admin:
         issued = admin.create_enrollment(host_id)
     with AllocatorClient(server.url) as anyone:
-        minted = anyone.enroll(issued["token"])
-    REPLY_KEYS[minted["token"]] = minted["reply_key"]
-    token: str = minted["token"]
+        minted = anyone.enroll(issued.token)
+    REPLY_KEYS[minted.token] = minted.reply_key
+    token: str = minted.token
     return token
 
 
@@ -91,7 +91,7 @@ def test_an_enrolled_laptop_cannot_poison_the_controller_term(server: Controller
     with server.admin() as admin:
         admin.put_model("tau", {"memory_mb": 200, "max_replicas": 1})
         admin.set_mode("automatic")
-        term = admin.status(history=0)["lease"]["term"]
+        term = admin.status(history=0).model_dump(mode="json")["lease"]["term"]
     token = enrolled(server, "laptop-t")
     poisoned = body("laptop-t", None, None, highest_term=10**15, controller_id="x")
     for proof in (None, "A" * 43):
@@ -226,17 +226,18 @@ def test_node_credentials_are_listed_and_revoked_at_the_next_heartbeat(
         assert chat(server, "rho").status_code == 200
         with server.admin() as admin:
             rows = admin.node_credentials("host-r")
-            assert [(r["host_id"], r["state"], r["source"]) for r in rows] == [
+            assert [(r.host_id, r.state, r.source) for r in rows] == [
                 ("host-r", "valid", "token_write")
             ]
-            assert "token" not in rows[0] and "reply_key" not in rows[0]
-            result = admin.revoke_node_credentials(credential_id=rows[0]["credential_id"])
-            assert result == {
-                "revoked": [rows[0]["credential_id"]],
+            listed = rows[0].model_dump(mode="json")
+            assert "token" not in listed and "reply_key" not in listed
+            result = admin.revoke_node_credentials(credential_id=rows[0].credential_id)
+            assert result.model_dump(mode="json") == {
+                "revoked": [rows[0].credential_id],
                 "hosts": ["host-r"],
                 "tunnels_closed": [],
             }
-            assert admin.node_credentials("host-r")[0]["state"] == "revoked"
+            assert admin.node_credentials("host-r")[0].state == "revoked"
         with pytest.raises(GridError) as refused:
             put(server, token, doc)
         assert refused.value.code == "revoked_node_credential"

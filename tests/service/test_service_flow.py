@@ -37,14 +37,14 @@ def test_rollout_sequence_converges_the_fleet(controller: ControllerProcess) -> 
         )
         admin.set_mode("observe")
         admin.tick()
-        observed = admin.status()
+        observed = admin.status().model_dump(mode="json")
         assert observed["mode"] == "observe" and observed["proposed_actions"] == []
         assert {d["code"] for d in observed["reconciliation"]["deferred"]} == {"observe_mode"}
         assert sum(len(n.poll()) for n in nodes) == 0
 
         admin.set_mode("recommend")
         admin.tick()
-        recommended = admin.status()
+        recommended = admin.status().model_dump(mode="json")
         proposed = recommended["proposed_actions"]
         assert sorted(a["kind"] for a in proposed) == ["load", "load", "warm", "warm"]
         assert not any(a["executable"] for a in proposed)
@@ -52,7 +52,7 @@ def test_rollout_sequence_converges_the_fleet(controller: ControllerProcess) -> 
 
         admin.set_mode("automatic")
         converge(nodes)
-        final = admin.status()
+        final = admin.status().model_dump(mode="json")
     ready = sorted(n.fake.host_id for n in nodes if n.fake.residencies.get("coder"))
     assert len(ready) == 2 and final["pending_commands"] == [] and final["unmet"] == []
     planned = {(a["model_id"], a["host_id"]) for a in final["plan"]["assignments"]}
@@ -76,9 +76,9 @@ def test_observations_feed_the_forecast_and_metrics(controller: ControllerProces
             + [{"model_id": "never-configured", "timestamp": now}]
             + [{"model_id": "chat", "timestamp": now, "prompt": "secret text"}]
         )
-        assert (result["accepted"], result["ignored"], result["invalid"]) == (30, 1, 1)
+        assert (result.accepted, result.ignored, result.invalid) == (30, 1, 1)
         admin.tick()
-        status = admin.status()
+        status = admin.status().model_dump(mode="json")
         metrics = admin.metrics()
     assert status["forecasts"]["chat"]["offered_concurrency"] > 0
     assert "never-configured" not in status["forecasts"]

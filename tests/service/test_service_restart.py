@@ -47,7 +47,7 @@ def test_sigkill_mid_flight_loses_and_duplicates_nothing(tmp_path: Path) -> None
 
         server.start()
         with server.public() as public:
-            restored = public.status()
+            restored = public.status().model_dump(mode="json")
         assert restored["mode"] == "automatic" and restored["grace"]["active"]
         assert [p["model_id"] for p in restored["profiles"]] == ["m"]
         by_host = {(c["host_id"], c["status"]) for c in restored["pending_commands"]}
@@ -70,7 +70,7 @@ def test_sigkill_mid_flight_loses_and_duplicates_nothing(tmp_path: Path) -> None
         assert h2.fake.execute(stale, now=time.time(), ttl_s=5.0) is None
         assert h2.fake.refused == ["replayed"]
         with server.public() as public:
-            final = public.status()
+            final = public.status().model_dump(mode="json")
         assert final["pending_commands"] == [] and final["lease"]["term"] == 2
         received = [c["action_id"] for c in taken + h1.received + h2.received]
         assert len(received) == len(set(received)) == 4
@@ -97,7 +97,7 @@ def test_membership_grace_holds_destructive_work_after_restart(tmp_path: Path) -
         with server.admin() as admin:
             admin.put_model("m", {**scale, "min_replicas": 1, "max_replicas": 1})
             admin.tick()
-            during = admin.status()
+            during = admin.status().model_dump(mode="json")
         assert during["grace"]["active"]
         deferred = {d["code"] for d in during["reconciliation"]["deferred"]}
         assert "membership_grace" in deferred
@@ -121,7 +121,7 @@ def test_corrupt_state_is_quarantined_and_reported(tmp_path: Path) -> None:
     server.start()
     try:
         with server.public() as public:
-            status = public.status()
+            status = public.status().model_dump(mode="json")
         assert status["mode"] == "recommend"
         codes = [w["code"] for w in status["warnings"]]
         assert codes == ["state_quarantined"]

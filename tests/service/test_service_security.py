@@ -57,7 +57,7 @@ def admin_routes(server: ControllerProcess) -> list[tuple[str, str]]:
 
 def observable_state(server: ControllerProcess) -> dict[str, Any]:
     with server.public() as public:
-        doc = public.status()
+        doc = public.status().model_dump(mode="json")
     return {k: doc[k] for k in ("mode", "profiles", "tombstones", "pending_commands")} | {
         "dirty": doc["revisions"]["dirty"],
         "observations": doc["counters"]["observations_accepted"],
@@ -127,7 +127,7 @@ def test_node_credentials_are_host_scoped_signed_and_expiring(
             status, code = refusal(lambda f=forged: f.put_node("n2", h2.registration()))
         assert (status, code) == (403, "invalid_node_credential")
     with controller.admin() as admin:
-        short = admin.node_credential("h2", ttl_s=1.0)["token"]
+        short = admin.node_credential("h2", ttl_s=1.0).token
     time.sleep(1.2)
     with node_client(controller, short) as expired:
         assert refusal(lambda: expired.put_node("n2", h2.registration())) == (
@@ -138,7 +138,7 @@ def test_node_credentials_are_host_scoped_signed_and_expiring(
     with AllocatorClient(controller.url, operator_token=operator, reply_key="k") as op:
         assert refusal(lambda: op.put_node("n2", h2.registration())) == (401, "unauthorized")
     with controller.public() as public:
-        hosts = [h["host_id"] for h in public.status()["hosts"]]
+        hosts = [h["host_id"] for h in public.status().model_dump(mode="json")["hosts"]]
     assert hosts == ["h1"]
 
 
@@ -168,7 +168,7 @@ def test_no_secret_in_process_list_status_metrics_logs_or_errors(
         ).text,
     ]
     with controller.public() as public:
-        exposed = [json.dumps(public.status()), public.metrics()]
+        exposed = [json.dumps(public.status().model_dump(mode="json")), public.metrics()]
     assert controller.proc is not None
     pid = controller.proc.pid
     with open(f"/proc/{pid}/cmdline", "rb") as fh:

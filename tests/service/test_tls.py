@@ -79,8 +79,8 @@ def test_https_controller_verified_with_its_ca(tls_controller: tuple[str, Path, 
     assert url.startswith("https://127.0.0.2:")
     token = load_settings(state).operator_token
     with AllocatorClient(url, operator_token=token, ca_file=ca_file) as api:
-        assert api.healthz()["ok"] is True
-        assert "hosts" in api.status()
+        assert api.healthz().ok is True
+        assert "hosts" in api.status().model_dump(mode="json")
 
 
 def test_wrong_ca_is_refused_before_sending(
@@ -93,7 +93,7 @@ def test_wrong_ca_is_refused_before_sending(
         pytest.raises(GridError) as caught,
         AllocatorClient(url, operator_token=token, ca_file=other.ca_file) as api,
     ):
-        api.status()
+        api.status().model_dump(mode="json")
     assert caught.value.code == "controller_certificate_untrusted"
     assert "no request was sent" in caught.value.message
     assert caught.value.fix and "--ca-file" in caught.value.fix

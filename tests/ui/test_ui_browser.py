@@ -116,9 +116,11 @@ def test_dashboard_renders_updates_and_guards_actions(fleet, tmp_path: Path) -> 
         wait_until(driver, lambda d: "Refused (403" in _notice(d), 10, "the 403 refusal")
         assert _state(driver, "web-b") == "accepting"
         with server.public() as public:
-            assert [h["state"] for h in public.status()["hosts"] if h["host_id"] == "web-b"] == [
-                "accepting"
-            ]
+            assert [
+                h["state"]
+                for h in public.status().model_dump(mode="json")["hosts"]
+                if h["host_id"] == "web-b"
+            ] == ["accepting"]
         refusals = console_errors(driver)  # the browser logs each refused request, nothing else
         assert len(refusals) == 2 and all("401" in r or "403" in r for r in refusals)
 

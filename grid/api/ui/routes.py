@@ -95,7 +95,8 @@ _cache = _ViewCache()
 
 
 def build_view(service: ControllerService, now: float, history: int = 100) -> dict[str, Any]:
-    status, snap, drains = service.controller.fleet_facts(now, history)
+    document, snap, drains = service.controller.fleet_facts(now, history)
+    status = document.model_dump(mode="json")
     return fleet_view(
         status,
         compute_targets(snap),

@@ -50,6 +50,7 @@ from grid.fleet.actions import (
 from grid.fleet.errors import GridError
 from grid.fleet.generation import PlanGeneration
 from grid.fleet.models import FleetSnapshot, ModelProfile, Plan, Policy
+from grid.fleet.operator import StatusDocument
 from grid.planner.plan import make_plan
 from grid.planner.targets import compute_targets
 from grid.runtime.controller.authority import Grace, LeaseKeeper
@@ -496,7 +497,7 @@ class Controller(Operations):
 
     def status(
         self, now: float, *, history: int | None = None, detail: bool = False
-    ) -> dict[str, Any]:
+    ) -> StatusDocument:
         """The allocator status document (`status.py`; `detail`: operator-only facts too)."""
         with self.lock:
             snap = self.snapshot(now)

@@ -24,7 +24,6 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,6 +34,7 @@ from grid.demand.workflow import LearnedEdge, Step, WorkflowConfig, WorkflowLear
 from grid.demand.workloads import WorkloadTracker, feeds_workload
 from grid.fleet.errors import GridError
 from grid.fleet.models import ModelProfile
+from grid.fleet.operator import RecordedEvaluation
 from grid.fleet.workloads import Outcome, PortfolioPolicy, WorkloadForecast
 
 
@@ -51,19 +51,6 @@ class EvaluationRequest(BaseModel):
         max_length=128,
         description="The artifact revision judged; must be the profile's configured SHA-256",
     )
-
-
-@dataclass(frozen=True)
-class RecordedEvaluation:
-    model_id: str
-    workload: str
-    artifact_sha256: str | None
-    quality: float | None  # the decay-weighted mean after this evaluation
-    quality_samples: float
-    quality_confidence: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
 
 
 def _refuse(code: str, message: str, fix: str, status: int, path: str) -> GridError:

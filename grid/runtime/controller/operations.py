@@ -16,12 +16,12 @@ from grid.fleet.actions import Mode, Tombstone
 from grid.fleet.errors import GridError
 from grid.fleet.externals import ExternalEndpoint, ExternalHealth
 from grid.fleet.models import FleetSnapshot, ModelProfile
+from grid.fleet.operator import RecordedEvaluation, StatusDocument
 from grid.fleet.wire import AckAnswer, ReplyAllocator, WireLaunch
 from grid.fleet.wire import NodeReply as WireNodeReply
 from grid.runtime.controller.engine_restarts import serving_view, stage_restarts
 from grid.runtime.controller.evidence_store import (
     EvaluationRequest,
-    RecordedEvaluation,
     keeper_for,
 )
 from grid.runtime.controller.live_state import ControllerState
@@ -315,7 +315,7 @@ class Operations:
 
     def fleet_facts(
         self, now: float, history: int
-    ) -> tuple[dict[str, Any], FleetSnapshot, dict[str, str]]:
+    ) -> tuple[StatusDocument, FleetSnapshot, dict[str, str]]:
         """The dashboard's inputs read together: the status document, the planning snapshot
         it was built from and the operator drains."""
         with self.lock:

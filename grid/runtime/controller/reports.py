@@ -7,29 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grid.fleet.actions import Mode
+from grid.fleet.operator import TickSummary
 from grid.runtime.controller.commands import AckOutcome
 
 TICK_SAMPLES = 256
 
 
-@dataclass
-class TickReport:
-    ok: bool
-    at: float
-    revision: int
-    duration_ms: float = 0.0
-    generation: str = ""
-    new_generation: bool = False
-    engine: str = ""
-    solver_status: str = ""
-    reused_plan: bool = False  # inputs unchanged since the last solve: its plan was kept
-    # reused | solved (in this tick) | adopted (a background plan) | carried (the plan in use,
-    # still valid, while the background solves the new inputs): see plan_worker.py
-    plan_source: str = ""
-    plan_age_s: float = 0.0  # seconds since the snapshot the plan acted on was solved for
-    issued: list[str] = field(default_factory=list)
-    withdrawn: list[str] = field(default_factory=list)
-    error: str = ""
+# One tick's result, filled in as the tick runs; status shows the last one as `last_tick`.
+TickReport = TickSummary
 
 
 @dataclass

@@ -32,7 +32,7 @@ def test_commands_carry_the_profiles_artifact_source_digest_and_size(tmp_path: P
     fleet.ctl.set_mode("automatic", fleet.now)
     fleet.ctl.tick(fleet.now)
 
-    pending = status_document(fleet.ctl, fleet.now)["pending_commands"]
+    pending = status_document(fleet.ctl, fleet.now).model_dump(mode="json")["pending_commands"]
     got = fleet.ctl.poll_commands("h1", fleet.ctl.success_revision, fleet.now).commands
 
     for rows in (got, pending):

@@ -292,7 +292,7 @@ def test_removing_a_profile_tombstones_it_and_cancels_pending_availability(
     assert fleet.ctl.tracker.footprint().series == 0
     fleet.ctl.tick(fleet.now)
     assert all(fleet.ctl.book.records[i].status is RecordStatus.WITHDRAWN for i in pending)
-    doc = status_document(fleet.ctl, fleet.now)
+    doc = status_document(fleet.ctl, fleet.now).model_dump(mode="json")
     assert [t["model_id"] for t in doc["tombstones"]] == ["m"]
     with pytest.raises(GridError) as err:
         fleet.ctl.remove_profile("m", fleet.now)
@@ -350,7 +350,7 @@ def test_planner_failure_falls_back_to_the_heuristic_then_reports(tmp_path: Path
 def test_corrupt_state_starts_clean_in_recommend_with_a_warning(tmp_path: Path) -> None:
     (tmp_path / "state.json").write_text('{"schema_version": 1, "mode": "sideways"}')
     fleet = Fleet(tmp_path, [FakeNode("h1")])
-    doc = status_document(fleet.ctl, fleet.now)
+    doc = status_document(fleet.ctl, fleet.now).model_dump(mode="json")
     assert doc["mode"] == "recommend" and doc["durable"]
     assert [w["code"] for w in doc["warnings"]] == ["state_quarantined"]
     assert (tmp_path / "state.json.corrupt-1").exists()

@@ -153,7 +153,7 @@ def test_a_route_whose_lease_runs_out_holds_the_drain_while_the_control_lease_is
     fleet.update(new_node, new_node.heartbeat(request_commands=False))  # control lease: 60 s
     delivery = fleet.poll(old_node)
     assert not any(c["kind"] == "drain" for c in delivery.commands)
-    status = fleet.ctl.status(fleet.now)
+    status = fleet.ctl.status(fleet.now).model_dump(mode="json")
     assert "child route on " + new in str(status)
     # A full envelope renews the route's lease: the drain goes.
     new_node.lean = False

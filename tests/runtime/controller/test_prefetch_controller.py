@@ -7,7 +7,6 @@ heartbeat before delivery."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from grid.cli.allocator_cmd import render_status
 from grid.demand import Observation
 from grid.fleet.actions import Action, ActionKind, Urgency
 from grid.fleet.models import Host, Plan, SolverReport
+from grid.fleet.operator import StatusDocument
 from grid.fleet.prefetch import PredictiveEntry
 from grid.router.affinity import hash_affinity_key
 from grid.runtime.controller.delivery import RouteLease, revalidate_evictions
@@ -74,7 +74,7 @@ def test_a_workflow_prediction_becomes_a_disk_only_prefetch_shown_in_status(
     staged: dict[str, Any] | None = None  # the first status that shows the advisory
     for _ in range(3):  # the pinned image model's load and warm go first
         fleet.step(1.0)
-        doc = json.loads(json.dumps(ctl.status(fleet.now)))  # as the CLI receives it
+        doc = ctl.status(fleet.now).model_dump(mode="json")  # as the CLI receives it
         if staged is None and doc["prefetch"]["advisories"]:
             staged = doc
     loads = [c for c in fleet.delivered if c["kind"] == "load" and c["model_id"] == "video"]
@@ -95,14 +95,14 @@ def test_a_workflow_prediction_becomes_a_disk_only_prefetch_shown_in_status(
         1.0,
     )
     console = Console(width=240, record=True)
-    console.print(render_status(staged))
+    console.print(render_status(StatusDocument.model_validate(staged)))
     text = console.export_text()
     row = next(line for line in text.splitlines() if "image->video" in line and "h1" in line)
     assert "video" in row and "1.00" in row
     # The node downloaded it; its next heartbeat carries the provenance; no second advisory.
     fleet.step(1.0)
     assert node.predictive["video"]["warmed"] is False
-    doc = json.loads(json.dumps(ctl.status(fleet.now)))
+    doc = ctl.status(fleet.now).model_dump(mode="json")
     section = doc["prefetch"]
     assert [(c["host_id"], c["model_id"], c["sha256"], c["warmed"]) for c in section["cache"]] == [
         ("h1", "video", SHA, False)
@@ -112,7 +112,7 @@ def test_a_workflow_prediction_becomes_a_disk_only_prefetch_shown_in_status(
     (pred,) = [p for p in section["predictions"] if p["model_id"] == "video"]
     assert pred["edge"] == "image->video" and pred["confidence"] == 1.0
     console = Console(width=240, record=True)
-    console.print(render_status(doc))
+    console.print(render_status(StatusDocument.model_validate(doc)))
     assert "Predictive downloads on hosts" in console.export_text()
     assert not any(c["kind"] == "warm" and c["model_id"] == "video" for c in fleet.delivered)
 

@@ -60,12 +60,12 @@ def routable(fleet: Fleet) -> dict[str, set[str]]:
 
 
 def host_row(fleet: Fleet, host_id: str) -> dict[str, Any]:
-    doc = status_document(fleet.ctl, fleet.now)
+    doc = status_document(fleet.ctl, fleet.now).model_dump(mode="json")
     return next(h for h in doc["hosts"] if h["host_id"] == host_id)
 
 
 def warnings(fleet: Fleet) -> dict[str, str]:
-    doc = status_document(fleet.ctl, fleet.now)
+    doc = status_document(fleet.ctl, fleet.now).model_dump(mode="json")
     return {w["code"]: w["message"] for w in doc["warnings"]}
 
 

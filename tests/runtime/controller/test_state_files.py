@@ -55,7 +55,7 @@ def test_a_nested_lease_file_is_replaced_and_the_controller_takes_its_lease(
     fleet.ctl.set_mode("automatic", fleet.now)
     held = fleet.ctl.keeper.held
     assert held is not None and held.term >= 1
-    doc = status_document(fleet.ctl, fleet.now)
+    doc = status_document(fleet.ctl, fleet.now).model_dump(mode="json")
     warnings = {w["code"]: w["message"] for w in doc["warnings"]}
     assert "deeper than" in warnings["lease_file_unreadable"]
     assert json.loads((tmp_path / "state.json.lease").read_text())["term"] == held.term
@@ -85,12 +85,14 @@ def test_an_unwritable_lease_file_is_named_not_another_holder(tmp_path: Path) ->
     assert refused.value.code == "lease_unavailable"  # a 503, not `lease_held` (409)
     assert "cannot be written" in refused.value.message
     assert "lease_unavailable" in {
-        w["code"] for w in status_document(fleet.ctl, fleet.now)["warnings"]
+        w["code"] for w in status_document(fleet.ctl, fleet.now).model_dump(mode="json")["warnings"]
     }
     # The folder is fixed: the warning goes with the next lease, none is left stale.
     fleet.ctl.keeper.lease = good
     fleet.ctl.set_mode("automatic", fleet.now)
-    codes = {w["code"] for w in status_document(fleet.ctl, fleet.now)["warnings"]}
+    codes = {
+        w["code"] for w in status_document(fleet.ctl, fleet.now).model_dump(mode="json")["warnings"]
+    }
     assert not codes & {"lease_unavailable", "lease_held", "no_lease"}
 
 
@@ -102,7 +104,7 @@ def test_a_host_silent_past_its_route_lease_is_not_listed_ready(tmp_path: Path) 
     fleet.settle()
 
     def shown() -> dict[str, tuple[str, list[str]]]:
-        doc = status_document(fleet.ctl, fleet.now)
+        doc = status_document(fleet.ctl, fleet.now).model_dump(mode="json")
         return {
             h["host_id"]: (h["state"], [r["state"] for r in h["residencies"]]) for h in doc["hosts"]
         }

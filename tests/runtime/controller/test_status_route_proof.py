@@ -32,10 +32,10 @@ def test_ready_row_without_a_child_route_reads_warming(tmp_path: Path) -> None:
     fleet.ctl.set_mode("automatic", fleet.now)
     fleet.settle()
     assert node.residencies["m"]["state"] == "ready"  # what the node reports
-    assert _rows(fleet.ctl.status(fleet.now), "m") == {"h1": "warming"}
+    assert _rows(fleet.ctl.status(fleet.now).model_dump(mode="json"), "m") == {"h1": "warming"}
     node.unrouted.clear()
     fleet.step()
-    assert _rows(fleet.ctl.status(fleet.now), "m") == {"h1": "ready"}
+    assert _rows(fleet.ctl.status(fleet.now).model_dump(mode="json"), "m") == {"h1": "ready"}
 
 
 def test_a_row_grid_does_not_own_needs_no_grid_route(tmp_path: Path) -> None:
@@ -49,4 +49,4 @@ def test_a_row_grid_does_not_own_needs_no_grid_route(tmp_path: Path) -> None:
     node.unrouted.add("ext")
     fleet = Fleet(tmp_path, [node])
     fleet.register_all()
-    assert _rows(fleet.ctl.status(fleet.now), "ext") == {"h1": "ready"}
+    assert _rows(fleet.ctl.status(fleet.now).model_dump(mode="json"), "ext") == {"h1": "ready"}

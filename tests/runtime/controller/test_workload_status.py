@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ from rich.console import Console
 
 from grid.cli.allocator_cmd import render_status
 from grid.demand import Observation
+from grid.fleet.operator import StatusDocument
 from grid.router.affinity import hash_affinity_key
 from tests.runtime.controller.harness import T0, Fleet, profile
 from tests.support.fake_node import FakeNode
@@ -32,14 +32,14 @@ def test_status_renders_admission_candidates_and_learned_edges(tmp_path: Path) -
             t += 6
     fleet.now = t
     assert ctl.tick(t).ok
-    doc = json.loads(json.dumps(ctl.status(t)))  # as the CLI receives it
+    doc = ctl.status(t).model_dump(mode="json")  # as the CLI receives it
     section = doc["workloads"]
     assert section["portfolio"]["mapping"] == {"coding": "coder"}
     assert section["edges"] == [
         {"source": "research", "target": "coding", "count": 5, "departures": 5, "confidence": 1.0}
     ]
     console = Console(width=240, record=True)
-    console.print(render_status(doc))
+    console.print(render_status(StatusDocument.model_validate(doc)))
     text = console.export_text()
     assert "Workload admission" in text and "Portfolio candidates" in text
     assert "Learned workflows" in text
