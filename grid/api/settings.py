@@ -78,8 +78,8 @@ def config_path(state_dir: Path) -> Path:
     return state_dir / CONFIG_NAME
 
 
-def load_settings(state_dir: Path) -> Settings:
-    path = config_path(state_dir)
+def _config_document(path: Path, state_dir: Path) -> dict[str, Any]:
+    """The controller config file as a JSON object, or a refusal that says why not."""
     try:
         data: Any = read_json_file(path)  # depth-checked like state.json
     except FileNotFoundError:
@@ -103,6 +103,31 @@ def load_settings(state_dir: Path) -> Settings:
             fix="move it aside and run `grid up` again",
             next_command=f"grid up --state-dir {state_dir}",
         )
+    return data
+
+
+def _refuse_bad_paths(path: Path, state_dir: Path, data: dict[str, Any]) -> None:
+    """The TLS and store file names must be text, and a certificate comes with its key."""
+    tls = [data.get(name, "") for name in ("tls_cert", "tls_key", "ca_file")]
+    if not all(isinstance(v, str) for v in tls) or bool(tls[0]) != bool(tls[1]):
+        raise GridError(
+            "invalid_controller_config",
+            f"{path} names tls_cert without tls_key (or the reverse), or a non-text path",
+            fix="pass both --tls-cert and --tls-key to `grid up`, or neither",
+            next_command=f"grid up --state-dir {state_dir} --tls-cert CERT --tls-key KEY",
+        )
+    if not all(isinstance(data.get(name, ""), str) for name in HA_FIELDS):
+        raise GridError(
+            "invalid_controller_config",
+            f"{path} names a store or etcd file that is not text",
+            fix="give --store and the --etcd-* files to `grid up` again",
+            next_command=f"grid up --state-dir {state_dir} --store etcd://HOST:PORT",
+        )
+
+
+def load_settings(state_dir: Path) -> Settings:
+    path = config_path(state_dir)
+    data = _config_document(path, state_dir)
     token, key = data.get("operator_token"), data.get("node_signing_key")
     port, host = data.get("port", DEFAULT_PORT), data.get("host", DEFAULT_HOST)
     if not (isinstance(token, str) and token and isinstance(key, str) and key):
@@ -128,24 +153,7 @@ def load_settings(state_dir: Path) -> Settings:
             f"{path}: `breaker` must be an object of circuit-breaker settings",
             fix='write it as {"failures_to_open": 2, ...} or remove it',
         )
-    tls = {name: data.get(name, "") for name in ("tls_cert", "tls_key", "ca_file")}
-    if not all(isinstance(v, str) for v in tls.values()) or bool(tls["tls_cert"]) != bool(
-        tls["tls_key"]
-    ):
-        raise GridError(
-            "invalid_controller_config",
-            f"{path} names tls_cert without tls_key (or the reverse), or a non-text path",
-            fix="pass both --tls-cert and --tls-key to `grid up`, or neither",
-            next_command=f"grid up --state-dir {state_dir} --tls-cert CERT --tls-key KEY",
-        )
-    ha = {name: data.get(name, "") for name in HA_FIELDS}
-    if not all(isinstance(v, str) for v in ha.values()):
-        raise GridError(
-            "invalid_controller_config",
-            f"{path} names a store or etcd file that is not text",
-            fix="give --store and the --etcd-* files to `grid up` again",
-            next_command=f"grid up --state-dir {state_dir} --store etcd://HOST:PORT",
-        )
+    _refuse_bad_paths(path, state_dir, data)
     return Settings(
         token,
         key,
@@ -156,8 +164,7 @@ def load_settings(state_dir: Path) -> Settings:
         breaker,
         insecure_http=data.get("insecure_http") is True,
         open_access=data.get("open_access") is True,
-        **tls,
-        **ha,
+        **{name: data.get(name, "") for name in ("tls_cert", "tls_key", "ca_file", *HA_FIELDS)},
     )
 
 

@@ -44,15 +44,20 @@ CaFileOpt = Annotated[
 ]
 
 
+def token_file_unreadable(path: Path, exc: OSError) -> GridError:
+    """The refusal for a --token-file that cannot be read."""
+    return GridError(
+        "token_file_unreadable",
+        f"cannot read {path} ({exc.strerror})",
+        fix="check the --token-file path and its permissions",
+    )
+
+
 def _read_token_file(path: Path) -> str:
     try:
         text = path.expanduser().read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise GridError(
-            "token_file_unreadable",
-            f"cannot read {path} ({exc.strerror})",
-            fix="check the --token-file path and its permissions",
-        ) from None
+        raise token_file_unreadable(path, exc) from None
     if text.startswith("{"):  # a controller config.json
         try:
             token = json.loads(text).get("operator_token", "")
@@ -131,7 +136,9 @@ def client(
         return AllocatorClient(ctx.url, operator_token=token, ca_file=chosen_ca)
     url = _url(grid, folder)  # no --grid and no local config: no controller to talk to
     token = _operator_token(folder, token_file, url) if admin else None
-    if token is None and operator_if_known:
+    if token is None and operator_if_known and token_file is not None:
+        token = _operator_token(folder, token_file, url)  # a file named must be readable
+    elif token is None and operator_if_known:
         with contextlib.suppress(GridError):
             token = _operator_token(folder, token_file, url)
     return AllocatorClient(url, operator_token=token, ca_file=ca_file or _local_ca(grid, folder))

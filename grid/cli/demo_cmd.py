@@ -19,6 +19,7 @@ import json
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -170,122 +171,154 @@ def demo_settings(machines: int, run_dir: Path, port: int, engine_port_base: int
     )
 
 
+@dataclass
+class _Run:
+    """What the demo's steps share: the fleet's URL, the two models and the watcher."""
+
+    watcher: Watcher
+    timeout_s: float
+    started: float
+    personas: PersonaRound
+    baseline: str
+    coder: str
+    url: str = ""
+
+
+def _baseline_answers(run: _Run, ready: list[str]) -> dict[str, Any]:
+    reply = chat(run.url, run.baseline, "Say hello in five words.") if ready else None
+    problem = answer_problem(text_of(reply)) if reply is not None else "no answer"
+    return _step(
+        "baseline_ready_and_answering",
+        reply is not None and reply.status_code == 200 and not problem,
+        model_id=run.baseline,
+        ready_hosts=ready,
+        status=reply.status_code if reply is not None else None,
+        text=text_of(reply) if reply is not None else "",
+        problem=problem,
+    )
+
+
+def _auto_gets_honest_503s(run: _Run) -> dict[str, Any]:
+    replies: list[dict[str, Any]] = []
+    for user, prompt in CODING_REQUESTS:
+        got = chat(run.url, "auto", prompt, user)
+        json_body = got.headers.get("content-type", "").startswith("application/json")
+        body = got.json() if json_body else {}
+        replies.append(
+            {
+                "user": user,
+                "status": got.status_code,
+                "code": (body.get("error") or {}).get("code"),
+                "preparing": body.get("preparing"),
+            }
+        )
+    honest = all(
+        r["status"] == 503
+        and r["code"] == "workload_preparing"
+        and (r["preparing"] or {}).get("workload") == "coding"
+        for r in replies
+    )
+    return _step("auto_coding_requests_get_honest_503s", honest, replies=replies)
+
+
+def _allocator_loads_the_candidate(run: _Run) -> dict[str, Any]:
+    watcher, coder = run.watcher, run.coder
+    loaded = _wait(lambda: bool(watcher.ready_hosts(coder)), run.timeout_s)
+    # The allocator's own commands for it (load, or warm where the weights are on disk).
+    issued = [
+        r
+        for r in watcher.commands.values()
+        if r["model_id"] == coder and r["kind"] in CONSTRUCTIVE_KINDS
+    ]
+    return _step(
+        "allocator_loads_the_coding_candidate",
+        loaded and bool(issued),
+        model_id=coder,
+        ready_hosts=watcher.ready_hosts(coder),
+        commands=issued,
+        after_s=round(time.monotonic() - run.started, 1),
+    )
+
+
+def _named_call_answers(run: _Run) -> dict[str, Any]:
+    named = chat(run.url, run.coder, NAMED_PROMPT)
+    problem = answer_problem(text_of(named))
+    return _step(
+        "named_call_returns_real_output",
+        named.status_code == 200 and not problem,
+        model_id=run.coder,
+        status=named.status_code,
+        text=text_of(named),
+        problem=problem,
+    )
+
+
+def _auto_served_by_the_candidate(run: _Run) -> dict[str, Any]:
+    again = chat(run.url, "auto", CODING_REQUESTS[0][1], CODING_REQUESTS[0][0])
+    return _step(
+        "auto_coding_request_is_served_by_the_candidate",
+        again.status_code == 200
+        and again.headers.get("X-Grid-Model") == run.coder
+        and not answer_problem(text_of(again)),
+        status=again.status_code,
+        served_model=again.headers.get("X-Grid-Model"),
+        text=text_of(again),
+    )
+
+
+def _personas_served(run: _Run) -> dict[str, Any]:
+    rows = persona_round(run.url, [run.baseline, run.coder], run.personas)
+    samples = _performance_samples(run.watcher, {run.baseline, run.coder})
+    return _step(
+        "personas_served_by_both_models",
+        all(genuine(r) for r in rows) and set(samples) == {run.baseline, run.coder},
+        requests=rows,
+        performance_samples=samples,
+    )
+
+
+# After the baseline: each step, and when the demo stops after it (a named call that fails
+# still lets the `auto` step show whether routing works; a candidate that became READY without
+# a command of its own still lets the calls run).
+_LATER_STEPS: tuple[
+    tuple[Callable[[_Run], dict[str, Any]], Callable[[dict[str, Any]], bool]], ...
+] = (
+    (_auto_gets_honest_503s, lambda step: not step["ok"]),
+    (_allocator_loads_the_candidate, lambda step: not step["ready_hosts"]),
+    (_named_call_answers, lambda step: False),
+    (_auto_served_by_the_candidate, lambda step: not step["ok"]),
+    (_personas_served, lambda step: not step["ok"]),
+)
+
+
 def run_demo(
     fleet: LogicalFleet,
     settings: FleetSettings,
     timeout_s: float,
     personas: PersonaRound | None = None,
 ) -> dict[str, Any]:
-    """The demo's steps, in order; stops at the first failed one."""
-    personas = personas or PersonaRound()
+    """The demo's steps, in order; stops at the first failed one that the next ones need."""
     started = time.monotonic()
-    watcher = Watcher(fleet, started)
-    steps: list[dict[str, Any]] = []
-    baseline, coder = settings.model.model_id, settings.candidates[0].model_id
-    watcher.start()
+    run = _Run(
+        watcher=Watcher(fleet, started),
+        timeout_s=timeout_s,
+        started=started,
+        personas=personas or PersonaRound(),
+        baseline=settings.model.model_id,
+        coder=settings.candidates[0].model_id,
+    )
+    run.watcher.start()
     try:
         report = fleet.start(settings, wait_ready_s=timeout_s)
-        url = report.url
-        ready = report.ready_hosts
-        reply = chat(url, baseline, "Say hello in five words.") if ready else None
-        problem = answer_problem(text_of(reply)) if reply is not None else "no answer"
-        answered = reply is not None and reply.status_code == 200 and not problem
-        steps.append(
-            _step(
-                "baseline_ready_and_answering",
-                answered,
-                model_id=baseline,
-                ready_hosts=ready,
-                status=reply.status_code if reply is not None else None,
-                text=text_of(reply) if reply is not None else "",
-                problem=problem,
-            )
-        )
-        if not answered:
-            return _report(steps, watcher, started)
-        auto_replies: list[dict[str, Any]] = []
-        for user, prompt in CODING_REQUESTS:
-            got = chat(url, "auto", prompt, user)
-            body = (
-                got.json()
-                if got.headers.get("content-type", "").startswith("application/json")
-                else {}
-            )
-            auto_replies.append(
-                {
-                    "user": user,
-                    "status": got.status_code,
-                    "code": (body.get("error") or {}).get("code"),
-                    "preparing": body.get("preparing"),
-                }
-            )
-        honest = all(
-            r["status"] == 503
-            and r["code"] == "workload_preparing"
-            and (r["preparing"] or {}).get("workload") == "coding"
-            for r in auto_replies
-        )
-        steps.append(_step("auto_coding_requests_get_honest_503s", honest, replies=auto_replies))
-        if not honest:
-            return _report(steps, watcher, started)
-        loaded = _wait(lambda: bool(watcher.ready_hosts(coder)), timeout_s)
-        # The allocator's own commands for it (load, or warm where the weights are on disk).
-        issued = [
-            r
-            for r in watcher.commands.values()
-            if r["model_id"] == coder and r["kind"] in CONSTRUCTIVE_KINDS
-        ]
-        steps.append(
-            _step(
-                "allocator_loads_the_coding_candidate",
-                loaded and bool(issued),
-                model_id=coder,
-                ready_hosts=watcher.ready_hosts(coder),
-                commands=issued,
-                after_s=round(time.monotonic() - started, 1),
-            )
-        )
-        if not loaded:
-            return _report(steps, watcher, started)
-        named = chat(url, coder, NAMED_PROMPT)
-        problem = answer_problem(text_of(named))
-        steps.append(
-            _step(
-                "named_call_returns_real_output",
-                named.status_code == 200 and not problem,
-                model_id=coder,
-                status=named.status_code,
-                text=text_of(named),
-                problem=problem,
-            )
-        )
-        again = chat(url, "auto", CODING_REQUESTS[0][1], CODING_REQUESTS[0][0])
-        steps.append(
-            _step(
-                "auto_coding_request_is_served_by_the_candidate",
-                again.status_code == 200
-                and again.headers.get("X-Grid-Model") == coder
-                and not answer_problem(text_of(again)),
-                status=again.status_code,
-                served_model=again.headers.get("X-Grid-Model"),
-                text=text_of(again),
-            )
-        )
-        if not steps[-1]["ok"]:
-            return _report(steps, watcher, started)
-        rows = persona_round(url, [baseline, coder], personas)
-        samples = _performance_samples(watcher, {baseline, coder})
-        steps.append(
-            _step(
-                "personas_served_by_both_models",
-                all(genuine(r) for r in rows) and set(samples) == {baseline, coder},
-                requests=rows,
-                performance_samples=samples,
-            )
-        )
-        return _report(steps, watcher, started)
+        run.url = report.url
+        steps = [_baseline_answers(run, report.ready_hosts)]
+        for step, stops_after in _LATER_STEPS if steps[0]["ok"] else ():
+            steps.append(step(run))
+            if stops_after(steps[-1]):
+                break
+        return _report(steps, run.watcher, started)
     finally:
-        watcher.stop()
+        run.watcher.stop()
 
 
 def _performance_samples(watcher: Watcher, models: set[str]) -> dict[str, dict[str, float]]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from enum import StrEnum
 from pathlib import Path
@@ -77,9 +76,11 @@ def _command_process() -> bool:
 
 
 def command_deadline(limit_s: float) -> Deadline:
-    """The command's Deadline: from the process start when this process is the command."""
-    age = process_age_s() if _command_process() else 0.0
-    return Deadline(limit_s, started=time.perf_counter() - age)
+    """The command's Deadline: from the process start when this process is the command (then
+    its CPU clock counts from the process start too: the machine's pace covers the imports)."""
+    if not _command_process():
+        return Deadline(limit_s)
+    return Deadline(limit_s, started=time.perf_counter() - process_age_s(), cpu_started=0.0)
 
 
 def output_s(hosts: int, as_json: bool, unmet_only: bool, all_hosts: bool) -> float:
@@ -155,10 +156,11 @@ def plan(
             snap, result, unmet_only=unmet_only, all_hosts=all_hosts, source=str(snapshot)
         )
         Console(highlight=False).print(view)
-    if _command_process():  # the plan is out: exit without freeing the problem (deadline.keep)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+    deadline.keep.clear()  # the problem, freed now that the plan is out
+    if _command_process():  # the process exits next: spare it the final full collection
+        from grid.planner import freeze_for_exit
+
+        freeze_for_exit()
 
 
 def snapshot_counts(snap: FleetSnapshot) -> dict[str, int]:

@@ -11,6 +11,7 @@ from grid.fleet.faces import lazy_face
 if TYPE_CHECKING:
     from grid.planner.deadline import Deadline, output_reserve_s, rich_output_s
     from grid.planner.eligibility import REASON_TEXT, explain_reasons, host_refusals, pair_refusals
+    from grid.planner.gcpause import freeze_for_exit
     from grid.planner.plan import make_plan
     from grid.planner.preemption_rules import eviction_authority, victim_fence
     from grid.planner.problem import PlacementProblem, allocatable_mb, build_problem
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "grid.planner.deadline": "Deadline output_reserve_s rich_output_s",
     "grid.planner.eligibility": "REASON_TEXT explain_reasons host_refusals pair_refusals",
+    "grid.planner.gcpause": "freeze_for_exit",
     "grid.planner.plan": "make_plan",
     "grid.planner.preemption_rules": "eviction_authority victim_fence",
     "grid.planner.problem": "PlacementProblem allocatable_mb build_problem",
@@ -40,6 +42,7 @@ __all__ = [
     "compute_targets",
     "eviction_authority",
     "explain_reasons",
+    "freeze_for_exit",
     "host_refusals",
     "make_plan",
     "output_reserve_s",

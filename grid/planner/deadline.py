@@ -69,6 +69,14 @@ class Calibration:
     # CLI's Rich view adds 0.1 ms per host (0.85 s at 10,000), 0.4 ms with --all-hosts.
     output_base_s: float = 0.05
     output_per_host_s: float = 3e-5
+    # Freeing the problem after the output (the process then exits normally): 0.11 s CPU for
+    # the 1.0 M candidates of trace 4,278 x 300.
+    exit_per_candidate_s: float = 1.2e-7
+    # -- the machine's pace (`Deadline.pace`) -------------------------------------------------
+    # Wall over CPU seconds of this process so far: a shared machine stretches every fixed
+    # estimate alike (load 7 on two cores: 2-3x). Read once elapsed passes pace_min_s, capped.
+    pace_min_s: float = 0.2
+    pace_max: float = 4.0
     rich_per_host_s: float = 1e-4
     rich_all_hosts_per_host_s: float = 4e-4
     # -- the workload portfolio (`portfolio_s`) ---------------------------------------------
@@ -138,9 +146,13 @@ class Deadline:
     limit_s: float
     clock: Clock = time.perf_counter
     started: float | None = None
+    # The process's CPU clock and its reading at `started` (`pace`); the CLI passes 0.0 when
+    # the deadline counts from the process start.
+    cpu_clock: Clock = time.process_time
+    cpu_started: float | None = None
     spent: dict[str, float] = field(default_factory=dict)  # seconds per finished phase
-    # What the caller frees after its output: make_plan leaves its problem here (freeing a
-    # 10,000-host problem takes ~0.35 s, which a CLI process that exits skips).
+    # What the caller frees after its output: make_plan leaves its problems here, so
+    # freeing a large problem comes after the plan is printed, not before.
     keep: list[object] = field(default_factory=list)
     # The caller's work after make_plan when it knows it better than `output_reserve_s` (the
     # JSON document's): the CLI's Rich view costs more (plan_cmd.py).
@@ -153,6 +165,8 @@ class Deadline:
     def __post_init__(self) -> None:
         if self.started is None:
             self.started = self.clock()
+        if self.cpu_started is None:
+            self.cpu_started = self.cpu_clock()
 
     @property
     def start(self) -> float:
@@ -174,6 +188,18 @@ class Deadline:
     def expired(self, margin_s: float = 0.0) -> bool:
         return self.remaining() <= margin_s
 
+    def pace(self) -> float:
+        """Wall seconds per CPU second of this process since the start, in [1, pace_max]
+        (1 before pace_min_s): how much a fixed estimate stretches on this machine now. Read
+        before the solve, whose worker threads add CPU faster than the wall clock."""
+        c = self.calibration
+        wall = self.elapsed()
+        assert self.cpu_started is not None
+        cpu = self.cpu_clock() - self.cpu_started
+        if wall < c.pace_min_s or cpu <= 0:
+            return 1.0
+        return min(c.pace_max, max(1.0, wall / cpu))
+
     def mark(self, phase: str, since: float) -> float:
         """Record a finished phase that began at clock time `since`; return the clock now."""
         now = self.clock()
@@ -184,15 +210,16 @@ class Deadline:
 # -- estimates of the phases after the solve (pipeline.py sums them) ------------------------
 
 
-def stage_s(candidates: int, build_s: float = 0.0, hosts: int = 0) -> float:
-    """Preemption staging and shortened explanations, for a problem of this size."""
+def stage_s(candidates: int, build_s: float = 0.0, hosts: int = 0, pace: float = 1.0) -> float:
+    """Preemption staging and shortened explanations, for a problem of this size: the fixed
+    figures stretched by the machine's `pace`, or a share of the build just measured."""
     c = CALIBRATION
-    return max(
+    fixed = (
         c.reserve_base_s
         + c.reserve_per_candidate_s * min(candidates, c.reserve_candidates_max)
-        + c.reserve_per_host_s * min(hosts, c.reserve_hosts_max),
-        c.reserve_build_share * build_s,
+        + c.reserve_per_host_s * min(hosts, c.reserve_hosts_max)
     )
+    return max(pace * fixed, c.reserve_build_share * build_s)
 
 
 def explain_s(candidates: int, limit_s: float | None = None) -> float:

@@ -110,7 +110,7 @@ def _estimate_solve(run: Run) -> float:
 
 def _estimate_stage(run: Run) -> float:
     problem = run.built
-    return stage_s(problem.distinct_candidates, run.build_s, len(problem.hosts))
+    return stage_s(problem.distinct_candidates, run.build_s, len(problem.hosts), run.pace)
 
 
 def _estimate_explain(run: Run) -> float:

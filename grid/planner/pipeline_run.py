@@ -53,12 +53,14 @@ class Run:
     soft_stage_limit_s: float | None = None
     started: float = 0.0
     problem: PlacementProblem | None = None
+    wide: PlacementProblem | None = None  # the portfolio's problem, with workloads (narrow.py)
     greedy: set[Key] = field(default_factory=set)
     placed: set[Key] = field(default_factory=set)  # the placement so far (always feasible)
     hints: list[set[Key]] = field(default_factory=list)  # further solve hints (incumbents)
     solved: bool = False  # the solve phase's placement is the run's
     aggregated: AggregateResult | None = None
     fallback: str | None = None  # what left no time for CP-SAT, once decided
+    pace: float = 1.0  # the machine's pace (Deadline.pace), read before the solve
     outcome: Outcome | None = None
     staged: tuple[list[Preemption], set[Key]] | None = None
     values: dict[str, int] | None = None
@@ -79,8 +81,11 @@ class Run:
 
     @property
     def output_s(self) -> float:
+        """Validation, the caller's output and the exit (freeing the problem), at this pace."""
         given = self.deadline.output_s
-        return given if given is not None else output_reserve_s(len(self.built.hosts))
+        after = given if given is not None else output_reserve_s(len(self.built.hosts))
+        after += budget.CALIBRATION.exit_per_candidate_s * len(self.built.candidates)
+        return self.pace * after
 
     @cached_property
     def portfolio_s(self) -> float:
@@ -101,14 +106,14 @@ class Run:
         hosts = len(problem.hosts)
         distinct = problem.distinct_candidates
         return (
-            stage_s(distinct, self.build_s, hosts)
+            stage_s(distinct, self.build_s, hosts, self.pace)
             + explain_s(distinct, self.deadline.limit_s)
             + self.output_s
         )
 
     def floor_s(self) -> float:
         """The fallback path's reserve: staging once (no per-candidate term), no cores."""
-        return stage_s(0, self.build_s, len(self.built.hosts)) + self.output_s
+        return stage_s(0, self.build_s, len(self.built.hosts), self.pace) + self.output_s
 
     def setup_s(self) -> float:
         return budget.CALIBRATION.solve_setup_share * self.build_s

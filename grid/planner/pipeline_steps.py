@@ -11,9 +11,11 @@ import grid.planner.deadline as budget  # every calibrated figure (CALIBRATION)
 from grid.planner.assemble import plan_document
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.levels import compare, score_placement
+from grid.planner.narrow import narrowed, portfolio_targets
 from grid.planner.pipeline_run import Outcome, Run
 from grid.planner.preemption import stage_changes
 from grid.planner.problem import build_problem
+from grid.planner.targets import compute_targets
 
 KEPT_HEURISTIC = (
     "kept the heuristic's placement: it needs fewer evictions once preemption is staged"
@@ -21,13 +23,26 @@ KEPT_HEURISTIC = (
 
 
 def build(run: Run) -> None:
-    run.problem = build_problem(run.snapshot, run.targets)
-    run.deadline.keep.append(run.problem)  # freed by the deadline's holder, after its output
+    """The placement problem, once: with workloads the portfolio's (its targets desire more),
+    and the base problem narrowed from it (narrow.py)."""
+    snap = run.snapshot
+    targets = run.targets if run.targets is not None else compute_targets(snap)
+    if snap.workloads:
+        run.wide = build_problem(snap, portfolio_targets(snap, targets))
+        run.problem = narrowed(run.wide, targets)
+    else:
+        run.problem = build_problem(snap, targets)
+    # Freed by the deadline's holder, after its output.
+    run.deadline.keep.extend(p for p in (run.problem, run.wide) if p is not None)
 
 
 def heuristic(run: Run) -> None:
+    """The greedy placement (whole: a pass cut short leaves unmet replicas whose staging and
+    explanations cost more than the pass saved); the machine's pace is read around it."""
     problem = run.built
+    run.pace = run.deadline.pace()
     run.greedy = run.placed = heuristic_placement(problem)
+    run.pace = run.deadline.pace()
     run.hints = [{(c.model_id, c.host_id) for c in problem.incumbent_candidates}]
 
 
@@ -211,6 +226,7 @@ def portfolio(run: Run) -> None:
         assignments_of=assignments_of,
         deadline=run.deadline,
         targets=run.built.targets,
+        problem=run.wide,
     )
 
 

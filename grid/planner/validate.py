@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from grid.fleet.models import (
     LIVE_STATES,
     REUSABLE_STATES,
+    Assignment,
     FleetSnapshot,
     Host,
     ModelProfile,
@@ -79,37 +80,67 @@ def violations(
         if key in fixed_expected:
             fixed_found.add(key)
             continue
-        why = host_refusals(host, snap)
-        res = next((r for r in host.residencies if r.model_id == a.model_id), None)
-        incumbent = (
-            res is not None
-            and res.is_managed
-            and res.state in REUSABLE_STATES
-            and (prof.artifact_sha256 is None or res.artifact_sha256 == prof.artifact_sha256)
-            and (res.runtime is None or res.runtime in compatible_runtimes(prof, host))
-        )
-        if res is not None and res.state in LIVE_STATES and not incumbent:
-            why.append("residency_not_reusable")
-        cached = a.model_id in host.cached_models or (
-            res is not None and res.state is ResidencyState.CACHED
-        )
-        why += pair_refusals(prof, host, cached=cached or incumbent)
-        if why:
-            out.append(Violation("ineligible_host", f"{key}: {', '.join(sorted(set(why)))}"))
-        if a.runtime not in compatible_runtimes(prof, host) and not (
-            incumbent and res is not None and res.runtime == a.runtime
-        ):
-            out.append(Violation("runtime_mismatch", f"{key} uses runtime {a.runtime!r}"))
-        elif a.memory_mb < footprint_mb(prof, a.runtime):
-            out.append(Violation("memory_understated", f"{key} declares {a.memory_mb} MB"))
-        if a.existing != incumbent:
-            out.append(Violation("existing_flag", f"{key} existing={a.existing} is wrong"))
+        found, incumbent = _assignment_violations(snap, a, host, prof)
+        out += found
         is_new = not incumbent
         variable.setdefault(a.host_id, []).append((a.model_id, a.memory_mb, is_new))
 
     for key in sorted(fixed_expected - fixed_found):
         out.append(Violation("fixed_replica_missing", f"unmanaged replica {key} not in plan"))
 
+    out += _count_violations(targets, totals, profiles, seen, fixed_found)
+
+    rules = Rules.of_snapshot(snap.models, snap.hosts)
+    for host_id, placed in variable.items():
+        out += _host_violations(snap, hosts[host_id], placed, profiles, rules)
+
+    out += _unsatisfied_violations(snap, plan, targets, totals)
+    return out
+
+
+def _assignment_violations(
+    snap: FleetSnapshot, a: Assignment, host: Host, prof: ModelProfile
+) -> tuple[list[Violation], bool]:
+    """What is wrong with one managed assignment, and whether it reuses an incumbent."""
+    out: list[Violation] = []
+    key = (a.model_id, a.host_id)
+    why = host_refusals(host, snap)
+    res = next((r for r in host.residencies if r.model_id == a.model_id), None)
+    incumbent = (
+        res is not None
+        and res.is_managed
+        and res.state in REUSABLE_STATES
+        and (prof.artifact_sha256 is None or res.artifact_sha256 == prof.artifact_sha256)
+        and (res.runtime is None or res.runtime in compatible_runtimes(prof, host))
+    )
+    if res is not None and res.state in LIVE_STATES and not incumbent:
+        why.append("residency_not_reusable")
+    cached = a.model_id in host.cached_models or (
+        res is not None and res.state is ResidencyState.CACHED
+    )
+    why += pair_refusals(prof, host, cached=cached or incumbent)
+    if why:
+        out.append(Violation("ineligible_host", f"{key}: {', '.join(sorted(set(why)))}"))
+    if a.runtime not in compatible_runtimes(prof, host) and not (
+        incumbent and res is not None and res.runtime == a.runtime
+    ):
+        out.append(Violation("runtime_mismatch", f"{key} uses runtime {a.runtime!r}"))
+    elif a.memory_mb < footprint_mb(prof, a.runtime):
+        out.append(Violation("memory_understated", f"{key} declares {a.memory_mb} MB"))
+    if a.existing != incumbent:
+        out.append(Violation("existing_flag", f"{key} existing={a.existing} is wrong"))
+    return out, incumbent
+
+
+def _count_violations(
+    targets: dict[str, Target],
+    totals: dict[str, int],
+    profiles: dict[str, ModelProfile],
+    seen: set[tuple[str, str]],
+    fixed_found: set[tuple[str, str]],
+) -> list[Violation]:
+    """Replica counts over the desired level, and replicas that substitute for a pin."""
+    out: list[Violation] = []
     fixed_by_model = Counter(m for m, _h in fixed_found)
     for model_id, count in totals.items():
         desired = targets[model_id].desired if model_id in targets else 0
@@ -131,12 +162,6 @@ def violations(
                     "pin_substituted", f"{model_id}: {off_pins} replicas off its pinned hosts"
                 )
             )
-
-    rules = Rules.of_snapshot(snap.models, snap.hosts)
-    for host_id, placed in variable.items():
-        out += _host_violations(snap, hosts[host_id], placed, profiles, rules)
-
-    out += _unsatisfied_violations(snap, plan, targets, totals)
     return out
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 
 import pytest
 
 from grid.api.settings import Settings, load_or_create_settings, load_settings, write_settings
+from grid.fleet.errors import GridError
 
 pytestmark = pytest.mark.unit
 
@@ -47,3 +49,36 @@ def test_a_fresh_config_has_new_owner_only_secrets(tmp_path: Path) -> None:
     assert one.controller == {}
     mode = stat.S_IMODE((tmp_path / "one" / "config.json").stat().st_mode)
     assert mode == 0o600
+
+
+@pytest.mark.parametrize(
+    ("spoil", "code", "words"),
+    [
+        ({"tls_cert": "/c.pem"}, "invalid_controller_config", "tls_cert without tls_key"),
+        ({"tls_key": "/k.pem"}, "invalid_controller_config", "tls_cert without tls_key"),
+        ({"ca_file": 7}, "invalid_controller_config", "non-text path"),
+        ({"store": ["etcd://a"]}, "invalid_controller_config", "store or etcd file"),
+        ({"etcd_ca_file": 1}, "invalid_controller_config", "store or etcd file"),
+        ({"port": 70000}, "invalid_controller_config", "invalid host or port"),
+        ({"operator_token": ""}, "invalid_controller_config", "lacks operator_token"),
+        ({"breaker": [1]}, "invalid_breaker_config", "`breaker` must be an object"),
+    ],
+)
+def test_a_spoilt_config_field_is_refused_with_its_code(
+    tmp_path: Path, spoil: dict[str, object], code: str, words: str
+) -> None:
+    write_settings(tmp_path, Settings(operator_token="t", node_signing_key="k"))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **spoil}))
+    with pytest.raises(GridError) as refused:
+        load_settings(tmp_path)
+    assert refused.value.code == code and words in refused.value.message
+
+
+def test_a_config_with_both_tls_files_and_a_store_loads(tmp_path: Path) -> None:
+    write_settings(tmp_path, Settings(operator_token="t", node_signing_key="k"))
+    path = tmp_path / "config.json"
+    extra = {"tls_cert": "/c.pem", "tls_key": "/k.pem", "store": "etcd://127.0.0.1:2379"}
+    path.write_text(json.dumps({**json.loads(path.read_text()), **extra}))
+    loaded = load_settings(tmp_path)
+    assert (loaded.tls_cert, loaded.tls_key, loaded.store) == ("/c.pem", "/k.pem", extra["store"])

@@ -282,3 +282,21 @@ def test_explicit_exit_code_passes_through() -> None:
     result = runner.invoke(_guarded_app(), ["fine"])
     assert result.exit_code == 3
     assert result.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["allocator", "status", "--grid", "http://127.0.0.1:9", "--token-file", "{missing}"],
+        ["node", "start", "--node-dir", "{node}", "--token-file", "{missing}"],  # a node's
+    ],
+)
+def test_an_unreadable_token_file_is_refused_with_its_code(tmp_path: Path, argv: list[str]) -> None:
+    missing, node = tmp_path / "no-such.token", tmp_path / "node"
+    args = [a.format(missing=missing, node=node) for a in argv]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert f"Error [token_file_unreadable]: cannot read {missing}" in result.stderr
+    assert "To fix: check the --token-file path and its permissions" in result.stderr
+    assert "Traceback" not in result.output
+    assert not (node / "config.json").exists()  # nothing saved for a start that was refused

@@ -14,7 +14,8 @@ import typer
 from typer.testing import CliRunner
 
 from grid.cli.main import GuardedGroup
-from grid.cli.node_cmd import credential_host, node_app
+from grid.cli.node_cmd import node_app
+from grid.cli.node_start import credential_host
 from grid.node.agent.process import pid_record, stop_agent
 from grid.node.engines.proc import is_alive
 from tests.service.harness import ControllerProcess, credential_file, mint

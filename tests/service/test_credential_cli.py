@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from grid.cli import node_cmd
+from grid.cli import node_start
 from grid.cli.main import app
 from grid.node.agent import credential_id, parse_credential
 from tests.service.harness import ControllerProcess, mint
@@ -76,16 +76,16 @@ def test_a_local_node_start_reuses_its_credential_until_it_is_revoked(
 ) -> None:
     """Before: every agent start minted another 30-day credential."""
     folder = tmp_path / "node"
-    target = node_cmd._local_credential(folder, "host-reuse", None, server.state_dir)
+    target = node_start._local_credential(folder, "host-reuse", None, server.state_dir)
     text = target.read_text()
     token, key = parse_credential(text)
     assert token and key  # one file: the token and its reply key
-    again = node_cmd._local_credential(folder, "host-reuse", None, server.state_dir)
+    again = node_start._local_credential(folder, "host-reuse", None, server.state_dir)
     assert again == target and target.read_text() == text
     assert len(listed(server, "host-reuse")) == 1
     with server.admin() as admin:
         admin.revoke_node_credentials(credential_id=credential_id(token))
-    node_cmd._local_credential(folder, "host-reuse", None, server.state_dir)
+    node_start._local_credential(folder, "host-reuse", None, server.state_dir)
     fresh = parse_credential(target.read_text())[0]
     assert fresh != token
     assert {r["credential_id"]: r["state"] for r in listed(server, "host-reuse")} == {

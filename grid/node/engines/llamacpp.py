@@ -16,48 +16,45 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import signal
-import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from grid.fleet.errors import GridError
+from grid.node.engines import refusals
 from grid.node.engines.adapters import LLAMA_CPP, LaunchSpec, adapter_for
 from grid.node.engines.base import EngineState, EngineStatus, StopResult
 from grid.node.engines.binary import llama_server_binary
+from grid.node.engines.child import (
+    EngineChild,
+    alive,
+    identity_problem,
+    kill_own,
+    require_idle,
+    signal_if_proven,
+    spawn,
+    unproven_error,
+    wait_gone,
+)
 from grid.node.engines.launch import (
     LlamaCppConfig,
     allocate_port,
-    argv_contradiction,
-    child_env,
     launch_spec,
     log_path,
     log_tail,
     where,
 )
 from grid.node.engines.probes import Activity, ActivityState, auth_headers
-from grid.node.engines.proc import identity_mismatch, is_alive, read_identity
+from grid.node.engines.proc import is_alive, read_identity
 from grid.node.engines.state import BirthRecord, EngineRecord, EngineStateStore
 
 __all__ = ["LlamaCppConfig", "LlamaCppSupervisor"]
 
 
-@dataclass
-class _Engine:
-    record: EngineRecord
-    state: EngineState
-    proven: bool
-    reason: str = ""
-    stopping: bool = False  # a stop is signalling it: warm must not join it
-    spec: LaunchSpec | None = None  # what it was started with (None: adopted)
-    # Set only when this instance spawned the child: the handle itself proves identity and
-    # lets us reap it. Adopted children are proved through /proc instead.
-    popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+_Engine = EngineChild
 
 
 class LlamaCppSupervisor:
@@ -136,22 +133,11 @@ class LlamaCppSupervisor:
             if engine is None:
                 engine = self._spawn(model_id, model_path, launch)
             elif not engine.proven:
-                raise self._unproven_error(engine)
+                raise unproven_error(engine)
             elif engine.stopping:
-                raise GridError(
-                    code="engine_stopping",
-                    message=f"The {model_id} engine is being stopped.",
-                    fix="Warm it again once the stop has finished.",
-                )
+                raise refusals.engine_stopping(model_id)
             elif Path(engine.record.model_path) != model_path:
-                raise GridError(
-                    code="engine_model_mismatch",
-                    message=(
-                        f"{model_id} already runs from {engine.record.model_path}, "
-                        f"not {model_path}."
-                    ),
-                    fix="Stop the running engine first, then warm the new artifact.",
-                )
+                raise refusals.model_mismatch(model_id, engine.record.model_path, model_path)
         return self._await_ready(engine)
 
     def wanted_argv(self, model_id: str, launch: LaunchSpec, port: int) -> list[str]:
@@ -220,9 +206,14 @@ class LlamaCppSupervisor:
                 self._failures.pop(model_id, None)
                 return StopResult(model_id, stopped=False, reason="no running engine")
             if not engine.proven:
-                raise self._unproven_error(engine)
+                raise unproven_error(engine)
         if not force:
-            self._require_idle(model_id, drain_timeout_s)
+            require_idle(
+                model_id,
+                lambda: self.activity(model_id),
+                drain_timeout_s,
+                self._config.poll_interval_s,
+            )
         with self._lock:
             if self._engines.get(model_id) is not engine:
                 return StopResult(model_id, stopped=False, reason="engine changed during drain")
@@ -252,38 +243,14 @@ class LlamaCppSupervisor:
 
     def _spawn(self, model_id: str, model_path: Path, launch: LaunchSpec) -> _Engine:
         if not model_path.is_file():
-            raise GridError(
-                code="engine_model_missing",
-                message=f"The weights file {model_path} does not exist.",
-                fix="Load (fetch and verify) the artifact before warming it.",
-                next_command=f"ls -l {model_path}",
-            )
+            raise refusals.model_missing(model_path)
         adapter = adapter_for(launch.runtime)
         port = allocate_port(self._config, {e.record.port for e in self._engines.values()})
         binary = self._binary_for(adapter.runtime, launch, port)
         argv = self.wanted_argv(model_id, launch, port)
         adapter.prepare(launch, where(self._config, port, self._store.key_path), self.engine_key)
         log_file = log_path(self._config.state_dir, model_id)
-        log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
-            with log_file.open("wb") as log:
-                popen = subprocess.Popen(
-                    argv,
-                    env=child_env(),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    close_fds=True,
-                    start_new_session=True,  # survives the agent; a terminal ^C does not reach it
-                    cwd=self._config.state_dir,
-                )
-        except OSError as exc:
-            raise GridError(
-                code="engine_spawn_failed",
-                message=f"Cannot start {binary}: {exc}.",
-                fix="Run scripts/install-engine.sh, or configure the llama-server path.",
-                next_command="bash scripts/install-engine.sh",
-            ) from exc
+        popen = spawn(argv, log_file, self._config.state_dir, binary)
         record = EngineRecord(
             model_id=model_id,
             pid=popen.pid,
@@ -302,14 +269,10 @@ class LlamaCppSupervisor:
         identity = read_identity(popen.pid)
         if identity is None or identity.argv != tuple(argv):
             exited = popen.poll() is not None
-            self._kill_own(engine)
+            kill_own(engine, self._config.kill_wait_s)
             self._forget(engine, "child exited at once" if exited else "identity unreadable")
-            raise GridError(
-                code="engine_exited" if exited else "engine_identity_unreadable",
-                message=f"The llama-server child for {model_id} could not be identified "
-                f"right after spawn. {self._log_tail(model_id)}",
-                fix="Check the engine log in the state folder.",
-                next_command=f"tail -n 50 {log_path(self._config.state_dir, model_id)}",
+            raise refusals.not_identified(
+                model_id, exited=exited, tail=self._log_tail(model_id), log=log_file
             )
         record.executable = identity.executable
         record.birth = BirthRecord(
@@ -323,40 +286,26 @@ class LlamaCppSupervisor:
         try:
             self._store.save(self._doc)
         except OSError as exc:
-            self._kill_own(engine)
+            kill_own(engine, self._config.kill_wait_s)
             self._forget(engine, f"state write failed: {exc}")
-            raise GridError(
-                code="engine_state_write_failed",
-                message=(
-                    f"Could not persist the {what} of the {engine.record.model_id} engine "
-                    f"({exc}); the child was stopped."
-                ),
-                fix="Free disk space or fix permissions of the node state folder, then retry.",
-                details={"pid": engine.record.pid, "port": engine.record.port},
-                next_command=f"df -h {self._config.state_dir}",
+            record = engine.record
+            raise refusals.state_write_failed(
+                what, record.model_id, exc, record.pid, record.port, self._config.state_dir
             ) from exc
 
     def _await_ready(self, engine: _Engine) -> EngineStatus:
         cfg = self._config
         deadline = time.monotonic() + cfg.ready_timeout_s
         model_id = engine.record.model_id
+        log = log_path(cfg.state_dir, model_id)
         while True:
             with self._lock:
                 if self._engines.get(model_id) is not engine:
-                    raise GridError(
-                        code="engine_exited",
-                        message=f"The {model_id} engine stopped while it was warming.",
-                        fix="Retry the warm.",
-                    )
+                    raise refusals.stopped_while_warming(model_id)
                 self._refresh(engine)
                 if self._engines.get(model_id) is not engine:
-                    raise GridError(
-                        code="engine_exited",
-                        message=f"The {model_id} engine exited before it became ready: "
-                        f"{self._failures.get(model_id, '')}. {self._log_tail(model_id)}",
-                        fix="Check the engine log; a new warm starts a fresh child.",
-                        next_command=f"tail -n 50 {log_path(self._config.state_dir, model_id)}",
-                    )
+                    why, tail = self._failures.get(model_id, ""), self._log_tail(model_id)
+                    raise refusals.exited_before_ready(model_id, why, tail, log)
                 if engine.state is EngineState.READY:
                     return self._status_of(engine)
             if self._probe_ready(engine.record):
@@ -371,15 +320,7 @@ class LlamaCppSupervisor:
                     engine.stopping = True
                 if current:
                     self._terminate(engine, forced=True)
-                raise GridError(
-                    code="engine_not_ready",
-                    message=(
-                        f"The {model_id} engine did not answer readiness within "
-                        f"{cfg.ready_timeout_s:.0f} s; it was stopped."
-                    ),
-                    fix="Check the engine log, or raise the readiness timeout.",
-                    next_command=f"tail -n 50 {log_path(cfg.state_dir, model_id)}",
-                )
+                raise refusals.not_ready(model_id, cfg.ready_timeout_s, log)
             time.sleep(cfg.poll_interval_s)
 
     def _probe_ready(self, record: EngineRecord) -> bool:
@@ -397,29 +338,16 @@ class LlamaCppSupervisor:
 
     # ------------------------------------------------------------------ identity and liveness
 
-    def _alive(self, engine: _Engine) -> bool:
-        if engine.popen is not None:
-            return engine.popen.poll() is None
-        return is_alive(engine.record.pid)
-
     def _mismatch(self, record: EngineRecord) -> str | None:
-        """Why the live PID of `record` is not provably our child, or None when it is."""
-        birth = record.birth.marker() if record.birth is not None else None
-        observed = read_identity(record.pid)
-        reason = identity_mismatch(record.executable, tuple(record.argv), birth, observed)
-        if reason is not None:
-            return reason
-        return argv_contradiction(record, self._store.key_path, self._config.state_dir)
+        return identity_problem(record, *self._paths())
 
-    def _proven_now(self, engine: _Engine) -> bool:
-        """Proof right before a signal: our own unreaped child, or an exact /proc match."""
-        if engine.popen is not None:
-            return engine.popen.poll() is None
-        return self._mismatch(engine.record) is None
+    def _paths(self) -> tuple[Path, Path]:
+        """What an identity proof compares the argv with: the key file and the state folder."""
+        return self._store.key_path, self._config.state_dir
 
     def _refresh(self, engine: _Engine) -> None:
         """Under the lock: release a dead child, or try again to prove an unproven one."""
-        if not self._alive(engine):
+        if not alive(engine):
             code = engine.popen.returncode if engine.popen is not None else None
             if code is None:
                 why = "the engine process is gone"
@@ -467,19 +395,6 @@ class LlamaCppSupervisor:
             engine.state = EngineState.READY if ready else EngineState.STARTING
             engine.reason = "adopted after identity proof"
 
-    def _unproven_error(self, engine: _Engine) -> GridError:
-        record = engine.record
-        return GridError(
-            code="engine_unproven_process",
-            message=(
-                f"PID {record.pid} (port {record.port}) is recorded for {record.model_id} but "
-                f"cannot be proved to be its engine ({engine.reason}); it is left untouched."
-            ),
-            fix="Inspect that process by hand; once it is gone the record is released.",
-            details={"pid": record.pid, "port": record.port},
-            next_command=f"ps -o pid,lstart,args -p {record.pid}",
-        )
-
     def _status_of(self, engine: _Engine) -> EngineStatus:
         record = engine.record
         return EngineStatus(
@@ -496,52 +411,6 @@ class LlamaCppSupervisor:
 
     # ------------------------------------------------------------------ stop
 
-    def _require_idle(self, model_id: str, drain_timeout_s: float) -> None:
-        deadline = time.monotonic() + drain_timeout_s
-        while True:
-            activity = self.activity(model_id)
-            if activity.idle:
-                return
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(self._config.poll_interval_s)
-        if activity.state is ActivityState.BUSY:
-            raise GridError(
-                code="engine_busy",
-                message=(
-                    f"The {model_id} engine still processes {activity.processing} "
-                    f"request(s); it was left running."
-                ),
-                fix="Wait for the drain to finish, or stop with force to cut the requests.",
-                next_command="grid allocator node stop --force",
-            )
-        raise GridError(
-            code="engine_activity_unknown",
-            message=(
-                f"The activity of the {model_id} engine cannot be read ({activity.reason}); "
-                "it was left running."
-            ),
-            fix="Retry once the engine answers /slots, or stop with force.",
-            next_command="grid allocator node stop --force",
-        )
-
-    def _signal_if_proven(self, engine: _Engine, signum: int) -> bool:
-        if not self._proven_now(engine):
-            return False
-        try:
-            os.kill(engine.record.pid, signum)
-        except ProcessLookupError:
-            return False
-        return True
-
-    def _wait_gone(self, engine: _Engine, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while self._alive(engine):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(self._config.poll_interval_s)
-        return True
-
     def _terminate(self, engine: _Engine, *, forced: bool) -> StopResult:
         """SIGTERM, bounded wait, SIGKILL; releases the record once gone (takes the lock last).
 
@@ -550,20 +419,19 @@ class LlamaCppSupervisor:
         """
         model_id, pid = engine.record.model_id, engine.record.pid
         killed = False
-        terminated = self._signal_if_proven(engine, signal.SIGTERM)
-        if terminated and not self._wait_gone(engine, self._config.stop_grace_s):
-            killed = self._signal_if_proven(engine, signal.SIGKILL)
-            if killed and not self._wait_gone(engine, self._config.kill_wait_s):
+        terminated = signal_if_proven(engine, signal.SIGTERM, *self._paths())
+        if terminated and not wait_gone(
+            engine, self._config.stop_grace_s, self._config.poll_interval_s
+        ):
+            killed = signal_if_proven(engine, signal.SIGKILL, *self._paths())
+            if killed and not wait_gone(
+                engine, self._config.kill_wait_s, self._config.poll_interval_s
+            ):
                 self._keep_failed(engine, proven=True, why="survived SIGTERM and SIGKILL")
-                raise GridError(
-                    code="engine_stop_failed",
-                    message=f"PID {pid} of {model_id} is still alive after SIGKILL.",
-                    fix="Inspect the process by hand.",
-                    next_command=f"ps -o pid,stat,args -p {pid}",
-                )
-        if self._alive(engine):
+                raise refusals.stop_failed(model_id, pid)
+        if alive(engine):
             self._keep_failed(engine, proven=False, why="identity proof failed before a signal")
-            raise self._unproven_error(engine)
+            raise unproven_error(engine)
         with self._lock:
             self._forget(engine, "stopped")
             self._failures.pop(model_id, None)
@@ -575,15 +443,6 @@ class LlamaCppSupervisor:
             engine.proven = proven
             engine.state = EngineState.FAILED
             engine.reason = why
-
-    def _kill_own(self, engine: _Engine) -> None:
-        """Stop a child this instance just spawned (used when a post-spawn step fails)."""
-        popen = engine.popen
-        if popen is None or popen.poll() is not None:
-            return
-        popen.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            popen.wait(timeout=self._config.kill_wait_s)
 
     def _log_tail(self, model_id: str) -> str:
         return log_tail(log_path(self._config.state_dir, model_id))

@@ -113,15 +113,17 @@ def attach_portfolio(
     assignments_of: AssignmentsOf,
     deadline: Deadline | None = None,
     targets: dict[str, Target] | None = None,
+    problem: PlacementProblem | None = None,
 ) -> Plan:
     """`assignments_of` is assemble.assignments_of (passed in: assemble imports this module);
     `deadline` the command's budget: CP-SAT gets what it leaves after a reserve for the rest;
-    `targets` the base plan's own targets (default: computed from the snapshot)."""
+    `targets` the base plan's own targets (default: computed from the snapshot); `problem`
+    the portfolio's placement problem when the caller built it (context.build_context)."""
     if deadline is not None:
         deadline.release()  # the share plan.py held for the portfolio is ours now
     if not snap.workloads:
         return plan
-    ctx = build_context(snap, plan, targets)
+    ctx = build_context(snap, plan, targets, problem)
     budget = None
     if deadline is not None:
         after = deadline.output_s

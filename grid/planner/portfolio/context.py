@@ -24,6 +24,7 @@ from grid.fleet.models import LIVE_STATES, FleetSnapshot, Plan, ResidencyState
 from grid.fleet.workloads import PortfolioPolicy, WorkloadForecast
 from grid.planner.cpsat.ledger import Ledger
 from grid.planner.levels import quality_scores, startup_seconds
+from grid.planner.narrow import portfolio_targets
 from grid.planner.portfolio.evidence import Evidence, bonus_of, evidence_of, outcome_table
 from grid.planner.portfolio.gates import (
     Gate,
@@ -243,19 +244,6 @@ def _rejection(problem: PlacementProblem, ledger: Ledger, model_id: str) -> tupl
     return f"no_eligible_host: {_counted(refused)}", residency_only
 
 
-def _augmented_targets(
-    snap: FleetSnapshot, base: dict[str, Target], models: set[str]
-) -> dict[str, Target]:
-    out = dict(base)
-    for m in snap.models:
-        if m.model_id in models:
-            ceiling = max(m.max_replicas, len(set(m.pinned_hosts)))
-            out[m.model_id] = replace(
-                base[m.model_id], desired=max(base[m.model_id].desired, ceiling)
-            )
-    return out
-
-
 def ready_on_admitting(snap: FleetSnapshot, problem: PlacementProblem) -> set[str]:
     """Models with a READY replica on a host that admits work now. A down, silent or draining
     host still reports its last residencies; they serve nobody, so they neither make a model
@@ -317,15 +305,21 @@ def demand_levels(snap: FleetSnapshot, targets: dict[str, Target]) -> dict[str, 
 
 
 def build_context(
-    snap: FleetSnapshot, base_plan: Plan, targets: dict[str, Target] | None = None
+    snap: FleetSnapshot,
+    base_plan: Plan,
+    targets: dict[str, Target] | None = None,
+    problem: PlacementProblem | None = None,
 ) -> PortfolioContext:
-    """`targets`: the base plan's targets (default: compute_targets of the snapshot)."""
+    """`targets`: the base plan's targets (default: compute_targets of the snapshot);
+    `problem`: the portfolio's placement problem when the caller built it (the pipeline builds
+    it once, narrow.py), else built here with `portfolio_targets`."""
     policy = snap.policy.portfolio
     base_targets = targets if targets is not None else compute_targets(snap)
     scored = {
         m.model_id for m in snap.models if any(w in snap.workloads for w in m.workload_scores)
     }
-    problem = build_problem(snap, _augmented_targets(snap, base_targets, scored))
+    if problem is None:
+        problem = build_problem(snap, portfolio_targets(snap, base_targets, scored))
     base_keys, outside = _base_keys(base_plan, problem)
     authorized = carried_authorizations(snap, problem)
     outside = outside | frozenset(a.host_id for a in authorized.values())

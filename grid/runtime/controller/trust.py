@@ -294,7 +294,7 @@ class HeartbeatBudget:
     def admit(self, host_id: str, now: float) -> bool:
         tokens, at = self._buckets.get(host_id, (self.burst, now))
         tokens = min(self.burst, tokens + max(0.0, now - at) * self.rate_per_s)
-        admitted = tokens >= 1.0
+        admitted = tokens >= 1.0 - 1e-9  # a whole token, up to float rounding of the refill
         if admitted:
             tokens -= 1.0
         if host_id not in self._buckets and len(self._buckets) >= MAX_BUDGET_HOSTS:
