@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -193,6 +194,87 @@ def test_no_node_module_imports_the_api_package() -> None:
         if name == "grid.node" or name.startswith("grid.node.")
     }
     assert {n: t for n, t in offenders.items() if t} == {}
+
+
+# The controller's lock and registry are its own: readers take its published views
+# (grid/runtime/controller/views.py) and call one method per operation (DESIGN "Controller").
+CONTROLLER_INTERNALS = ("lock", "registry")
+CONTROLLER_TYPE = re.compile(r"\b(HA)?Controller\b")
+
+
+def _controller_names(tree: ast.AST) -> set[str]:
+    """The names that hold a controller: `ctl`, `controller`, what is annotated `Controller`
+    and what is assigned from an attribute `.controller`."""
+    names = {"ctl", "controller"}
+    for node in ast.walk(tree):
+        annotated = getattr(node, "annotation", None)
+        if isinstance(node, ast.arg) and annotated is not None:
+            if CONTROLLER_TYPE.search(ast.unparse(annotated)):
+                names.add(node.arg)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if CONTROLLER_TYPE.search(ast.unparse(node.annotation)):
+                names.add(node.target.id)
+        elif (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "controller"
+        ):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _controller_internals_used(source: str) -> list[str]:
+    """Each `X.lock` / `X.registry` where X is a controller (see `_controller_names`)."""
+    tree = ast.parse(source)
+    names = _controller_names(tree)
+    found: list[tuple[int, int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or node.attr not in CONTROLLER_INTERNALS:
+            continue
+        held = node.value
+        if (isinstance(held, ast.Name) and held.id in names) or (
+            isinstance(held, ast.Attribute) and held.attr == "controller"
+        ):
+            found.append((node.lineno, node.col_offset, ast.unparse(node)))
+    return [f"{line}: {text}" for line, _col, text in sorted(found)]
+
+
+def test_the_controller_internals_check_catches_each_form() -> None:
+    caught = """
+with ctl.lock:
+    ctl.registry.hosts.clear()
+service.controller.lock.acquire()
+def f(fresh: Controller, old: HAController | None) -> None:
+    fresh.registry.hosts
+    old.lock
+standby = app.state.service.controller
+standby.registry
+"""
+    assert [line.split(": ")[1] for line in _controller_internals_used(caught)] == [
+        "ctl.lock",
+        "ctl.registry",
+        "service.controller.lock",
+        "fresh.registry",
+        "old.lock",
+        "standby.registry",
+    ]
+    innocent = """
+with self.lock:
+    keeper.lock.acquire()
+def g(service: ControllerService, config: ControllerConfig) -> None:
+    service.lock, config.registry, self._lock
+"""
+    assert _controller_internals_used(innocent) == []
+
+
+def test_no_module_outside_the_controller_takes_its_lock_or_reads_its_registry() -> None:
+    offenders = {
+        name: used
+        for name, path in _modules().items()
+        if not (name == "grid.runtime.controller" or name.startswith("grid.runtime.controller."))
+        and (used := _controller_internals_used(path.read_text()))
+    }
+    assert offenders == {}
 
 
 def test_no_product_file_is_over_600_lines() -> None:

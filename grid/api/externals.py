@@ -14,15 +14,11 @@ import json
 import logging
 import ssl
 import threading
-from collections import Counter
 from urllib.parse import urlsplit
 
 import httpx
 
 from grid.fleet.externals import ExternalEndpoint, ExternalHealth, base_url
-from grid.fleet.models import HostState, ResidencyState
-from grid.router import Route
-from grid.runtime.controller.core import Controller
 from grid.runtime.controller.service import ControllerService
 
 log = logging.getLogger("grid.externals")
@@ -105,21 +101,13 @@ def probe(endpoint: ExternalEndpoint, now: float) -> ExternalHealth:
 
 
 def apply_health(service: ControllerService, name: str, health: ExternalHealth) -> None:
-    ctl = service.controller
-    with ctl.lock:
-        changed = ctl.state.externals.record_health(name, health)
-        if changed:
-            ctl.state.revisions.bump(safety=True)  # the snapshot's hosts changed
-    if changed:
+    if service.controller.record_external_health(name, health):
         log.info("external %s: %s (%s)", name, health.code, health.reason)
         service.notify()
 
 
 def probe_all(service: ControllerService) -> None:
-    ctl = service.controller
-    with ctl.lock:
-        records = list(ctl.state.externals.records.values())
-    for endpoint in records:
+    for endpoint in service.controller.external_records():
         apply_health(service, endpoint.name, probe(endpoint, service.clock()))
 
 
@@ -148,39 +136,7 @@ class ExternalProber:
 
 
 # ----------------------------------------------------------------------------- proxy side
-
-
-def external_routes(
-    ctl: Controller, active: Counter[tuple[str, str]], model_id: str | None
-) -> list[Route]:
-    """Routes of the healthy external endpoints (under the controller lock)."""
-    inventory, out = ctl.state.externals, []
-    for name in sorted(inventory.records):
-        if name in ctl.registry.hosts:
-            continue
-        parts = urlsplit(base_url(inventory.records[name].url))
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        health = inventory.health_of(name)
-        for served in inventory.serving(name):
-            if model_id is not None and served != model_id:
-                continue
-            out.append(
-                Route(
-                    host_id=name,
-                    model_id=served,
-                    port=port,
-                    host_state=HostState.ACCEPTING,
-                    residency_state=ResidencyState.READY,
-                    lease_at=health.checked_at or 0.0,
-                    address=parts.hostname or "",
-                    active=active[(f"{name}:{port}", served)],
-                    transport="https" if parts.scheme == "https" else "http",
-                    ca_file=inventory.records[name].ca_file,
-                    external=True,
-                    prefix=parts.path.rstrip("/"),
-                )
-            )
-    return out
+# (their routes are in the controller's routing table: grid/runtime/controller/views.py)
 
 
 def openai_shaped(content: bytes, path: str) -> bool:

@@ -1,13 +1,14 @@
 """The OpenAI proxy's in-memory state: in-flight counters, circuit breakers, measurements.
 
-It turns the controller registry into router candidates (`grid.router.Route`) under the
-controller lock, asks the pure router for one engine, and folds each outcome back. Nothing here
-is persisted: a restarted server starts with closed circuits and no measurements. A managed
-node that reaches its engines over its relay tunnel (`relay` in its envelope) sends no engine
-key: its routes are `relay` routes, admitted while its tunnel is up (`connected`). A host that
-reports an engine key (a node on the controller's own machine, older nodes) has `http` routes,
-which the router dials only at a loopback address. That private key is read from the registry
-only to build the upstream hop and is never returned in anything a client can see.
+It reads the routing table the controller publishes (`Controller.routing`, an immutable view:
+grid/runtime/controller/views.py), asks the pure router for one engine, and folds each outcome
+back; it never takes the controller's lock. Nothing here is persisted: a restarted server starts
+with closed circuits and no measurements. A managed node that reaches its engines over its relay
+tunnel (`relay` in its envelope) sends no engine key: its routes are `relay` routes, admitted
+while its tunnel is up (`connected`). A host that reports an engine key (a node on the
+controller's own machine, older nodes) has `http` routes, which the router dials only at a
+loopback address. That private key is read from the table only to build the upstream hop and is
+never returned in anything a client can see.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from grid.api.externals import external_routes
 from grid.fleet.workloads import PortfolioReport
 from grid.router import (
     AffinityKey,
@@ -32,6 +32,7 @@ from grid.router import (
     route_refusal,
 )
 from grid.runtime.controller.core import Controller
+from grid.runtime.controller.views import RoutingTable
 
 LISTED_REFUSALS = frozenset({None, "at_capacity"})  # still an admitted ready model
 
@@ -57,15 +58,13 @@ class Preparing:
 
 
 def current_portfolio(ctl: Controller) -> PortfolioReport | None:
-    """The current plan's portfolio (None before any plan has one), read under the lock."""
-    with ctl.lock:
-        plan = ctl.last_plan
-        return plan.portfolio if plan is not None else None
+    """The current plan's portfolio (None before any plan has one), as last published."""
+    return ctl.plan_view.portfolio
 
 
 def portfolio_choice(ctl: Controller, workload: str) -> tuple[str | None, Preparing]:
     """The model the current plan's portfolio maps `workload` to (None when unmapped) and the
-    admission row that explains it, read under the controller lock."""
+    admission row that explains it, from the published plan view."""
     report = current_portfolio(ctl)
     if report is None:
         reason = (
@@ -105,44 +104,13 @@ def _routes(
     active: Counter[tuple[str, str]],
     model_id: str | None = None,
     connected: Callable[[str], bool] = _never,
-) -> tuple[list[Route], dict[str, str]]:
-    """The routes of `model_id` (of every model when None), built under the controller lock."""
-    routes: list[Route] = []
-    keys: dict[str, str] = {}
-    with ctl.lock:
-        for host_id, entry in ctl.registry.hosts.items():
-            relay = entry.allocator is not None and entry.allocator.relay
-            if not relay and not entry.engine_key:
-                continue  # a managed child cannot be reached without the host's engine key
-            if entry.engine_key and not relay:
-                keys[host_id] = entry.engine_key
-            residencies = {r.model_id: r for r in entry.host.residencies}
-            for wire in entry.routes:
-                if model_id is not None and wire.model_id != model_id:
-                    continue  # one request needs only its model's routes: keep the lock short
-                residency = residencies.get(wire.model_id)
-                if residency is None:
-                    continue  # a route the residency rows do not corroborate is not routable
-                routes.append(
-                    Route(
-                        host_id=host_id,
-                        model_id=wire.model_id,
-                        port=wire.port,
-                        host_state=entry.host.state,
-                        residency_state=residency.state,
-                        lease_at=entry.received_at,
-                        throttle_fraction=entry.host.throttle_fraction,
-                        concurrency=wire.concurrency,
-                        queued=wire.queued,
-                        artifact_sha256=residency.artifact_sha256,
-                        address=entry.address,
-                        transport="relay" if relay else "http",
-                        relay_connected=relay and connected(host_id),
-                    )
-                )
-        routes += external_routes(ctl, active, model_id)
+) -> tuple[list[Route], RoutingTable]:
+    """The routes of `model_id` (of every model when None) from the published routing table,
+    with the proxy's own in-flight counts, and the table they came from (its engine keys)."""
+    table = ctl.routing
+    routes = table.routes(model_id, connected)
     # Proxy-owned counters survive heartbeats (the node's own slot count lags behind them).
-    return [replace(r, active=active[r.breaker_key]) for r in routes], keys
+    return [replace(r, active=active[r.breaker_key]) for r in routes], table
 
 
 MAX_FAILURES_KEPT = 256
@@ -169,7 +137,7 @@ class ProxyState:
     def ready_models(self, ctl: Controller, now: float) -> list[str]:
         """Model ids with at least one admitted READY route (GET /v1/models)."""
         with self._lock:
-            routes, _keys = _routes(ctl, self._active, None, self._live(now))
+            routes, _table = _routes(ctl, self._active, None, self._live(now))
         ttl = ctl.config.node_ttl_s
         return sorted(
             {
@@ -178,6 +146,12 @@ class ProxyState:
                 if route_refusal(r, now, lease_ttl_s=ttl) in LISTED_REFUSALS
             }
         )
+
+    def model_listing(self, ctl: Controller, now: float) -> tuple[list[str], list[str]]:
+        """GET /v1/models: (the READY model ids, the workloads `auto` would serve now), from
+        the published routing table and plan view: it never waits for the controller lock."""
+        models = self.ready_models(ctl, now)
+        return models, self.auto_servable(ctl, models)
 
     def auto_servable(self, ctl: Controller, ready: list[str]) -> list[str]:
         """The workloads an automatic request would be routed for now: those the current plan's
@@ -209,17 +183,13 @@ class ProxyState:
         affinity: AffinityKey | None,
         max_tokens: int | None,
     ) -> Upstream | RouteRefusal | None:
-        """`choose` when neither lock is held by anyone (so the event loop may call it without
-        waiting); None when one is, and the caller takes the worker-thread path instead."""
+        """`choose` when the proxy's lock is free (so the event loop may call it without
+        waiting; the routing table is a published view and needs no lock); None when it is
+        held, and the caller takes the worker-thread path instead."""
         if not self._lock.acquire(blocking=False):
             return None
         try:
-            if not ctl.lock.acquire(blocking=False):
-                return None
-            try:
-                return self._choose_locked(ctl, model_id, now, affinity, max_tokens)
-            finally:
-                ctl.lock.release()
+            return self._choose_locked(ctl, model_id, now, affinity, max_tokens)
         finally:
             self._lock.release()
 
@@ -231,7 +201,7 @@ class ProxyState:
         affinity: AffinityKey | None,
         max_tokens: int | None,
     ) -> Upstream | RouteRefusal:
-        routes, keys = _routes(ctl, self._active, model_id, self._live(now))
+        routes, table = _routes(ctl, self._active, model_id, self._live(now))
         decision = choose_route(
             routes,
             model_id,
@@ -248,7 +218,7 @@ class ProxyState:
         self._active[route.breaker_key] += 1
         self.breakers.begin(route.breaker_key, now)
         return Upstream(
-            route, keys.get(route.host_id), decision.by_affinity, external=route.external
+            route, table.engine_key(route.host_id), decision.by_affinity, external=route.external
         )
 
     def choose_auto(

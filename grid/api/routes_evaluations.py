@@ -13,22 +13,13 @@ from typing import Any
 from fastapi import APIRouter, Depends
 
 from grid.api.deps import Service, require_operator
-from grid.runtime.controller.evidence_store import EvaluationRequest, keeper_for
+from grid.runtime.controller.evidence_store import EvaluationRequest
 
 router = APIRouter(prefix="/allocator", tags=["allocator"])
 
 
 @router.post("/evaluations", dependencies=[Depends(require_operator)])
 def post_evaluation(body: EvaluationRequest, service: Service) -> dict[str, Any]:
-    ctl = service.controller
-    with ctl.lock:  # the profiles and the policy cannot change under the check
-        recorded = keeper_for(ctl).record_evaluation(
-            body,
-            profiles=ctl.profiles,
-            vocabulary=ctl.policy.workload_vocabulary,
-            policy=ctl.policy.portfolio,
-            now=service.clock(),
-        )
-        revision = ctl.request_tick()
+    recorded, revision = service.controller.record_evaluation(body, service.clock())
     service.notify()
     return {"evaluation": recorded.to_dict(), "revision": revision}

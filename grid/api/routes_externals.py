@@ -23,7 +23,6 @@ from grid.runtime.controller.service import ControllerService
 router = APIRouter(prefix="/allocator", tags=["allocator"])
 admin = [Depends(require_operator)]
 Name = Annotated[str, Path(min_length=1, max_length=200, pattern=NAME_PATTERN)]
-LIST = "grid node list-external"
 
 
 def start_external_prober(app: FastAPI, service: ControllerService) -> None:
@@ -70,75 +69,23 @@ def _checked(name: str, spec: ExternalSpec, now: float) -> ExternalEndpoint:
     return ExternalEndpoint(name=name, added_at=now, **spec.model_dump())
 
 
-def _view(service: ControllerService, name: str) -> dict[str, Any]:
-    inventory = service.controller.state.externals
-    record = inventory.records[name]
-    return {
-        "external": record.model_dump(mode="json"),
-        "health": inventory.health_of(name).model_dump(mode="json"),
-        "serving": inventory.serving(name),
-    }
-
-
 @router.put("/externals/{name}", dependencies=admin)
 def put_external(name: Name, spec: ExternalSpec, service: Service) -> dict[str, Any]:
     ctl = service.controller
     endpoint = _checked(name, spec, service.clock())
-    with ctl.lock:
-        if name in ctl.registry.hosts:
-            raise GridError(
-                "external_name_taken",
-                f"{name} is a registered node's host id",
-                fix="name the external endpoint differently",
-                next_command=LIST,
-                details={"http_status": 409},
-            )
-        inventory = ctl.state.externals
-        previous = inventory.records.get(name)
-        inventory.records[name] = endpoint
-        inventory.health.pop(name, None)
-        try:
-            ctl.save(service.clock())
-        except GridError:
-            if previous is None:
-                del inventory.records[name]
-            else:
-                inventory.records[name] = previous
-            raise
-        ctl.state.revisions.bump(safety=True)
+    ctl.put_external(endpoint, service.clock())  # refused when a node uses the name
     apply_health(service, name, probe(endpoint, service.clock()))
     service.notify()
-    with ctl.lock:
-        return _view(service, name)
+    return ctl.external_rows([name])[0]
 
 
 @router.get("/externals", dependencies=admin)
 def list_externals(service: Service) -> dict[str, Any]:
-    ctl = service.controller
-    with ctl.lock:
-        return {"externals": [_view(service, n) for n in sorted(ctl.state.externals.records)]}
+    return {"externals": service.controller.external_rows()}
 
 
 @router.delete("/externals/{name}", dependencies=admin)
 def delete_external(name: Name, service: Service) -> dict[str, Any]:
-    ctl = service.controller
-    with ctl.lock:
-        inventory = ctl.state.externals
-        record = inventory.records.pop(name, None)
-        if record is None:
-            raise GridError(
-                "unknown_external",
-                f"no external endpoint named {name!r}",
-                fix="list them first",
-                next_command=LIST,
-                details={"http_status": 404},
-            )
-        inventory.health.pop(name, None)
-        try:
-            ctl.save(service.clock())
-        except GridError:
-            inventory.records[name] = record
-            raise
-        ctl.state.revisions.bump(safety=True)
+    service.controller.remove_external(name, service.clock())
     service.notify()
     return {"removed": name}

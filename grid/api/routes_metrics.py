@@ -29,74 +29,54 @@ def metrics(request: Request, service: Service) -> PlainTextResponse:
     ctl = service.controller
     clients = request.app.state.client_keys.counts()  # per client key name (client_keys.py)
     now = service.clock()
-    with ctl.lock:
-        c = ctl.counters
-        samples = list(c.tick_ms)
-        open_records = ctl.book.open_records()
-        lines = [
-            "# HELP grid_allocator_mode Current mode (1 for the active one).",
-            "# TYPE grid_allocator_mode gauge",
-            *(
-                _line("grid_allocator_mode", 1.0 if ctl.mode.value == m else 0.0, {"mode": m})
-                for m in ("observe", "recommend", "automatic")
-            ),
-            "# TYPE grid_allocator_ticks_total counter",
-            _line("grid_allocator_ticks_total", c.ticks),
-            "# TYPE grid_allocator_tick_failures_total counter",
-            _line("grid_allocator_tick_failures_total", c.tick_failures),
-            "# TYPE grid_allocator_tick_duration_ms summary",
-            *(
-                _line("grid_allocator_tick_duration_ms", v, {"quantile": q})
-                for q, v in (("0.5", percentile(samples, 0.5)), ("0.95", percentile(samples, 0.95)))
-                if v is not None
-            ),
-            _line("grid_allocator_tick_duration_ms_count", len(samples)),
-            "# TYPE grid_allocator_commands_issued_total counter",
-            _line("grid_allocator_commands_issued_total", c.issued),
-            "# TYPE grid_allocator_commands_delivered_total counter",
-            _line("grid_allocator_commands_delivered_total", c.delivered),
-            "# TYPE grid_allocator_acknowledgements_total counter",
-            *(
-                _line("grid_allocator_acknowledgements_total", n, {"result": r})
-                for r, n in sorted(c.acks.items())
-            ),
-            "# TYPE grid_allocator_observations_total counter",
-            _line(
-                "grid_allocator_observations_total", c.observations_accepted, {"result": "accepted"}
-            ),
-            _line(
-                "grid_allocator_observations_total", c.observations_ignored, {"result": "ignored"}
-            ),
-            "# TYPE grid_allocator_hosts gauge",
-            _line("grid_allocator_hosts", len(ctl.registry.hosts)),
-            "# TYPE grid_allocator_profiles gauge",
-            _line("grid_allocator_profiles", len(ctl.profiles)),
-            "# TYPE grid_allocator_open_commands gauge",
-            _line("grid_allocator_open_commands", len(open_records)),
-            "# TYPE grid_allocator_unmet_replicas gauge",
-            _line(
-                "grid_allocator_unmet_replicas",
-                sum(u.missing_replicas for u in ctl.last_plan.unsatisfied) if ctl.last_plan else 0,
-            ),
-            "# TYPE grid_allocator_revision gauge",
-            *(
-                _line("grid_allocator_revision", v, {"kind": k})
-                for k, v in (
-                    ("dirty", ctl.dirty_revision),
-                    ("processed", ctl.processed_revision),
-                    ("success", ctl.success_revision),
-                    ("safety", ctl.safety_revision),
-                )
-            ),
-            "# TYPE grid_allocator_lease_ttl_seconds gauge",
-            _line("grid_allocator_lease_ttl_seconds", round(ctl.lease_ttl(now), 3)),
-            "# TYPE grid_allocator_warnings gauge",
-            _line("grid_allocator_warnings", len(ctl.warnings)),
-            "# HELP grid_client_requests_total /v1 requests by client key name.",
-            "# TYPE grid_client_requests_total counter",
-            *(
-                _line("grid_client_requests_total", n, {"key": name})
-                for name, n in sorted(clients.items())
-            ),
-        ]
+    m = ctl.metrics_view(now)  # read in one go inside the controller
+    samples = list(m.tick_ms)
+    lines = [
+        "# HELP grid_allocator_mode Current mode (1 for the active one).",
+        "# TYPE grid_allocator_mode gauge",
+        *(
+            _line("grid_allocator_mode", 1.0 if m.mode == mode else 0.0, {"mode": mode})
+            for mode in ("observe", "recommend", "automatic")
+        ),
+        "# TYPE grid_allocator_ticks_total counter",
+        _line("grid_allocator_ticks_total", m.ticks),
+        "# TYPE grid_allocator_tick_failures_total counter",
+        _line("grid_allocator_tick_failures_total", m.tick_failures),
+        "# TYPE grid_allocator_tick_duration_ms summary",
+        *(
+            _line("grid_allocator_tick_duration_ms", v, {"quantile": q})
+            for q, v in (("0.5", percentile(samples, 0.5)), ("0.95", percentile(samples, 0.95)))
+            if v is not None
+        ),
+        _line("grid_allocator_tick_duration_ms_count", len(samples)),
+        "# TYPE grid_allocator_commands_issued_total counter",
+        _line("grid_allocator_commands_issued_total", m.issued),
+        "# TYPE grid_allocator_commands_delivered_total counter",
+        _line("grid_allocator_commands_delivered_total", m.delivered),
+        "# TYPE grid_allocator_acknowledgements_total counter",
+        *(_line("grid_allocator_acknowledgements_total", n, {"result": r}) for r, n in m.acks),
+        "# TYPE grid_allocator_observations_total counter",
+        _line("grid_allocator_observations_total", m.observations_accepted, {"result": "accepted"}),
+        _line("grid_allocator_observations_total", m.observations_ignored, {"result": "ignored"}),
+        "# TYPE grid_allocator_hosts gauge",
+        _line("grid_allocator_hosts", m.hosts),
+        "# TYPE grid_allocator_profiles gauge",
+        _line("grid_allocator_profiles", m.profiles),
+        "# TYPE grid_allocator_open_commands gauge",
+        _line("grid_allocator_open_commands", m.open_commands),
+        "# TYPE grid_allocator_unmet_replicas gauge",
+        _line("grid_allocator_unmet_replicas", m.unmet_replicas),
+        "# TYPE grid_allocator_revision gauge",
+        *(_line("grid_allocator_revision", v, {"kind": k}) for k, v in m.revisions),
+        "# TYPE grid_allocator_lease_ttl_seconds gauge",
+        _line("grid_allocator_lease_ttl_seconds", m.lease_ttl_s),
+        "# TYPE grid_allocator_warnings gauge",
+        _line("grid_allocator_warnings", m.warnings),
+        "# HELP grid_client_requests_total /v1 requests by client key name.",
+        "# TYPE grid_client_requests_total counter",
+        *(
+            _line("grid_client_requests_total", n, {"key": name})
+            for name, n in sorted(clients.items())
+        ),
+    ]
     return PlainTextResponse("\n".join(lines) + "\n", media_type=CONTENT_TYPE)

@@ -73,18 +73,17 @@ def proxy_state(request: Request) -> ProxyState:
 async def list_models(request: Request, service: Service) -> dict[str, Any]:
     proxy = proxy_state(request)
 
-    async def ready() -> list[str]:
-        return await run_in_threadpool(proxy.ready_models, service.controller, service.clock())
+    async def ready() -> tuple[list[str], list[str]]:
+        return await run_in_threadpool(proxy.model_listing, service.controller, service.clock())
 
     window: RouteWindow = request.app.state.route_window  # just started: await heartbeats
-    models = await window.retry(ready, bool, await ready())
+    models, workloads = await window.retry(ready, lambda got: bool(got[0]), await ready())
     data: list[dict[str, Any]] = [
         {"id": m, "object": "model", "created": 0, "owned_by": "grid"} for m in models
     ]
     # `auto` is listed (last) while an automatic request would be served for some workload:
     # the portfolio maps it to a READY model (like OpenRouter's `openrouter/auto`), so a client
     # that picks models from this list can choose it; `grid_workloads` says for which work.
-    workloads = proxy.auto_servable(service.controller, models)
     if workloads:
         data.append(
             {

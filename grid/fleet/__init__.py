@@ -81,6 +81,7 @@ if TYPE_CHECKING:
         PrefetchSkip,
     )
     from grid.fleet.procstat import ProcStat, process_state, read_stat, start_ticks
+    from grid.fleet.routes import Route
     from grid.fleet.snapshot import load_snapshot, parse_snapshot
     from grid.fleet.wire import (
         ACK_STATUSES,
@@ -156,6 +157,7 @@ _EXPORTS: dict[str, str] = {
         " PrefetchReport PrefetchSkip"
     ),
     "grid.fleet.procstat": "ProcStat process_state read_stat start_ticks",
+    "grid.fleet.routes": "Route",
     "grid.fleet.snapshot": "load_snapshot parse_snapshot",
     "grid.fleet.wire": (
         "ACK_STATUSES ADDRESS_PATTERN AckAnswer CommandBrief DEFAULT_ENGINE_ADDRESS"
@@ -248,6 +250,7 @@ __all__ = [
     "ReplyAllocator",
     "Residency",
     "ResidencyState",
+    "Route",
     "SnapshotError",
     "SolverReport",
     "StatusReceipt",

@@ -44,6 +44,10 @@ class PrefetchPolicy(_Strict):
     replacement_min_age_s: float = Field(default=15 * 60.0, ge=0)  # a victim's time in cache
     replacement_gain: float = Field(default=2.0, ge=1.0)  # value per byte over the victims'
     max_replacement_victims: int = Field(default=3, ge=1, le=8)  # searched as one group
+    # A model the plan already serves gets a copy for its next replica only while its current
+    # plus expected predicted load fills at least this share of the planned replicas' capacity
+    # (0.5: a surge the demand lookahead can project, at most 2x, would need one more).
+    surge_utilization: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
 class Prediction(_Strict):

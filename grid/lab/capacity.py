@@ -37,7 +37,8 @@ from grid.lab.capacity_templates import DEFAULT_MAX, check_demand, check_max
 from grid.lab.whatif import augment, placed_by_model, plan
 from grid.planner.cpsat.build import add_hard_constraints
 from grid.planner.cpsat.variables import PlacementVars
-from grid.planner.problem import PlacementProblem, allocatable_mb, build_problem
+from grid.planner.problem import PlacementProblem, allocatable_mb
+from grid.planner.problem_build import build_problem
 
 MAX_ROUNDS = 6
 SEED = 20261201

@@ -23,7 +23,8 @@ from grid.lab.whatif import augment
 from grid.planner.cpsat.build import add_hard_constraints
 from grid.planner.cpsat.variables import Guard, PlacementVars
 from grid.planner.eligibility import REASON_TEXT
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 
 
 def _names(values: list[str] | set[str]) -> str:

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from grid.planner.gcpause import freeze_for_exit
     from grid.planner.plan import make_plan
     from grid.planner.preemption_rules import eviction_authority, victim_fence
-    from grid.planner.problem import PlacementProblem, allocatable_mb, build_problem
+    from grid.planner.problem import PlacementProblem, allocatable_mb
+    from grid.planner.problem_build import build_problem
     from grid.planner.targets import Target, compute_targets
     from grid.planner.vacate import vacate_improve
     from grid.planner.validate import violations
@@ -26,7 +27,8 @@ _EXPORTS: dict[str, str] = {
     "grid.planner.gcpause": "freeze_for_exit",
     "grid.planner.plan": "make_plan",
     "grid.planner.preemption_rules": "eviction_authority victim_fence",
-    "grid.planner.problem": "PlacementProblem allocatable_mb build_problem",
+    "grid.planner.problem": "PlacementProblem allocatable_mb",
+    "grid.planner.problem_build": "build_problem",
     "grid.planner.targets": "Target compute_targets",
     "grid.planner.vacate": "vacate_improve",
     "grid.planner.validate": "violations",

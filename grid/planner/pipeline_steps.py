@@ -14,7 +14,7 @@ from grid.planner.levels import compare, score_placement
 from grid.planner.narrow import narrowed, portfolio_targets
 from grid.planner.pipeline_run import Outcome, Run
 from grid.planner.preemption import stage_changes
-from grid.planner.problem import build_problem
+from grid.planner.problem_build import build_problem
 from grid.planner.targets import compute_targets
 
 KEPT_HEURISTIC = (

@@ -28,27 +28,22 @@ name), never less than an incumbent's reported memory.
 from __future__ import annotations
 
 import math
-import operator
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import repeat
 from typing import NamedTuple
 
 from grid.fleet.models import (
     LIVE_STATES,
-    REUSABLE_STATES,
     FleetSnapshot,
     Host,
     HostState,
     ModelProfile,
-    Residency,
     ResidencyState,
 )
-from grid.planner.eligibility import compatible_runtimes, host_refusals, pair_refusals
-from grid.planner.gcpause import gc_paused
+from grid.planner.eligibility import compatible_runtimes, host_refusals
 from grid.planner.refusals import RefusalTable
-from grid.planner.targets import Target, compute_targets
+from grid.planner.targets import Target
 
 
 class Candidate(NamedTuple):
@@ -118,10 +113,10 @@ def footprint_mb(model: ModelProfile, runtime: str) -> int:
 
 
 def choose_runtime(model: ModelProfile, host: Host) -> str | None:
-    return _smallest_runtime(model, compatible_runtimes(model, host))
+    return smallest_runtime(model, compatible_runtimes(model, host))
 
 
-def _smallest_runtime(model: ModelProfile, runtimes: list[str]) -> str | None:
+def smallest_runtime(model: ModelProfile, runtimes: list[str]) -> str | None:
     """The runtime with the smallest declared footprint, then by name (None: no runtime)."""
     if len(runtimes) <= 1:  # the common case needs no footprint lookups
         return runtimes[0] if runtimes else None
@@ -221,7 +216,7 @@ class PlacementProblem:
     @cached_property
     def exclusion_partners(self) -> dict[str, frozenset[str]]:
         """Per model, the models it may not share a host with (absent: none)."""
-        return _exclusion_partners(self.excluded_pairs)
+        return exclusion_partners(self.excluded_pairs)
 
     @cached_property
     def priorities(self) -> list[int]:
@@ -249,7 +244,7 @@ def _reverse_id(model_id: str) -> tuple[int, ...]:
     return (*(-ord(c) for c in model_id), 1)
 
 
-def _exclusion_partners(excluded: frozenset[frozenset[str]]) -> dict[str, frozenset[str]]:
+def exclusion_partners(excluded: frozenset[frozenset[str]]) -> dict[str, frozenset[str]]:
     partners: dict[str, set[str]] = {}
     for pair in excluded:
         a, b = sorted(pair)
@@ -294,307 +289,4 @@ def host_budget(host: Host, snap: FleetSnapshot, profiles: dict[str, ModelProfil
     )
 
 
-HostSignature = tuple[tuple[str, ...], ...]
-
-
-def _signature(host: Host) -> HostSignature:
-    """Everything `eligibility.pair_refusals` reads from a host, but its ID."""
-    return (
-        tuple(host.runtimes),
-        tuple(sorted(host.backends)),
-        tuple(sorted(host.data_tiers)),
-        tuple(sorted(host.tags)),
-        tuple(sorted(host.actuator_capabilities)),
-        tuple(map(str, host.devices_mb)),  # the GPU filter (gpus.pair_refusal)
-    )
-
-
-class _PairRules:
-    """`compatible_runtimes` and `pair_refusals` memoized per (model, host signature): the
-    rules themselves stay in eligibility.py; a fleet of 1,000 hosts has a few dozen distinct
-    host signatures, so the build asks them a few thousand times instead of 200,000. The
-    returned lists are shared: never mutate them."""
-
-    def __init__(self) -> None:
-        self._runtimes: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-        self._refusals: dict[tuple[str, HostSignature, bool], list[str]] = {}
-
-    def runtimes(self, model: ModelProfile, host: Host, signature: HostSignature) -> list[str]:
-        key = (model.model_id, signature[0])
-        found = self._runtimes.get(key)
-        if found is None:
-            found = self._runtimes[key] = compatible_runtimes(model, host)
-        return found
-
-    def refusals(
-        self,
-        model: ModelProfile,
-        host: Host,
-        signature: HostSignature,
-        cached: bool,
-        runtimes: list[str],
-    ) -> list[str]:
-        if model.allowed_hosts or model.denied_hosts:  # the host ID matters: no memo
-            return pair_refusals(model, host, cached=cached, runtimes=runtimes)
-        key = (model.model_id, signature, cached)
-        found = self._refusals.get(key)
-        if found is None:
-            found = self._refusals[key] = pair_refusals(
-                model, host, cached=cached, runtimes=runtimes
-            )
-        return found
-
-
-def _pair(
-    model: ModelProfile,
-    host: Host,
-    budget: HostBudget,
-    partners: frozenset[str],
-    residency: Residency | None,
-    rules: _PairRules,
-    signature: HostSignature,
-) -> tuple[Candidate | None, list[str]]:
-    cached = model.model_id in host.cached_models or (
-        residency is not None and residency.state is ResidencyState.CACHED
-    )
-    refusals: list[str] = []
-    incumbent: ResidencyState | None = None
-    runtimes = rules.runtimes(model, host, signature)
-    runtime = _smallest_runtime(model, runtimes)
-    if residency is not None and residency.state in LIVE_STATES:
-        reusable = (
-            residency.is_managed
-            and residency.state in REUSABLE_STATES
-            and (
-                model.artifact_sha256 is None or residency.artifact_sha256 == model.artifact_sha256
-            )
-            and (residency.runtime is None or residency.runtime in runtimes)
-        )
-        if not reusable:
-            refusals.append("residency_not_reusable")
-        else:
-            incumbent = residency.state
-            runtime = residency.runtime or runtime
-    refusals += rules.refusals(model, host, signature, cached or incumbent is not None, runtimes)
-    # Exclusions against inventory that stays are static: unmanaged residencies always stay,
-    # and every live residency is still there when a new placement starts.
-    neighbours = budget.fixed_models if incumbent is not None else budget.live_models
-    if partners and not partners.isdisjoint(neighbours):
-        refusals.append("colocation_excluded")
-    if incumbent is None and budget.new_cap == 0:
-        refusals.append("colocation_or_slots_full")
-    if budget.desired_cap == 0:
-        refusals.append("colocation_or_slots_full")
-    if refusals or runtime is None:
-        return None, sorted(set(refusals))
-    memory = footprint_mb(model, runtime)
-    if incumbent is not None and residency is not None:
-        memory = max(memory, residency.memory_mb)
-    return (
-        Candidate(
-            model_id=model.model_id,
-            host_id=host.host_id,
-            runtime=runtime,
-            memory_mb=memory,
-            new_mb=0 if incumbent is not None else memory,
-            disk_mb=0 if (cached or incumbent is not None) else model.artifact_size_mb,
-            incumbent=incumbent,
-            cached=cached,
-            pinned=host.host_id in model.pinned_hosts,
-        ),
-        [],
-    )
-
-
 NOT_DESIRED = ["not_desired"]  # shared by every refused pair it explains: never mutate
-Tail = tuple[str, int, int, int, None, bool, bool]  # a Candidate's fields after its key
-
-
-@dataclass
-class _Shape:
-    """One build shape's candidates and refusals, in model order (see `build_problem`)."""
-
-    model_ids: list[str]  # the models with a candidate on every host of the shape
-    tails: list[Tail]  # each candidate's fields after its key
-    refused: dict[str, list[str]]
-    per_host: list[str]  # models whose allow, deny or pin lists name hosts: decided per host
-    index: int
-    lists: list[list[Candidate]] = field(default_factory=list)  # by_model's list per model
-
-
-def _host_specific(model: ModelProfile) -> bool:
-    return bool(model.allowed_hosts or model.denied_hosts or model.pinned_hosts)
-
-
-def build_problem(
-    snap: FleetSnapshot, targets: dict[str, Target] | None = None
-) -> PlacementProblem:
-    """Candidates and refusals of every (model, host) pair.
-
-    Hosts without residencies that agree on everything `_pair` reads but their ID (runtimes,
-    backends, tiers, tags, actuator, cached weights, slot cap; admitting) form one *build
-    shape*: its candidates are decided once per model, and each host of the shape gets a copy
-    with its own ID (a model whose allow, deny or pin lists name hosts is decided per host).
-    Hosts with residencies are decided pair by pair. The result, its order included, is the
-    same as deciding every pair on its own."""
-    with gc_paused():
-        return _build_problem(snap, targets)
-
-
-def _build_problem(snap: FleetSnapshot, targets: dict[str, Target] | None) -> PlacementProblem:
-    targets = targets if targets is not None else compute_targets(snap)
-    models = sorted(snap.models, key=lambda m: (-m.priority, m.model_id))
-    hosts = sorted(snap.hosts, key=lambda h: h.host_id)
-    excluded = frozenset(
-        frozenset((m.model_id, other))
-        for m in models
-        for other in m.colocation_excludes
-        if other != m.model_id
-    )
-    partners = _exclusion_partners(excluded)
-    profiles = {m.model_id: m for m in models}
-    budgets = [host_budget(h, snap, profiles) for h in hosts]
-    candidates: dict[tuple[str, str], Candidate] = {}
-    refusals = RefusalTable()
-    by_model: dict[str, list[Candidate]] = {m.model_id: [] for m in models}
-    by_host: dict[str, list[Candidate]] = {}
-    fixed: list[FixedReplica] = []
-    rules = _PairRules()
-    shapes: dict[object, _Shape] = {}
-    host_shape: dict[str, int] = {}
-    shaped_per_host: dict[str, tuple[int, list[str]]] = {}  # shape hosts with per-host models
-    not_admitting: dict[tuple[str, ...], dict[str, list[str]]] = {}
-    make = tuple.__new__
-
-    def pair(
-        model: ModelProfile,
-        host: Host,
-        budget: HostBudget,
-        signature: HostSignature,
-        residency: Residency | None,
-    ) -> tuple[Candidate | None, list[str]]:
-        return _pair(
-            model,
-            host,
-            budget,
-            partners.get(model.model_id, frozenset()),
-            residency,
-            rules,
-            signature,
-        )
-
-    for host, budget in zip(hosts, budgets, strict=True):
-        host_id = host.host_id
-        for res in host.residencies:
-            prof = profiles.get(res.model_id)
-            if (
-                prof is not None
-                and not res.is_managed
-                and res.state is ResidencyState.READY
-                and budget.admitting
-            ):
-                runtime = res.runtime or choose_runtime(prof, host) or "external"
-                fixed.append(FixedReplica(res.model_id, host_id, res.memory_mb, runtime))
-        if budget.refusals:  # the host takes no new work: skip the pair filters
-            shared = not_admitting.get(budget.refusals)
-            if shared is None:
-                why = list(budget.refusals)
-                shared = not_admitting[budget.refusals] = {
-                    m.model_id: NOT_DESIRED if targets[m.model_id].desired == 0 else why
-                    for m in models
-                }
-            refusals.set_host(host_id, shared)
-            continue
-        signature = _signature(host)
-        if host.residencies:  # decided pair by pair
-            residencies = {r.model_id: r for r in host.residencies}
-            own: list[Candidate] = []
-            refused: dict[str, list[str]] = {}
-            for model in models:
-                if targets[model.model_id].desired == 0:
-                    refused[model.model_id] = NOT_DESIRED
-                    continue
-                cand, why = pair(model, host, budget, signature, residencies.get(model.model_id))
-                if cand is None:
-                    refused[model.model_id] = why
-                else:
-                    own.append(cand)
-            _add_host(host_id, own, candidates, by_model, by_host)
-            refusals.set_host(host_id, refused)
-            continue
-        key = (signature, tuple(sorted(host.cached_models)), host.max_models)
-        shape = shapes.get(key)
-        if shape is None:
-            shape = shapes[key] = _Shape([], [], {}, [], len(shapes))
-            for model in models:
-                if targets[model.model_id].desired == 0:
-                    shape.refused[model.model_id] = NOT_DESIRED
-                elif _host_specific(model):
-                    shape.per_host.append(model.model_id)
-                else:
-                    cand, why = pair(model, host, budget, signature, None)
-                    if cand is None:
-                        shape.refused[model.model_id] = why
-                    else:
-                        shape.model_ids.append(model.model_id)
-                        shape.tails.append(cand[2:])  # type: ignore[arg-type]
-            shape.lists = [by_model[m] for m in shape.model_ids]
-        if not shape.per_host:  # C-level maps: this loop runs once per candidate
-            host_shape[host_id] = shape.index
-            keys = list(zip(shape.model_ids, repeat(host_id)))
-            own = list(map(make, repeat(Candidate), map(operator.add, keys, shape.tails)))
-            if own:
-                candidates.update(zip(keys, own, strict=True))
-                deque(map(list.append, shape.lists, own), maxlen=0)
-                by_host[host_id] = own
-            refusals.set_host(host_id, shape.refused)
-            continue
-        shaped_per_host[host_id] = (shape.index, shape.per_host)
-        decided: dict[str, Candidate | list[str]] = {
-            m: make(Candidate, (m, host_id, *tail))
-            for m, tail in zip(shape.model_ids, shape.tails, strict=True)
-        }
-        decided.update(shape.refused)
-        for model_id in shape.per_host:
-            cand, why = pair(profiles[model_id], host, budget, signature, None)
-            decided[model_id] = why if cand is None else cand
-        own, refused = [], {}
-        for model in models:
-            found = decided[model.model_id]
-            if isinstance(found, list):
-                refused[model.model_id] = found
-            else:
-                own.append(found)
-        _add_host(host_id, own, candidates, by_model, by_host)
-        refusals.set_host(host_id, refused)
-    problem = PlacementProblem(
-        snapshot=snap,
-        targets=targets,
-        models=models,
-        hosts=budgets,
-        candidates=candidates,
-        refusals=refusals,
-        fixed=fixed,
-        excluded_pairs=excluded,
-        _by_model={m: cands for m, cands in by_model.items() if cands},
-        _by_host=by_host,
-    )
-    # build_shapes: shape hosts without per-host models (equal candidates but for the host ID:
-    # levels.py, types.py), shaped_per_host the others (narrow.py); candidates host by host.
-    problem.memo.update(build_shapes=host_shape, shaped_per_host=shaped_per_host, host_major=True)
-    return problem
-
-
-def _add_host(
-    host_id: str,
-    own: list[Candidate],
-    candidates: dict[tuple[str, str], Candidate],
-    by_model: dict[str, list[Candidate]],
-    by_host: dict[str, list[Candidate]],
-) -> None:
-    if not own:
-        return
-    by_host[host_id] = own
-    for cand in own:
-        candidates[(cand.model_id, host_id)] = cand
-        by_model[cand.model_id].append(cand)

@@ -16,10 +16,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from grid.fleet.routes import Route
 from grid.router.affinity import AffinityKey, rendezvous_order
 from grid.router.breaker import CircuitBreakers
 from grid.router.measure import Measurements
-from grid.router.routes import DEFAULT_FUTURE_SKEW_S, Route, route_refusal
+from grid.router.routes import DEFAULT_FUTURE_SKEW_S, route_refusal
 
 AFFINITY_SLACK = 1.2
 

@@ -12,7 +12,7 @@ import pytest
 
 from grid.lab.fleetgen_trace import generate_trace_fleet
 from grid.planner.plan import make_plan
-from grid.planner.problem import build_problem
+from grid.planner.problem_build import build_problem
 from grid.planner.types import host_types
 from grid.planner.validate import violations
 

@@ -69,7 +69,9 @@ def test_smart_prefetches_pay_off_and_reactive_prefetches_nothing(runs: dict) ->
     smart, reactive = runs["smart"][1], runs["reactive"][1]
     assert smart["demand_trace_sha256"] == reactive["demand_trace_sha256"]
     assert reactive["prefetch"]["downloads"] == 0
-    # Some download is used (the hit-rate goal itself is measured by bench/bench_prefetch.py).
+    # The goal on this cell: at least 60 % of the downloads are used.
     assert smart["prefetch"]["hits"] >= 1
+    assert smart["prefetch"]["hit_rate"] >= 0.6
+    assert smart["prefetch"]["avoided_load_s"] > 0
     assert smart["summary"]["startup_s"] < reactive["summary"]["startup_s"]
     assert smart["summary"]["cold_starts"] < reactive["summary"]["cold_starts"]

@@ -13,7 +13,8 @@ import pytest
 from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.levels import compare, levels, score_placement
 from grid.planner.plan import make_plan
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.validate import violations
 from tests.planner.fleets import host, model, snapshot, want
 from tests.planner.reference import harm_order, reference_optimum, reference_plan

@@ -16,7 +16,7 @@ from grid.planner.cpsat.aggregate import _AggregateModel, _Attempt, _reach_bound
 from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.cpsat.scoring import Scorer
 from grid.planner.heuristic import heuristic_placement
-from grid.planner.problem import build_problem
+from grid.planner.problem_build import build_problem
 from grid.planner.types import host_types
 from grid.planner.validate import violations
 from tests.planner.fleets import host, model, snapshot, want

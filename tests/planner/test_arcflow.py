@@ -24,7 +24,8 @@ from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.cpsat.scoring import Scorer
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.plan import make_plan
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.types import host_types
 from grid.planner.validate import violations
 from tests.planner.brute_force import brute_force_levels, feasible_contents

@@ -21,10 +21,11 @@ from hypothesis import strategies as st
 
 from grid.fleet.snapshot import load_snapshot
 from grid.lab.fleetgen_production import generate_production_fleet
-from grid.planner import problem as problem_module
+from grid.planner import problem_build as problem_module
 from grid.planner.narrow import narrowed, portfolio_targets
 from grid.planner.plan import make_plan
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.targets import Target, compute_targets
 from tests.planner.strategies import clean_fleet, fleets
 

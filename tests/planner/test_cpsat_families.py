@@ -20,7 +20,8 @@ from grid.planner.cpsat.memory import add_memory
 from grid.planner.cpsat.replicas import add_replicas
 from grid.planner.cpsat.slots import add_slots
 from grid.planner.cpsat.variables import Guard, PlacementVars
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from tests.planner.fleets import host, model, resident, snapshot, want
 
 pytestmark = pytest.mark.unit

@@ -15,7 +15,8 @@ import pytest
 
 from grid.planner.cpsat.solve import solve_lexicographic
 from grid.planner.levels import levels, score_placement
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.validate import violations
 from tests.planner.cpsat_support import plan_of, random_fleet
 from tests.planner.fleets import NOW, host, model, resident, snapshot, want

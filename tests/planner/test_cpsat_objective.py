@@ -21,7 +21,8 @@ from grid.planner.cpsat.scoring import Scorer
 from grid.planner.cpsat.variables import PlacementVars
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.levels import levels, score_placement
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.validate import violations
 from tests.planner.cpsat_support import plan_of, random_fleet
 from tests.planner.reference_levels import all_levels

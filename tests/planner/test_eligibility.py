@@ -14,7 +14,7 @@ from grid.planner.eligibility import (
     host_refusals,
     pair_refusals,
 )
-from grid.planner.problem import build_problem
+from grid.planner.problem_build import build_problem
 from tests.planner.fleets import NOW, host, model, resident, snapshot, want
 
 pytestmark = pytest.mark.unit

@@ -20,7 +20,7 @@ from grid.planner.cpsat.bounds import static_bounds
 from grid.planner.cpsat.exclusive import ExclusiveBound
 from grid.planner.cpsat.solve import solve_lexicographic
 from grid.planner.cpsat.stages import Stage, fold_stages, stages_of
-from grid.planner.problem import build_problem
+from grid.planner.problem_build import build_problem
 from grid.planner.validate import violations
 from tests.planner.fleets import host, model, snapshot, want
 from tests.planner.reference import reference_optimum, reference_plan

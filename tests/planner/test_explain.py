@@ -13,7 +13,8 @@ from grid.planner import explain
 from grid.planner.cpsat.solve import solve_lexicographic
 from grid.planner.explain import explain_unsatisfied
 from grid.planner.levels import placed_counts
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from tests.planner.cpsat_support import random_fleet
 from tests.planner.fleets import host, model, resident, snapshot, want
 

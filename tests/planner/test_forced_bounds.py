@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from grid.planner.cpsat.forced import forced_counts, forced_soft_bounds, martello_toth_l2
 from grid.planner.levels import quality_scores
 from grid.planner.plan import make_plan
-from grid.planner.problem import build_problem
+from grid.planner.problem_build import build_problem
 from tests.planner.brute_force import feasible_placements
 from tests.planner.fleets import host, model, snapshot
 from tests.planner.reference_levels import all_levels

@@ -20,7 +20,7 @@ from grid.planner.cpsat.gpus import add_gpus
 from grid.planner.cpsat.variables import Guard, PlacementVars
 from grid.planner.gpus import fits
 from grid.planner.plan import make_plan
-from grid.planner.problem import build_problem
+from grid.planner.problem_build import build_problem
 from grid.planner.validate import violations
 from tests.planner.fleets import host, model, resident, snapshot, want
 

@@ -21,7 +21,8 @@ from grid.planner.heuristic import heuristic_placement
 from grid.planner.levels import score_placement
 from grid.planner.plan import make_plan
 from grid.planner.preemption import stage_preemptions
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.validate import violations
 from tests.planner.fleets import NOW, host, model, resident, snapshot, want
 from tests.planner.strategies import fleets

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grid.planner.ledger import HostLoad, Rules, admits, blockers
-from grid.planner.problem import build_problem
+from grid.planner.problem_build import build_problem
 from tests.planner.brute_force import feasible_contents
 from tests.planner.fleets import snapshot, want
 from tests.planner.strategies import fleets

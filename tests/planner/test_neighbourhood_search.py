@@ -20,7 +20,8 @@ from grid.fleet.models import FleetSnapshot
 from grid.planner.cpsat import solve
 from grid.planner.cpsat.ledger import repair
 from grid.planner.cpsat.solve import solve_lexicographic
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.validate import violations
 from tests.planner.fleets import host, model, snapshot, want
 from tests.planner.reference import ReferenceResult, reference_optimum, reference_plan

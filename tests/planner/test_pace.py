@@ -13,7 +13,7 @@ from grid.planner.deadline import CALIBRATION as C
 from grid.planner.deadline import Deadline, output_reserve_s, stage_s
 from grid.planner.pipeline import Run
 from grid.planner.plan import make_plan
-from grid.planner.problem import build_problem
+from grid.planner.problem_build import build_problem
 from tests.planner.fleets import host, model, snapshot, want
 
 pytestmark = pytest.mark.unit

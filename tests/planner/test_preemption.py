@@ -14,7 +14,7 @@ import pytest
 from grid.fleet.models import FleetSnapshot, Preemption
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.preemption import stage_preemptions
-from grid.planner.problem import build_problem
+from grid.planner.problem_build import build_problem
 from grid.planner.validate import violations
 from tests.planner.fleets import NOW, host, model, resident, snapshot, want
 from tests.planner.test_heuristic import plan_of

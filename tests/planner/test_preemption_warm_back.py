@@ -19,7 +19,7 @@ from grid.fleet.models import FleetSnapshot
 from grid.planner.heuristic import heuristic_placement
 from grid.planner.plan import make_plan
 from grid.planner.preemption import stage_preemptions
-from grid.planner.problem import build_problem
+from grid.planner.problem_build import build_problem
 from tests.planner.fleets import NOW, host, model, resident, snapshot
 
 pytestmark = pytest.mark.unit

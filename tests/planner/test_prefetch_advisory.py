@@ -339,3 +339,58 @@ def test_counterfactual_portfolio_evaluations_emit_no_advisory(
     result = make_plan(snap, engine="heuristic", deterministic=True)
     assert result.portfolio is not None  # the search ran
     assert len(calls) == 1
+
+
+# ----------------------------------------------------------------------------- where it lands
+
+
+@pytest.mark.parametrize(
+    "full",
+    [
+        {"max_models": 1},  # the pinned coder takes the only model slot
+        {"capacity_mb": 16384},  # 16384 - 8192 (coder) = 8192 < 8192 + 820 MB headroom
+    ],
+)
+def test_a_host_the_plan_fills_is_no_prefetch_target(full: dict[str, Any]) -> None:
+    # h1 has the most disk, so disk alone would pick it; but after the plan it has no slot or
+    # memory for the video model's replica, so a cached copy there could never be warmed.
+    pinned = model("coder", pinned_hosts=["h1"], artifact_size_mb=1000)
+    hosts = [host("h1", disk_free_mb=400_000, **full), host("h2")]
+    snap = snapshot(hosts, [model("video"), pinned], predictions=[prediction("video")])
+    result = plan(snap)
+    assert ("coder", "h1") in {(a.model_id, a.host_id) for a in result.assignments}
+    assert [a.host_id for a in result.prefetch.advisories] == ["h2"]  # type: ignore[union-attr]
+    alone = snapshot(hosts[:1], [model("video"), pinned], predictions=[prediction("video")])
+    report = plan(alone).prefetch
+    assert report is not None and report.advisories == []
+    assert [(s.model_id, s.code) for s in report.skipped] == [("video", "no_free_slot")]
+
+
+@pytest.mark.parametrize(
+    ("pressure", "surge", "staged"),
+    [
+        # coder: 1 replica planned on h1, capacity 1.0 x 0.75 = 0.75; load 0.1 direct demand
+        (0.2, 0.5, False),  # 0.1 + 0.5 x 0.2 = 0.2 < 0.5 x 0.75 = 0.375: the replica takes it
+        (0.6, 0.5, True),  # 0.1 + 0.5 x 0.6 = 0.4 >= 0.375: a next replica is in sight
+        (0.6, 1.0, False),  # 0.4 < 1.0 x 0.75
+        (0.2, 0.0, True),  # 0 disables the gate: every prediction wants the next copy
+    ],
+)
+def test_a_served_model_gets_a_copy_only_when_a_surge_would_need_a_replica(
+    pressure: float, surge: float, staged: bool
+) -> None:
+    snap = snapshot(
+        [host("h1"), host("h2")],
+        [model("coder", pinned_hosts=["h1"])],
+        demand={"coder": {"offered_concurrency": 0.1, "rpm": 1.0}},
+        predictions=[prediction("coder", confidence=0.5, offered_concurrency=pressure)],
+        # The default share is 0.5 (left out, so the default itself is what is checked).
+        **({} if surge == 0.5 else {"policy": {"prefetch": {"surge_utilization": surge}}}),
+    )
+    result = plan(snap)
+    assert [(a.model_id, a.host_id) for a in result.assignments] == [("coder", "h1")]
+    report = result.prefetch
+    assert report is not None
+    assert [(a.model_id, a.host_id) for a in report.advisories] == ([("coder", "h2")] * staged)
+    if not staged:
+        assert [(s.model_id, s.code) for s in report.skipped] == [("coder", "served")]

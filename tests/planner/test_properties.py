@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.levels import compare, levels, score_placement
 from grid.planner.plan import make_plan
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.validate import violations
 from tests.planner.reference import reference_optimum, reference_plan
 from tests.planner.reference_staged import (

@@ -7,7 +7,7 @@ import pytest
 
 from grid.fleet.models import Assignment, FleetSnapshot, Plan, Preemption, SolverReport
 from grid.planner.plan import make_plan
-from grid.planner.problem import build_problem
+from grid.planner.problem_build import build_problem
 from tests.planner.fleets import NOW, host, model, resident, snapshot, want
 from tests.planner.reference import reference_optimum
 from tests.planner.reference_staged import (

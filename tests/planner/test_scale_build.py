@@ -2,7 +2,7 @@
 C-level candidate orders (heuristic_order.py), against the per-pair path they replace.
 
 Oracles: `_per_pair_build` decides every (model, host) pair on its own with the pair rules
-(`problem._pair`, the budgets of `host_budget`), in host-ID then model order: the build as it
+(`problem_build._pair`, the budgets of `host_budget`), in host-ID then model order: the build as it
 was before host shapes; `_types_by_host` groups hosts by their own full candidate signature
 (the former per-host grouping); the candidate order is restated as one `sorted` with the
 documented key. Fleets: production-shaped ones (few shapes) mutated with what breaks a shape
@@ -25,10 +25,12 @@ from grid.fleet.snapshot import parse_snapshot
 from grid.lab.fleetgen import generate_fleet
 from grid.lab.fleetgen_production import production_document
 from grid.planner import problem as problem_module
+from grid.planner import problem_build
 from grid.planner.gcpause import gc_paused
 from grid.planner.heuristic_order import CandidateOrder
 from grid.planner.levels import model_scores, quality_scores
-from grid.planner.problem import Candidate, PlacementProblem, build_problem
+from grid.planner.problem import Candidate, PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.targets import compute_targets
 from grid.planner.types import host_types
 
@@ -89,8 +91,8 @@ def _per_pair_build(
     excluded = frozenset(
         frozenset((m.model_id, o)) for m in models for o in m.colocation_excludes if o != m.model_id
     )
-    partners = problem_module._exclusion_partners(excluded)
-    rules = problem_module._PairRules()
+    partners = problem_module.exclusion_partners(excluded)
+    rules = problem_build._PairRules()
     candidates: list[tuple[tuple[str, str], Candidate]] = []
     refusals: list[tuple[tuple[str, str], list[str]]] = []
     for host in sorted(snap.hosts, key=lambda h: h.host_id):
@@ -104,14 +106,14 @@ def _per_pair_build(
             if budget.refusals:
                 refusals.append((key, list(budget.refusals)))
                 continue
-            cand, why = problem_module._pair(
+            cand, why = problem_build._pair(
                 model,
                 host,
                 budget,
                 partners.get(model.model_id, frozenset()),
                 residencies.get(model.model_id),
                 rules,
-                problem_module._signature(host),
+                problem_build._signature(host),
             )
             if cand is None:
                 refusals.append((key, why))

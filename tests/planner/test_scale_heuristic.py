@@ -30,7 +30,8 @@ from grid.planner.heuristic_order import (
     CandidateOrder,
 )
 from grid.planner.levels import quality_scores
-from grid.planner.problem import Candidate, PlacementProblem, build_problem
+from grid.planner.problem import Candidate, PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.validate import violations
 from tests.planner.fleets import host, model, snapshot, want
 from tests.planner.reference import reference_plan

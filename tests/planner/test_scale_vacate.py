@@ -16,7 +16,8 @@ from grid.lab.fleetgen_production import generate_production_fleet
 from grid.planner.cpsat.ledger import Ledger
 from grid.planner.cpsat.scoring import Scorer
 from grid.planner.heuristic import heuristic_placement
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.vacate import vacate_improve
 from grid.planner.validate import violations
 from tests.planner.fleets import host, model, snapshot, want

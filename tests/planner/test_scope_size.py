@@ -14,7 +14,8 @@ from grid.fleet.snapshot import load_snapshot
 from grid.lab.fleetgen import generate_fleet
 from grid.lab.fleetgen_production import generate_production_fleet
 from grid.planner.cpsat.stages import ALL, scope_keys, scope_size
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 
 pytestmark = pytest.mark.property
 

@@ -23,7 +23,7 @@ from grid.fleet.models import FleetSnapshot, Plan
 from grid.planner.cpsat.scoring import Scorer
 from grid.planner.levels import score_placement
 from grid.planner.plan import make_plan
-from grid.planner.problem import build_problem
+from grid.planner.problem_build import build_problem
 from tests.planner.cpsat_support import random_fleet
 from tests.planner.fleets import NOW, host, model, resident, snapshot
 from tests.planner.reference_levels import all_levels

@@ -17,7 +17,8 @@ from grid.fleet.models import FleetSnapshot
 from grid.planner.cpsat.aggregate import solve_aggregated
 from grid.planner.cpsat.ledger import repair
 from grid.planner.heuristic import heuristic_placement
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.types import PACKINGS, disaggregate, host_types
 from grid.planner.validate import violations
 from tests.planner.fleets import Doc, host, model, resident, snapshot, want

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from grid.fleet.models import FleetSnapshot
 from grid.planner import vacate
 from grid.planner.cpsat.ledger import Ledger
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.vacate import vacate_improve
 from grid.planner.validate import violations
 from tests.planner.fleets import host, model, resident, snapshot, want

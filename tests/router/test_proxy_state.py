@@ -34,6 +34,7 @@ def _controller(concurrency: int | None = 1) -> Controller:
     # An operator registered the route (a pin): the proxy's rules are what this file tests.
     judge = RouteJudge(ctl.gate.attestor, {}, frozenset({"m"}))
     ctl.registry.apply("node-h", "h", update, now=T0, judge=judge)
+    ctl.publish_views()  # what the controller does after any change of its own
     return ctl
 
 
@@ -75,3 +76,35 @@ def test_an_abandoned_probe_lets_the_next_probe_go() -> None:
     assert isinstance(blocked, RouteRefusal) and blocked.code == "circuit_open"
     proxy.abandon(probe, T0 + 1.7)
     assert isinstance(_choose(proxy, ctl, T0 + 1.8), Upstream)
+
+
+def test_the_model_listing_never_waits_for_a_busy_controller() -> None:
+    """Issue 22: GET /v1/models under a heartbeat flood waited for the controller lock (ticks,
+    updates). It reads the published routing table and plan view, so it answers while the
+    controller lock is held, each route still judged at `now`."""
+    import threading
+
+    ctl, proxy = _controller(concurrency=4), ProxyState()
+    held, release = threading.Event(), threading.Event()
+
+    def busy() -> None:
+        with ctl.lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=busy)
+    holder.start()
+    assert held.wait(5)
+    got: list[tuple[list[str], list[str]]] = []
+    try:
+        for at in (T0, T0 + 2.0):
+            reader = threading.Thread(target=lambda at=at: got.append(proxy.model_listing(ctl, at)))
+            reader.start()
+            reader.join(5)
+            assert not reader.is_alive()  # answered while the lock is held
+    finally:
+        release.set()
+        holder.join(5)
+    assert got == [(["m"], []), (["m"], [])]
+    lapsed = T0 + ctl.config.node_ttl_s + 60.0
+    assert proxy.model_listing(ctl, lapsed) == ([], [])  # a lapsed route lease is not listed

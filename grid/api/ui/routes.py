@@ -95,11 +95,7 @@ _cache = _ViewCache()
 
 
 def build_view(service: ControllerService, now: float, history: int = 100) -> dict[str, Any]:
-    ctl = service.controller
-    with ctl.lock:
-        snap = ctl.snapshot(now)
-        status = ctl.status_view.document(snap, ctl.config, now, history)
-        drains = dict(ctl.state.host_drains)
+    status, snap, drains = service.controller.fleet_facts(now, history)
     return fleet_view(
         status,
         compute_targets(snap),

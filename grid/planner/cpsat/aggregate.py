@@ -319,6 +319,19 @@ def _better(
     return result
 
 
+@dataclass
+class _Climb:
+    """Where the lexicographic climb over the stages stands."""
+
+    solution: Solution
+    known: dict[str, int]  # every replica level at the last solution
+    window: int  # how many stages the next window tries at once (0: one stage at a time)
+    index: int = 0  # the next stage
+    solved: bool = False
+    statuses: list[str] = field(default_factory=list)
+    best: dict[str, int] = field(default_factory=dict)
+
+
 class _Attempt:
     """One lexicographic pass over the replica stages of one fresh host-type model."""
 
@@ -342,68 +355,37 @@ class _Attempt:
         """`deadline`: for the stages; `end` (default: `deadline`): for the disaggregation's
         exact packings and vacate moves too."""
         end = deadline if end is None else end
-        built, exprs, static, stages = (
-            self.built,
-            self.exprs,
-            self.static,
-            self.stages,
-        )
         values = self.scorer.score(hint)
         grouped = [t for t in self.types if t.count > 1]
-        singles_hint = {k for k in hint if k in built.xs.x}
-        solution: Solution = (type_counts(grouped, hint), singles_hint, {})
-        solved = False
-        statuses: list[str] = []
-        best: dict[str, int] = {}
-        known = dict(values)  # every replica level at the last solution (first: the hint's)
-        index, window = 0, len(stages) if windows else 0
-        while index < len(stages):
-            stage = stages[index]
+        singles_hint = {k for k in hint if k in self.built.xs.x}
+        climb = _Climb(
+            solution=(type_counts(grouped, hint), singles_hint, {}),
+            known=dict(values),  # every replica level at the last solution (first: the hint's)
+            window=len(self.stages) if windows else 0,
+        )
+        stages = self.stages
+        while climb.index < len(stages):
+            stage = stages[climb.index]
             remaining = deadline - time.perf_counter()
             if remaining <= 0.001:
-                statuses.append("SKIPPED")
+                climb.statuses.append("SKIPPED")
                 break
-            if stage.signed(known) >= stage.signed(static):
-                statuses.append("OPTIMAL")  # the last solution already meets the static bound
-                built.model.add(stage.expression(exprs) >= stage.signed(known))
-                best.update({lv.name: known[lv.name] for lv in stage.levels})
-                index += 1
+            if stage.signed(climb.known) >= stage.signed(self.static):
+                climb.statuses.append("OPTIMAL")  # the last solution already meets the bound
+                self.built.model.add(stage.expression(self.exprs) >= stage.signed(climb.known))
+                climb.best.update({lv.name: climb.known[lv.name] for lv in stage.levels})
+                climb.index += 1
                 continue
-            share = remaining / (len(stages) - index)
-            built.hint(*solution[:2])
-            if window > 0:  # the static bounds of the next `window` stages in one solution?
-                group = stages[index : index + window]
-                limit = min(
-                    budget.CALIBRATION.window_share * remaining, max(0.01, share * len(group))
-                )
-                targets = [(s.expression(exprs), s.signed(static)) for s in group]
-                reached, status = _reach_bounds(built, targets, limit)
-                if reached is None:  # infeasible: a shorter window; out of time: none
-                    window = window // 2 if status == cp_model.INFEASIBLE else 0
-                    continue
-                # Every stage of the group at its static bound: proven, without a solve each.
-                statuses.extend("OPTIMAL" for _ in group)
-                for member in group:
-                    best.update({lv.name: static[lv.name] for lv in member.levels})
-                known, solution, solved = _values(reached, exprs), _solution(reached, built), True
-                index += len(group)
-                window *= 2
-                continue
-            built.model.maximize(stage.expression(exprs))
-            solver = _solver(max(0.01, share, min(remaining, budget.CALIBRATION.first_stage_s)))
-            status = solver.solve(built.model)
-            statuses.append(solver.status_name(status))
-            if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            share = remaining / (len(stages) - climb.index)
+            self.built.hint(*climb.solution[:2])
+            if climb.window > 0:  # the static bounds of the next `window` stages at once?
+                self._window_step(climb, remaining, share)
+            elif not self._stage_step(climb, stage, remaining, share, windows=windows):
                 break
-            achieved = round(solver.objective_value)
-            built.model.add(stage.expression(exprs) >= achieved)
-            known = _values(solver, exprs)
-            best.update({lv.name: known[lv.name] for lv in stage.levels})
-            solution, solved = _solution(solver, built), True
-            index, window = index + 1, 1 if windows else 0
         placed = set(hint)
-        if solved:  # disaggregated once, at the end; never worse than the hint
-            placed, values = self._disaggregate(solution, placed, values, best, end)
+        if climb.solved:  # disaggregated once, at the end; never worse than the hint
+            placed, values = self._disaggregate(climb.solution, placed, values, climb.best, end)
+        statuses, best = climb.statuses, climb.best
         proven = (
             len(statuses) == len(stages)
             and all(s == "OPTIMAL" for s in statuses)
@@ -414,13 +396,50 @@ class _Attempt:
             values=best,
             proven=proven,
             statuses=statuses,
-            variables=len(built.model.proto.variables),
+            variables=len(self.built.model.proto.variables),
             aggregated_hosts=sum(t.count for t in self.types if t.count > 1),
             types=len(self.types),
-            counts=solution[0],
+            counts=climb.solution[0],
             unpacked=set(self.unpacked),
             exact=bool(self.built.flows),
         )
+
+    def _window_step(self, climb: _Climb, remaining: float, share: float) -> None:
+        """Try the next `window` stages at their static bounds in one solution: all proven
+        without a solve each (the window doubles), or a shorter window (infeasible), or none
+        (out of time)."""
+        group = self.stages[climb.index : climb.index + climb.window]
+        limit = min(budget.CALIBRATION.window_share * remaining, max(0.01, share * len(group)))
+        targets = [(s.expression(self.exprs), s.signed(self.static)) for s in group]
+        reached, status = _reach_bounds(self.built, targets, limit)
+        if reached is None:
+            climb.window = climb.window // 2 if status == cp_model.INFEASIBLE else 0
+            return
+        climb.statuses.extend("OPTIMAL" for _ in group)
+        for member in group:
+            climb.best.update({lv.name: self.static[lv.name] for lv in member.levels})
+        climb.known, climb.solution = _values(reached, self.exprs), _solution(reached, self.built)
+        climb.solved = True
+        climb.index += len(group)
+        climb.window *= 2
+
+    def _stage_step(
+        self, climb: _Climb, stage: Stage, remaining: float, share: float, *, windows: bool
+    ) -> bool:
+        """Maximise one stage and fix it at what was reached; False: no solution in time."""
+        self.built.model.maximize(stage.expression(self.exprs))
+        solver = _solver(max(0.01, share, min(remaining, budget.CALIBRATION.first_stage_s)))
+        status = solver.solve(self.built.model)
+        climb.statuses.append(solver.status_name(status))
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return False
+        achieved = round(solver.objective_value)
+        self.built.model.add(stage.expression(self.exprs) >= achieved)
+        climb.known = _values(solver, self.exprs)
+        climb.best.update({lv.name: climb.known[lv.name] for lv in stage.levels})
+        climb.solution, climb.solved = _solution(solver, self.built), True
+        climb.index, climb.window = climb.index + 1, 1 if windows else 0
+        return True
 
     def _disaggregate(
         self,

@@ -39,7 +39,8 @@ from grid.planner.portfolio.gates import (
 from grid.planner.portfolio.reserve import reserved_hosts
 from grid.planner.portfolio.spare import effective_spare_reserve, spare_capacity_proof
 from grid.planner.portfolio.speed import UNIT, replica_weights
-from grid.planner.problem import PlacementProblem, build_problem
+from grid.planner.problem import PlacementProblem
+from grid.planner.problem_build import build_problem
 from grid.planner.targets import HostIndex, Target, compute_targets, model_target
 
 Key = tuple[str, str]

@@ -7,8 +7,11 @@
    surge or a lost host would need) has no slot yet, and a cached copy takes the transfer off
    its cold start. It is a candidate when fewer compatible hosts hold the artifact (cached,
    live or placed there; a host that is down now counts, its disk comes back with it) and its
-   profile declares an exact source, SHA-256 and size.
-2. For every future-compatible host with authenticated free disk, the transfer's value is
+   profile declares an exact source, SHA-256 and size. A model the plan serves needs no next
+   replica (`served`) while its current plus expected predicted load stays below
+   `surge_utilization` of the planned replicas' capacity.
+2. For every future-compatible host with authenticated free disk where the next replica can
+   land after the plan (a free slot and memory; context.landing_refusal), the transfer's value is
    confidence x pressure x counted transfer seconds (context.py), its rank that value per
    artifact MB. Greedily, up to `max_advisories_per_plan`: the best (prediction, host) pair that
    fits the post-assignment ledger less the reserve is chosen, the ledger is charged, and every
@@ -57,7 +60,15 @@ SKIP_TEXT: dict[str, str] = {
     "no_compatible_host": "no managed host with the load actuator can ever run the model",
     "no_disk_telemetry": "the host reports no free disk; a predictive transfer needs it",
     "insufficient_disk": "no compatible host has room for it above the predictive reserve",
+    "served": (
+        "the plan's replicas of the model have room for its current and predicted load, so "
+        "the prediction gets a serving slot and a cached copy elsewhere would stay unused"
+    ),
     "no_value": "the prediction has no pressure or no transfer time to save",
+    "no_free_slot": (
+        "every future-compatible host without the artifact is filled by the plan (no model "
+        "slot or memory left for the next replica), so a later warm could not use a copy there"
+    ),
     "budget_exhausted": "the plan's advisory budget went to a more valuable transfer",
     "replacement_staged": "mature unused predictive artifacts are evicted for it first",
 }
@@ -144,8 +155,8 @@ def plan_prefetch(snap: FleetSnapshot, plan: Plan) -> PrefetchReport | None:
 
 
 def _order(ctx: Context, p: _Pair) -> tuple[float, float, int, int, int, str, str]:
-    """Best first: value per MB, then value; ties go where the next replica could start now
-    (free memory), then to more free disk, then by model and host id (deterministic)."""
+    """Best first: value per MB, then value; ties go where the plan leaves the most memory
+    free, then to more free disk, then by model and host id (deterministic)."""
     memory = ctx.free_memory_mb(p.host)
     return (
         -p.density,
@@ -173,6 +184,9 @@ def _pairs(ctx: Context, predictions: list[Prediction], report: PrefetchReport) 
             report.skipped.append(_skip(pred.model_id, "low_confidence", edge=pred.edge))
             continue
         planned = ctx.planned.get(prof.model_id, set())
+        if planned and _absorbed(ctx, pred, prof):
+            report.skipped.append(_skip(pred.model_id, "served", edge=pred.edge))
+            continue
         near = [
             ctx.hosts[h] for h in ctx.mentions.get(prof.model_id, set()) | planned if h in ctx.hosts
         ]
@@ -192,7 +206,10 @@ def _pairs(ctx: Context, predictions: list[Prediction], report: PrefetchReport) 
         if covered or all(h.host_id in holding for h in hosts):
             report.skipped.append(_skip(pred.model_id, "already_cached", edge=pred.edge))
             continue
-        found = 0
+        # The first replica may take the source workload's room (its sessions move on); a
+        # surge copy of a served model needs room the plan leaves free.
+        freed = None if planned else ctx.source_model(pred)
+        found = full = 0
         for host in hosts:
             if host.host_id in holding:
                 continue
@@ -200,6 +217,9 @@ def _pairs(ctx: Context, predictions: list[Prediction], report: PrefetchReport) 
                 report.skipped.append(
                     _skip(pred.model_id, "no_disk_telemetry", host_id=host.host_id, edge=pred.edge)
                 )
+                continue
+            if ctx.landing_refusal(prof, host, freed) is not None:
+                full += 1
                 continue
             transfer = transfer_s(ctx.snap, prof, host.host_id)
             counted = counted_s(transfer, pred.lead_s)
@@ -209,8 +229,18 @@ def _pairs(ctx: Context, predictions: list[Prediction], report: PrefetchReport) 
             out.append(_Pair(pred, prof, host, transfer, counted, value))
             found += 1
         if not found and all(h.disk_free_mb is not None for h in hosts):
-            report.skipped.append(_skip(pred.model_id, "no_value", edge=pred.edge))
+            code = "no_free_slot" if full else "no_value"
+            report.skipped.append(_skip(pred.model_id, code, edge=pred.edge))
     return out
+
+
+def _absorbed(ctx: Context, pred: Prediction, prof: ModelProfile) -> bool:
+    """The plan's replicas of the model take the prediction: its current load plus the
+    expected arrival (confidence x pressure) stays below `surge_utilization` of their capacity
+    at target utilization, so no next replica is in sight and a cached copy would go unused."""
+    load = ctx.served_load(prof.model_id) + pred.confidence * pred.offered_concurrency
+    share = ctx.snap.policy.prefetch.surge_utilization
+    return load < share * ctx.planned_capacity(prof)
 
 
 def _model_refusal(ctx: Context, pred: Prediction, prof: ModelProfile | None) -> str | None:

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -109,6 +110,26 @@ class Context:
             out |= set(portfolio.mapping.values())
         return out | set(self.planned)
 
+    def served_load(self, model_id: str) -> float:
+        """Concurrency the plan's replicas of the model carry now: the offered concurrency of
+        every workload the plan's portfolio maps to it plus its direct demand."""
+        load = 0.0
+        portfolio = self.plan.portfolio
+        if portfolio is not None:
+            for word, target in portfolio.mapping.items():
+                forecast = self.snap.workloads.get(word)
+                if target == model_id and forecast is not None:
+                    load += forecast.offered_concurrency
+        demand = self.snap.demand.get(model_id)
+        if demand is not None and demand.evidence is Evidence.DIRECT:
+            load += demand.offered_concurrency
+        return load
+
+    def planned_capacity(self, profile: ModelProfile) -> float:
+        """Concurrency the plan's replicas of the model take at its target utilization."""
+        replicas = len(self.planned.get(profile.model_id, ()))
+        return replicas * profile.replica_concurrency * profile.target_utilization
+
     @cached_property
     def refusals(self) -> dict[str, list[str]]:
         return {h.host_id: host_refusals(h, self.snap) for h in self.snap.hosts}
@@ -185,6 +206,44 @@ class Context:
         free = self.free.get(host_id)
         return None if free is None else free - self.reserve_mb
 
+    @cached_property
+    def _placed_on(self) -> dict[str, dict[str, int]]:
+        """host -> the plan's replicas there (model -> memory MB)."""
+        out: dict[str, dict[str, int]] = {}
+        for a in self.plan.assignments:
+            models = out.setdefault(a.host_id, {})
+            models[a.model_id] = models.get(a.model_id, 0) + a.memory_mb
+        return out
+
     def free_memory_mb(self, host: Host) -> int:
-        live = sum(r.memory_mb for r in host.residencies if r.state in LIVE_STATES)
-        return allocatable_mb(host) - live
+        """Allocatable memory the plan's replicas leave free on the host."""
+        return allocatable_mb(host) - sum(self._placed_on.get(host.host_id, {}).values())
+
+    def source_model(self, prediction: Prediction) -> str | None:
+        """The model the plan's portfolio serves the prediction's source workload with."""
+        portfolio = self.plan.portfolio
+        if portfolio is None:
+            return None
+        model_id = portfolio.mapping.get(prediction.source)
+        return None if model_id == prediction.model_id else model_id
+
+    def landing_refusal(
+        self, profile: ModelProfile, host: Host, freed: str | None = None
+    ) -> str | None:
+        """Why the model's next replica could not start on the host after the plan (None: it
+        could): the plan fills every model slot there, or leaves too little memory (above the
+        planner's headroom) for its footprint. A replica of `freed`, the model serving the
+        prediction's source workload, counts as room: the predicted transition moves that
+        work on to the target. A cached copy only pays off where a later warm can land without
+        draining other planned work, so only such hosts are prefetch targets."""
+        placed = self._placed_on.get(host.host_id, {})
+        kept = len(placed) - (freed in placed)
+        if host.max_models and kept >= host.max_models:
+            return "no_free_slot"
+        runtime = choose_runtime(profile, host)
+        alloc = allocatable_mb(host)
+        free = self.free_memory_mb(host) + placed.get(freed or "", 0)
+        headroom = math.ceil(self.snap.policy.memory_headroom_fraction * alloc)
+        if runtime is None or footprint_mb(profile, runtime) > free - headroom:
+            return "no_free_slot"
+        return None

@@ -2,7 +2,8 @@
 
 The face other packages use: `Controller` (and its `ControllerConfig`), the `ControllerService`
 that owns its clock and thread, the stores and lease file it is built with, the wire model of a
-node update, and the status document. The state object and collaborators are exported for
+node update, the status document and the published views (`RoutingTable`, `PlanView`,
+`MetricsView`). The state object and collaborators are exported for
 readers and tests; other packages act through `Controller`.
 """
 
@@ -25,6 +26,7 @@ from grid.runtime.controller.status import StatusView, percentile, status_docume
 from grid.runtime.controller.store import MemoryStore, StateStore, Store
 from grid.runtime.controller.timings import TimingTable
 from grid.runtime.controller.trust import Attestor, RouteJudge
+from grid.runtime.controller.views import MetricsView, PlanView, RoutingTable
 from grid.runtime.controller.wire import NodeUpdate
 from grid.runtime.controller.workload_inputs import mapped_inputs, prewarm_demand, with_mapping
 
@@ -41,12 +43,15 @@ __all__ = [
     "LeaseFile",
     "LeaseKeeper",
     "MemoryStore",
+    "MetricsView",
     "NodeReply",
     "NodeUpdate",
     "Outbox",
     "PlanGeneration",
+    "PlanView",
     "RequestSignals",
     "RouteJudge",
+    "RoutingTable",
     "StateStore",
     "StatusView",
     "Store",

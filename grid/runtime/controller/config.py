@@ -36,6 +36,9 @@ class ControllerConfig:
     # For this long after a restored start, a model with a READY replica and a replica in
     # flight from before the restart gets no other until that one answers.
     restart_inflight_wait_s: float = 60.0
+    # A WARM a node took and has not answered holds back one new WARM of its model elsewhere
+    # for at most this long (in_flight.py; the bound is for a reply that never arrived).
+    delivered_warm_wait_s: float = 60.0
     lease_ttl_s: float = 15.0  # controller mutation lease
     lease_renew_fraction: float = 0.5  # renew once less than this share of the lease is left
     node_ttl_s: float = 60.0  # route lease a heartbeat grants (`ttl_seconds`)

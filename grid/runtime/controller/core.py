@@ -52,12 +52,13 @@ from grid.fleet.generation import PlanGeneration
 from grid.fleet.models import FleetSnapshot, ModelProfile, Plan, Policy
 from grid.planner.plan import make_plan
 from grid.planner.targets import compute_targets
-from grid.runtime.controller.authority import Grace, LeaseKeeper, held_after_restart
+from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
 from grid.runtime.controller.gatekeeper import Gatekeeper
 from grid.runtime.controller.generation import GenerationCounter, input_digest
+from grid.runtime.controller.in_flight import held_back
 from grid.runtime.controller.lease import Lease
 from grid.runtime.controller.live_state import (
     ControllerState,
@@ -65,16 +66,15 @@ from grid.runtime.controller.live_state import (
     Warnings,
     restore_state,
 )
+from grid.runtime.controller.operations import Operations
 from grid.runtime.controller.outbox import Authority, Outbox, PlanFacts
 from grid.runtime.controller.plan_worker import PlanNeed, PlanWorker, note_failures, tick_plan
 from grid.runtime.controller.planning import (
     Planner,
     describe,
-    grace_deferral,
     plan_inputs,
     reusable_plan,
 )
-from grid.runtime.controller.profiles import validate_profile
 from grid.runtime.controller.registry import Registry
 from grid.runtime.controller.reports import Counters, Delivery, NodeReply, TickReport
 from grid.runtime.controller.snapshot_inputs import fleet_snapshot
@@ -82,12 +82,13 @@ from grid.runtime.controller.status import StatusView
 from grid.runtime.controller.store import Store
 from grid.runtime.controller.timings import TimingTable
 from grid.runtime.controller.trust import Attestor
+from grid.runtime.controller.views import PlanView, RoutingTable, ViewPublisher
 from grid.runtime.controller.wire import NodeUpdate
 from grid.runtime.controller.workload_inputs import classifier_config
-from grid.runtime.reconcile import parse_mode, reconcile, with_failures
+from grid.runtime.reconcile import reconcile, with_failures
 
 
-class Controller:
+class Controller(Operations):
     # The public attributes, kept by name; each lives in the state object or a collaborator.
     mode = StateField[Mode]("state", "mode")
     policy = StateField[Policy]("state", "policy")
@@ -140,6 +141,7 @@ class Controller:
         self.lock = threading.RLock()
         self._tick_lock = threading.RLock()
         self.registry = Registry()
+        self.views = ViewPublisher()  # what readers take without the lock (views.py)
         cfg = self.config
         self.gate = Gatekeeper(  # what a node's word is worth (trust.py)
             attestor or Attestor.ephemeral(),
@@ -178,30 +180,21 @@ class Controller:
                 )
             else:
                 self.ensure_lease(now)
+        self.publish_views()
+
+    @property
+    def routing(self) -> RoutingTable:
+        """The routing table as last published (immutable; read without the lock)."""
+        return self.views.routing
+
+    @property
+    def plan_view(self) -> PlanView:
+        return self.views.plan
 
     @property
     def evidence(self) -> EvidenceKeeper:
         """The outcome evidence store (persisted with the state; evaluations record here)."""
         return self.signals.evidence
-
-    # ------------------------------------------------------------------------ state, save
-    def document(self, now: float) -> dict[str, Any]:
-        return self.state.document(now)
-
-    def save(self, now: float) -> None:
-        self.store.save(self.state.document(now))
-
-    def warn(self, code: str, message: str) -> None:
-        self.state.warnings.warn(code, message)
-
-    def _bump(self, *, safety: bool) -> int:
-        return self.state.revisions.bump(safety=safety)
-
-    def _save_quietly(self, now: float, what: str) -> None:
-        try:
-            self.save(now)
-        except GridError as err:
-            self.warn("state_write_failed", f"a {what} could not be saved: {err.message}")
 
     # ------------------------------------------------------------------------ authority
     def ensure_lease(self, now: float) -> bool:
@@ -245,6 +238,7 @@ class Controller:
             self.gate.review(
                 self.registry, applied.host_id, applied.refused_routes, self.own_term, now
             )
+            self.views.publish_host(self.registry, self.state.externals, applied.host_id)
             self._note_fleet_term()
             outcomes = [self._acknowledge(applied.host_id, a, now) for a in update.acknowledgements]
             self.gate.receipts(applied.host_id, outcomes, now)
@@ -263,87 +257,6 @@ class Controller:
             fetched = ack.artifact_fetched
             self.timings.learn(record, ack.duration_seconds, fetched, self.profiles, now)
         return outcome
-
-    def put_profile(self, model_id: str, body: dict[str, Any], now: float) -> ModelProfile:
-        profile = validate_profile(
-            model_id, body, now=now, vocabulary=self.policy.workload_vocabulary
-        )
-        with self.lock:
-            previous = self.profiles.get(model_id)
-            tomb = self.tombstones.pop(model_id, None)
-            self.profiles[model_id] = profile
-            self.state.configure_tracking()
-            try:
-                self.save(now)
-            except GridError:
-                self._restore_profile(model_id, previous, tomb)
-                raise
-            self._bump(safety=True)
-            return profile
-
-    def remove_profile(self, model_id: str, now: float) -> Tombstone:
-        with self.lock:
-            previous = self.profiles.pop(model_id, None)
-            if previous is None:
-                raise GridError(
-                    "unknown_model",
-                    f"no model profile named {model_id!r}",
-                    fix="list the profiles with `grid allocator status`",
-                    next_command="grid allocator status",
-                )
-            tomb = Tombstone(model_id=model_id, created_at=now)
-            self.tombstones[model_id] = tomb
-            self.model_last_used_at.pop(model_id, None)
-            self.state.configure_tracking()
-            try:
-                self.save(now)
-            except GridError:
-                self._restore_profile(model_id, previous, None)
-                raise
-            self._bump(safety=True)
-            return tomb
-
-    def _restore_profile(
-        self, model_id: str, previous: ModelProfile | None, tomb: Tombstone | None
-    ) -> None:
-        if previous is None:
-            self.profiles.pop(model_id, None)
-        else:
-            self.profiles[model_id] = previous
-            self.tombstones.pop(model_id, None)
-        if tomb is not None:
-            self.tombstones[model_id] = tomb
-        self.state.configure_tracking()
-
-    def set_mode(self, value: str | Mode, now: float) -> dict[str, Any]:
-        chosen = parse_mode(value)
-        with self.lock:
-            if chosen is Mode.AUTOMATIC:
-                if not self.store.durable:
-                    raise GridError(
-                        "automatic_refused",
-                        "automatic mode needs a durable controller state file, and this "
-                        "controller has none (or could not quarantine a corrupt one)",
-                        fix="restart the controller with a writable --state-dir",
-                    )
-                if not self.ensure_lease(now):
-                    raise self.keeper.refusal_error()
-            previous = self.mode
-            withdrawn: list[str] = []
-            if previous is Mode.AUTOMATIC and chosen is not Mode.AUTOMATIC:
-                withdrawn = self.book.withdraw_undelivered(now)
-            self.mode = chosen
-            try:
-                self.save(now)
-            except GridError:
-                if chosen is Mode.AUTOMATIC:
-                    self.mode = previous
-                    raise
-                self.warn("state_write_failed", "the mode change could not be saved")
-            if previous is Mode.AUTOMATIC and chosen is not Mode.AUTOMATIC:
-                self.keeper.release()
-            self._bump(safety=True)
-            return {"mode": chosen.value, "previous": previous.value, "withdrawn": withdrawn}
 
     def observe(self, observations: Iterable[Observation], now: float) -> dict[str, int]:
         accepted = ignored = 0
@@ -456,6 +369,7 @@ class Controller:
                     counters.tick_failures += 1
                     self.warn("tick_failed", f"the last tick failed: {report.error}")
                 self.last_tick = report
+                self.publish_views()
             return report
 
     def _plan_worker(self, hosts: int) -> PlanWorker | None:
@@ -514,12 +428,10 @@ class Controller:
                 continue  # restored command of a host that has not re-registered yet
             if book.withdraw(withdrawal.action_id, now):
                 report.withdrawn.append(withdrawal.action_id)
-        actions, deferred = list(result.actions), list(result.deferred)
-        held = held_after_restart(
-            actions, snap, book.history(), registered, self.grace, self.config, now
+        held, deferred = held_back(
+            result, snap, book.history(), registered, self.grace, self.config, now
         )
-        actions = [a for a in actions if a not in held]
-        deferred += [grace_deferral(a, self.grace.anchor, self.config) for a in held]
+        actions = [a for a in result.actions if a not in held]
         last.proposed = actions if mode is Mode.RECOMMEND else []
         if mode is Mode.AUTOMATIC and self.store.durable:
             for action in actions:
@@ -571,6 +483,7 @@ class Controller:
         with self.lock:
             if self.registry.set_unreachable(host_id, problems):
                 self._bump(safety=True)
+            self.views.publish_host(self.registry, self.state.externals, host_id)
 
     def forget_routes(self, host_id: str) -> bool:
         """Drop a host's routes at once (its credential was revoked; see grid.api)."""
@@ -578,6 +491,7 @@ class Controller:
             dropped = self.registry.forget_routes(host_id)
             if dropped:
                 self._bump(safety=True)
+                self.views.publish_host(self.registry, self.state.externals, host_id)
             return dropped
 
     def status(

@@ -1,9 +1,9 @@
 """Staged engine restarts after a profile change (chat template, engine settings).
 
-Every node reply carries the launch facts of the host's resident models (grid/api/
-engine_launch.py), and a node restarts a READY child whose command line they change
-(docs/engines.md): the replica leaves the routes while it restarts. So the controller decides,
-per reply, which of the host's models get their launch facts now, with the reconciler's own
+Every node reply carries the launch facts of the host's resident models
+(`Controller.launch_for`, operations.py), and a node restarts a READY child whose command line
+they change (docs/engines.md): the replica leaves the routes while it restarts. So the controller
+decides, per reply, which of the host's models get their launch facts now, with the reconciler's own
 rule of a serving replica (`FleetView.serving`: READY on an admitting host with a live route):
 
 - a model with no replica on another host gets them (a sole replica restarts in place: there is

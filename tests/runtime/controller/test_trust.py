@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from grid.fleet.actions import ActionKind, ActionRecord, RecordStatus
@@ -154,6 +154,7 @@ def test_route_verdicts(standing: Standing, pinned: bool, grant: str | None, ver
     burst=st.integers(1, 12),
     gaps=st.lists(st.integers(0, 400), min_size=1, max_size=80),
 )
+@example(rate=2.5, burst=1, gaps=[312, 400])  # 0.4 s x 2.5 refills to 1.0 only up to rounding
 def test_the_heartbeat_budget_admits_what_a_fine_clock_replay_admits(
     rate: float, burst: int, gaps: list[int]
 ) -> None:

@@ -272,6 +272,7 @@ class HAService(ControllerService):
         fresh.measured = old.measured
         fresh.plan_ready = self.notify
         fresh.state.last = old.state.last if not fresh.leads(now) else fresh.state.last
+        fresh.publish_views()  # the carried registry and plan (views.py)
         with self._swap:
             self.controller = fresh
         old.close()

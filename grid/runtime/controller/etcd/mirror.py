@@ -211,7 +211,10 @@ class Mirror:
                 if isinstance(routes_at, int | float):
                     ctl.registry.hosts[host_id].routes_received_at = float(routes_at)
                 folded += 1
-        self._follow_plan(ctl)
+        try:
+            self._follow_plan(ctl)
+        finally:
+            ctl.publish_views()  # a standby's readers see what it follows (views.py)
         return folded
 
     def _follow_plan(self, ctl: Controller) -> None:
