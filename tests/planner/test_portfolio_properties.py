@@ -313,10 +313,18 @@ def _brute_force_levels(
         for w in admitted
     }
     # Spare slots are kept only while the fleet's free slots cover what the admitted workloads
-    # ask (each at its least-demanding candidate); a saturated fleet keeps none.
+    # ask (each at its least-demanding candidate, up to the slots of the hosts where one of its
+    # candidates fits); a saturated fleet keeps none.
     slotted = all(s for _m, s in hosts)
+    memory = {m.model_id: m.memory_mb for m in models}
+
+    def usable(w: str) -> int:
+        return sum(s for mem, s in hosts if any(memory[m] <= mem for m in options[w][1:]))
+
     least_asked = sum(
-        min(_need(snap, w, m) for m in options[w][1:]) for w in admitted if options[w][1:]
+        min(min(_need(snap, w, m) for m in options[w][1:]), usable(w))
+        for w in admitted
+        if options[w][1:]
     )
     reserve = 0 if slotted and least_asked > sum(s for _m, s in hosts) else 2
     layouts: list[dict[str, int]] = []

@@ -463,6 +463,16 @@ def build_context(
         if gates[w].admitted
         and (options := [p for (ww, _m), p in pairs.items() if ww == w and p.feasible])
     }
+    usable = {
+        w: {
+            h
+            for p in pairs.values()
+            if p.workload == w and p.feasible
+            for m, h in p.keys
+            if (m, h) not in base_keys
+        }
+        for w in asked_by_word
+    }
     return PortfolioContext(
         snapshot=snap,
         policy=policy,
@@ -477,7 +487,7 @@ def build_context(
         gates=gates,
         pairs=pairs,
         room=room,
-        spare_reserve=effective_spare_reserve(problem, base_keys, asked_by_word, policy),
+        spare_reserve=effective_spare_reserve(problem, base_keys, asked_by_word, usable, policy),
         starved=starved,
         weights=replica_weights(snap, problem),
         authorized=authorized,

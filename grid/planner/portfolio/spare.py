@@ -11,10 +11,18 @@ proves it can safely explore one candidate model when all of these hold:
 
 The spare-slot reserve of the objective (`effective_spare_reserve`): the spec keeps spare slots
 "when two portfolios serve the same demand". A slot is spare only while the fleet has room for
-what the admitted workloads ask: when their replica needs (each workload at its least-demanding
-feasible candidate, less that model's idle base replicas) exceed the model slots the base plan
+what the admitted workloads ask: when their replica needs exceed the model slots the base plan
 leaves free on slot-limited admitting hosts, every free slot can serve demand now and the
-reserve for this tick is 0; otherwise it is `policy.spare_slot_reserve`.
+reserve for this tick is 0; otherwise it is `policy.spare_slot_reserve`. A workload's need
+counts only up to the free slots it can use:
+    asked_w    replicas at its least-demanding feasible candidate, less that model's idle base
+               replicas (the caller's `asked`);
+    usable_w   the free slots of the hosts where some feasible candidate of w has a new key
+               (a (model, host) pair that fits alongside the base plan and is not in it);
+    saturated  Σ_w min(asked_w, usable_w) > free.
+A workload short of replicas whose models cannot go where the slots are free (a video model
+already on the only host that can hold it) does not make those slots demanded: they stay the
+reserve instead of going to a gratuitous upgrade of a served workload.
 """
 
 from __future__ import annotations
@@ -64,19 +72,25 @@ def effective_spare_reserve(
     problem: PlacementProblem,
     base_keys: Iterable[Key],
     asked: Mapping[str, int],
+    usable: Mapping[str, Iterable[str]],
     policy: PortfolioPolicy,
 ) -> int:
     """`policy.spare_slot_reserve`, or 0 when the admitted workloads' replica needs (`asked`:
-    workload -> replicas at its least-demanding feasible candidate) exceed the free slots."""
+    workload -> replicas at its least-demanding feasible candidate), each capped by the free
+    slots of its `usable` hosts (workload -> hosts with a new key of a feasible candidate),
+    exceed the free slots."""
     reserve = policy.spare_slot_reserve
     per_host: dict[str, int] = {}
     for _m, h in base_keys:
         per_host[h] = per_host.get(h, 0) + 1
-    free = 0
+    free: dict[str, int] = {}
     for budget in problem.hosts:
         if not budget.admitting:
             continue
         if budget.slot_limit <= 0 or budget.desired_cap is None:
             return reserve  # an unlimited host: the term is the reserve whatever is placed
-        free += max(0, budget.desired_cap - per_host.get(budget.host_id, 0))
-    return 0 if sum(asked.values()) > free else reserve
+        free[budget.host_id] = max(0, budget.desired_cap - per_host.get(budget.host_id, 0))
+    demanded = sum(
+        min(n, sum(free.get(h, 0) for h in set(usable.get(w, ())))) for w, n in asked.items()
+    )
+    return 0 if demanded > sum(free.values()) else reserve
