@@ -85,12 +85,39 @@ def _imports(name: str, *, type_only: bool) -> Iterator[str]:
             base = _resolve(node.module or "", node.level, name)
             subs = [f"{base}.{alias.name}" for alias in node.names]
             found = [s for s in subs if s in known]
-            targets = found if len(found) == len(subs) else [*found, base]
+            sources = _face_sources(base) if base in known and _is_package(base) else {}
+            via_face = [sources[a.name] for a in node.names if a.name in sources]
+            targets = [*found, *via_face]
+            if len(found) + len(via_face) < len(subs) or (via_face and not _is_lazy(base)):
+                targets.append(base)  # a name the face defines itself, or an eager face
         for target in targets:
             while target and target not in known:
                 target = target.rpartition(".")[0]
             if target and target.startswith("grid") and target != name:
                 yield target
+
+
+@cache
+def _face_sources(face: str) -> dict[str, str]:
+    """name -> the module a face re-exports it from (its `_EXPORTS` and its own imports), so
+    `from grid.fleet import Host` counts as an import of grid.fleet.models."""
+    tree = ast.parse(_modules()[face].read_text())
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            module = _resolve(node.module, node.level, face)
+            out |= {a.asname or a.name: module for a in node.names if module in _modules()}
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "_EXPORTS":
+            assert node.value is not None
+            for module, names in ast.literal_eval(node.value).items():
+                out |= dict.fromkeys(names.split(), module)
+    return {n: m for n, m in out.items() if m != face and m.startswith(f"{face}.")}
+
+
+@cache
+def _is_lazy(face: str) -> bool:
+    """A lazy face (grid/fleet/faces.py) imports its submodules only when a name is read."""
+    return "_EXPORTS" in _modules()[face].read_text()
 
 
 @cache
@@ -465,6 +492,53 @@ def test_each_face_exports_what_other_packages_import_from_its_modules() -> None
         for face, names in missing.items()
     }
     assert {face: names for face, names in missing.items() if names} == {}
+
+
+def _around_the_face(sources: dict[str, str]) -> list[str]:
+    """`importer: module.name` for each name a module (`importer -> source text`) imports
+    from another package's submodule instead of its face (a submodule imported as a module
+    is not a name)."""
+    out: list[str] = []
+    for importer, text in sources.items():
+        if importer in _modules() and _is_package(importer):
+            continue  # a face re-exports its own package, or imports a sub-face
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            face = _nearest_face(node.module)
+            if node.module not in _modules() or _is_package(node.module):
+                continue
+            if face in (None, "grid") or importer == face or importer.startswith(f"{face}."):
+                continue
+            out += [
+                f"{importer}: {node.module}.{a.name}"
+                for a in node.names
+                if f"{node.module}.{a.name}" not in _modules()
+                and (face, a.name) not in FACE_EXCEPTIONS
+            ]
+    return sorted(out)
+
+
+def test_other_packages_import_names_through_the_face() -> None:
+    # The face is the way in: `from grid.fleet import Host`, never `from grid.fleet.models
+    # import Host`, outside grid.fleet (docs/architecture.md, "Faces").
+    product = {name: path.read_text() for name, path in _modules().items()}
+    assert _around_the_face(product) == []
+
+
+def test_the_face_rule_names_an_import_around_a_face() -> None:
+    sources = {
+        "grid.planner.example": "from grid.fleet.models import Host\n"
+        "from grid.fleet import Policy\n"
+        "from grid.planner.cpsat.ledger import HostLedger\n"  # planner's own sub-face
+        "def f():\n    from grid.demand.config import DemandConfig\n",
+        "grid.fleet.example": "from grid.fleet.models import Host\n",  # inside its package
+    }
+    assert _around_the_face(sources) == [
+        "grid.planner.example: grid.demand.config.DemandConfig",
+        "grid.planner.example: grid.fleet.models.Host",
+        "grid.planner.example: grid.planner.cpsat.ledger.HostLedger",
+    ]
 
 
 def test_importing_the_faces_loads_no_heavy_dependency() -> None:

@@ -35,10 +35,9 @@ from grid.api.standby import StandbyRedirect
 from grid.api.ui import actions as ui_actions
 from grid.api.ui import routes as ui_routes
 from grid.fleet.operator import Health
-from grid.router.breaker import BreakerPolicy
+from grid.router import BreakerPolicy
+from grid.runtime.controller import ControllerService, StateStore
 from grid.runtime.controller.etcd import EtcdStore, HAService
-from grid.runtime.controller.service import ControllerService
-from grid.runtime.controller.store import StateStore
 
 
 def credential_book(service: ControllerService) -> CredentialBook:

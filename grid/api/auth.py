@@ -21,7 +21,7 @@ import math
 import secrets
 from dataclasses import dataclass, field
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 NODE_TOKEN_PREFIX = "gan1"
 MAX_CREDENTIAL_CHARS = 4096

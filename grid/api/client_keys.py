@@ -39,11 +39,8 @@ from typing import Any, Protocol
 
 from grid.api.limits import send_json
 from grid.api.openai_errors import openai_body
-from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
-from grid.runtime.controller.key_records import update_client_keys
-from grid.runtime.controller.service import ControllerService
-from grid.runtime.controller.state import ClientKeyRecord
+from grid.fleet import GridError, atomic_write_text
+from grid.runtime.controller import ClientKeyRecord, ControllerService, update_client_keys
 from grid.wire import is_loopback
 
 KEYS_NAME = "client_keys.json"

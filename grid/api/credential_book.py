@@ -27,8 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from grid.api.auth import Credentials, NodeIdentity
-from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text, read_json_file
+from grid.fleet import GridError, atomic_write_text, read_json_file
 from grid.fleet.operator import CredentialRow as CredentialView
 from grid.fleet.operator import IssuedCredential
 

@@ -9,9 +9,8 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from grid.api.auth import Credentials, NodeIdentity
 from grid.api.credential_book import CredentialBook
-from grid.fleet.errors import GridError
-from grid.fleet.wire import NODE_HEADER, OPERATOR_HEADER
-from grid.runtime.controller.service import ControllerService
+from grid.fleet import NODE_HEADER, OPERATOR_HEADER, GridError
+from grid.runtime.controller import ControllerService
 
 # FastAPI security schemes: they read the headers for the checks below and also document the
 # credentials in the OpenAPI schema. auto_error=False: a missing credential gets the checks'

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from grid.api.openai_errors import framework_error, is_openai_path, openai_body
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 log = logging.getLogger("grid.api")
 

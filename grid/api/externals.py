@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from grid.fleet.externals import ExternalEndpoint, ExternalHealth, base_url
-from grid.runtime.controller.service import ControllerService
+from grid.fleet import ExternalEndpoint, ExternalHealth, base_url
+from grid.runtime.controller import ControllerService
 
 log = logging.getLogger("grid.externals")
 PROBE_TIMEOUT_S = 5.0

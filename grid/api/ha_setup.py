@@ -18,8 +18,8 @@ from typing import Any
 
 from grid.api.auth import new_secret
 from grid.api.settings import CONFIG_NAME, STATE_NAME, Settings, load_settings
-from grid.fleet.errors import GridError
-from grid.runtime.controller.config import ControllerConfig
+from grid.fleet import GridError
+from grid.runtime.controller import Attestor, ControllerConfig
 from grid.runtime.controller.etcd import (
     EtcdClient,
     EtcdLease,
@@ -30,7 +30,6 @@ from grid.runtime.controller.etcd import (
     cluster_secrets,
     parse_store_url,
 )
-from grid.runtime.controller.trust import Attestor
 
 
 def _readable(path: str, flag: str, code: str) -> str:

@@ -21,11 +21,10 @@ from grid.api.externals import mark_failed
 from grid.api.openai_support import RequestFacts, observe_quietly, openai_error
 from grid.api.proxy_state import ProxyState, Upstream
 from grid.demand import EndpointFamily, Outcome
-from grid.fleet.models import ModelProfile
-from grid.fleet.workloads import Modality
+from grid.fleet import Modality, ModelProfile
 
 if TYPE_CHECKING:
-    from grid.runtime.controller.service import ControllerService
+    from grid.runtime.controller import ControllerService
 
 FAILURE_TEXT = {
     "engine_tls_failed": "its TLS certificate does not verify against the configured CA; "

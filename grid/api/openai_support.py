@@ -31,9 +31,9 @@ from grid.demand import (
     classify_request,
     observation_from,
 )
-from grid.fleet.errors import GridError
-from grid.router.usage import Usage
-from grid.runtime.controller.service import ControllerService
+from grid.fleet import GridError
+from grid.router import Usage
+from grid.runtime.controller import ControllerService
 
 log = logging.getLogger("grid.proxy")
 

@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from grid.api.settings import CONFIG_NAME, Settings, load_or_create_settings, load_settings
-from grid.fleet.errors import GridError
-from grid.fleet.files import read_json_file
+from grid.fleet import GridError, read_json_file
 from grid.node.engines import read_argv
-from grid.runtime.controller.lease import process_marker
+from grid.runtime.controller import process_marker
 from grid.wire import AllocatorClient
 
 PID_NAME = "server.pid"

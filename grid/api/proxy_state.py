@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from grid.fleet.workloads import PortfolioReport
+from grid.fleet import PortfolioReport
 from grid.router import (
     AffinityKey,
     BreakerOutcome,
@@ -31,8 +31,7 @@ from grid.router import (
     classify_status,
     route_refusal,
 )
-from grid.runtime.controller.core import Controller
-from grid.runtime.controller.views import RoutingTable
+from grid.runtime.controller import Controller, RoutingTable
 
 LISTED_REFUSALS = frozenset({None, "at_capacity"})  # still an admitted ready model
 

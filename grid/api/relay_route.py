@@ -19,8 +19,7 @@ from fastapi.responses import JSONResponse
 
 from grid.api.deps import node_identity
 from grid.api.relay import RelayHub, RelaySession
-from grid.fleet.errors import GridError
-from grid.fleet.wire import NODE_HEADER
+from grid.fleet import NODE_HEADER, GridError
 from grid.wire import RELAY_PATH
 
 log = logging.getLogger("grid.relay")

@@ -15,7 +15,7 @@ from pydantic import JsonValue
 from grid.api.deps import Service, is_operator, require_operator
 from grid.api.routes_keys import keys_document
 from grid.demand import parse_observation
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.fleet.operator import (
     AllocatorStatus,
     ModeReply,
@@ -29,7 +29,7 @@ from grid.fleet.operator import (
     TickReply,
     TombstoneReply,
 )
-from grid.runtime.controller.status import status_document
+from grid.runtime.controller import status_document
 
 router = APIRouter(prefix="/allocator", tags=["allocator"])
 admin = [Depends(require_operator)]

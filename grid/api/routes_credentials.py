@@ -23,7 +23,7 @@ from grid.api.credential_book import CredentialBook
 from grid.api.deps import Service, get_credentials, require_operator
 from grid.api.relay import RelayHub
 from grid.fleet.operator import CredentialList, MintedCredential, RevokeReply
-from grid.runtime.controller.service import ControllerService
+from grid.runtime.controller import ControllerService
 
 router = APIRouter(
     prefix="/allocator/node-credentials",

@@ -29,8 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from grid.api.auth import DEFAULT_NODE_TTL_S, MAX_NODE_TTL_S, Credentials
 from grid.api.credential_book import CredentialBook
 from grid.api.deps import Service, get_credentials, require_operator
-from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text, read_json_file
+from grid.fleet import GridError, atomic_write_text, read_json_file
 from grid.fleet.operator import EnrolledCredential, Enrollment
 from grid.runtime.controller.etcd import HAService
 

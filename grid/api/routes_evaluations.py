@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends
 
 from grid.api.deps import Service, require_operator
 from grid.fleet.operator import EvaluationReply
-from grid.runtime.controller.evidence_store import EvaluationRequest
+from grid.runtime.controller import EvaluationRequest
 
 router = APIRouter(prefix="/allocator", tags=["allocator"])
 

@@ -16,9 +16,8 @@ from fastapi import APIRouter, Depends, FastAPI, Path
 
 from grid.api.deps import Service, require_operator
 from grid.api.externals import ExternalProber, apply_health, probe
-from grid.fleet.errors import GridError
-from grid.fleet.externals import NAME_PATTERN, ExternalEndpoint, ExternalSpec, url_problem
-from grid.runtime.controller.service import ControllerService
+from grid.fleet import NAME_PATTERN, ExternalEndpoint, ExternalSpec, GridError, url_problem
+from grid.runtime.controller import ControllerService
 
 router = APIRouter(prefix="/allocator", tags=["allocator"])
 admin = [Depends(require_operator)]

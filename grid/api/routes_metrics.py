@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
 from grid.api.deps import Service
-from grid.runtime.controller.status import percentile
+from grid.runtime.controller import percentile
 
 router = APIRouter(tags=["metrics"])
 

@@ -25,7 +25,7 @@ from fastapi import APIRouter, Path, Request, Response
 
 from grid.api.deps import Node, Service
 from grid.api.reachability import Reachability
-from grid.fleet.wire import (
+from grid.fleet import (
     REPLY_SIGNATURE_HEADER,
     NodeReply,
     NodeUpdate,

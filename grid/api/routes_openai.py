@@ -51,9 +51,15 @@ from grid.api.relay import UpstreamError
 from grid.api.relay_dial import Dialer, EngineReply
 from grid.api.settling import RouteWindow
 from grid.demand import EndpointFamily, Outcome
-from grid.fleet.errors import GridError
-from grid.router import BreakerOutcome, RouteRefusal, classify_status, hash_affinity_key
-from grid.router.usage import SseUsageReader, usage_of
+from grid.fleet import GridError
+from grid.router import (
+    BreakerOutcome,
+    RouteRefusal,
+    SseUsageReader,
+    classify_status,
+    hash_affinity_key,
+    usage_of,
+)
 
 log = logging.getLogger("grid.proxy")
 router = APIRouter(prefix="/v1", tags=["openai"])

@@ -25,15 +25,17 @@ from grid.api.client_keys import KEYS_NAME, ClientKeys, check_open_access, impor
 from grid.api.ha_setup import build_service
 from grid.api.settings import STATE_NAME, Settings, load_settings
 from grid.api.tls import check_bind, check_server_files
-from grid.demand.config import DemandConfig
-from grid.fleet.errors import GridError, refuse_unknown
-from grid.router.breaker import BreakerPolicy
-from grid.runtime.controller.config import ControllerConfig
-from grid.runtime.controller.core import Controller
-from grid.runtime.controller.lease import LeaseFile
-from grid.runtime.controller.service import ControllerService
-from grid.runtime.controller.store import StateStore
-from grid.runtime.controller.trust import Attestor
+from grid.demand import DemandConfig
+from grid.fleet import GridError, refuse_unknown
+from grid.router import BreakerPolicy
+from grid.runtime.controller import (
+    Attestor,
+    Controller,
+    ControllerConfig,
+    ControllerService,
+    LeaseFile,
+    StateStore,
+)
 from grid.wire import MAX_FRAME_BYTES
 
 log = logging.getLogger("grid.server")

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from grid.api.auth import Credentials, new_secret
-from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text, read_json_file
+from grid.fleet import GridError, atomic_write_text, read_json_file
 
 CONFIG_NAME = "config.json"
 STATE_NAME = "state.json"

@@ -18,9 +18,8 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
-from grid.wire.client import is_loopback
+from grid.fleet import GridError, atomic_write_text
+from grid.wire import is_loopback
 
 
 def check_bind(host: str, *, tls: bool, insecure_http: bool) -> None:

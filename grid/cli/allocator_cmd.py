@@ -58,8 +58,7 @@ from grid.cli.model_set_options import (
 )
 from grid.cli.render_status import render_status
 from grid.cli.text import plural
-from grid.fleet.errors import GridError
-from grid.fleet.models import ModelProfile
+from grid.fleet import GridError, ModelProfile
 
 allocator_app = typer.Typer(
     name="allocator",

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grid.fleet.errors import GridError
-from grid.fleet.workloads import DEFAULT_WORKLOAD_VOCABULARY
-from grid.lab.logical_fleet_settings import CandidateModel, FleetModel, resolve_model
+from grid.fleet import DEFAULT_WORKLOAD_VOCABULARY, GridError
+from grid.lab import CandidateModel, FleetModel, resolve_model
 
 FULL_SCORE = 1.0
 

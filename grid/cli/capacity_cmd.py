@@ -19,15 +19,12 @@ from rich.table import Table
 from rich.text import Text
 
 from grid.cli.plan_cmd import load_cli_snapshot
-from grid.fleet.errors import GridError
-from grid.fleet.models import Host
-from grid.lab.capacity_templates import DEFAULT_MAX, check_demand, check_max, load_templates
-from grid.planner.problem import allocatable_mb
+from grid.fleet import GridError, Host
+from grid.lab import DEFAULT_MAX, check_demand, check_max, load_templates
+from grid.planner import allocatable_mb
 
 if TYPE_CHECKING:
-    from grid.lab.capacity import CapacityAnswer
-    from grid.lab.capacity_survive import SurviveAnswer
-    from grid.lab.whatif_drill import Drill
+    from grid.lab import CapacityAnswer, Drill, SurviveAnswer
 
 capacity_app = typer.Typer(
     name="capacity",
@@ -165,9 +162,8 @@ def capacity_cmd(
     snap = load_cli_snapshot(snapshot)
     templates = load_templates(templates_paths)
     # Imported here so `grid --help` does not pay for the planner and OR-Tools.
-    from grid.lab import whatif
+    from grid.lab import drill, whatif
     from grid.lab.capacity import capacity
-    from grid.lab.whatif_drill import drill
 
     before = whatif.plan(snap, time_limit_s=time_limit)
     check_demand(snap, before, str(snapshot))
@@ -181,7 +177,7 @@ def capacity_cmd(
         parts += _answer_view(answer, templates)
     proposed = snap
     if templates and survive:
-        from grid.lab.capacity_survive import size_to_survive
+        from grid.lab import size_to_survive
 
         surviving = size_to_survive(
             snap, templates, survive=survive, max_per_template=max_hosts, time_limit_s=time_limit

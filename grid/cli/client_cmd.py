@@ -22,9 +22,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from grid.api.settings import config_path, default_state_dir, load_settings
+from grid.api import config_path, default_state_dir, load_settings
 from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, client
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.fleet.operator import StatusDocument
 from grid.wire import is_loopback, transport_refusal
 

@@ -18,10 +18,10 @@ from typing import Annotated
 
 import typer
 
-from grid.api.settings import config_path, default_state_dir, load_settings
+from grid.api import config_path, default_state_dir, load_settings
 from grid.cli.context import current_context
 from grid.cli.hints import CONTROL_TOKEN_ENV, current_command, with_dirs
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.wire import AllocatorClient
 
 TOKEN_ENV = CONTROL_TOKEN_ENV
@@ -95,7 +95,7 @@ def _operator_token(state_dir: Path, token_file: Path | None, url: str) -> str:
 
 def _token_hint(url: str) -> str:
     """Retry with --token-file: the logical fleet's config when `url` is that fleet's."""
-    from grid.lab.logical_fleet import LogicalFleet
+    from grid.lab import LogicalFleet
 
     fleet = LogicalFleet()
     config = config_path(fleet.controller_dir)

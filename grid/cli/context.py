@@ -17,7 +17,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from grid.fleet.files import atomic_write_text
+from grid.fleet import atomic_write_text
 
 URL_ENV = "GRID_URL"
 CONTEXT_ENV = "GRID_CONTEXT"

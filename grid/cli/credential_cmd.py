@@ -23,9 +23,8 @@ from rich.table import Table
 
 from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
 from grid.cli.text import local_time
-from grid.fleet.errors import GridError
+from grid.fleet import GridError, reply_key_path
 from grid.fleet.operator import CredentialList, IssuedCredential
-from grid.fleet.wire import reply_key_path
 from grid.node.agent import credential_text
 
 credential_app = typer.Typer(

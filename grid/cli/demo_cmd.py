@@ -34,13 +34,12 @@ from grid.cli.demo_personas import (
     persona_round,
     text_of,
 )
-from grid.fleet import CONSTRUCTIVE_KINDS
-from grid.fleet.errors import GridError
-from grid.lab.logical_fleet import LogicalFleet
-from grid.lab.logical_fleet_settings import (
+from grid.fleet import CONSTRUCTIVE_KINDS, GridError
+from grid.lab import (
     DEFAULT_ENGINE_PORT_BASE,
     CandidateModel,
     FleetSettings,
+    LogicalFleet,
     available_mb,
     capacity_shares,
     resolve_model,

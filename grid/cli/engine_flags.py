@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 NUMBERS = {"threads": int, "context": int, "parallel": int, "gpu_layers": int,
            "gpu_memory_utilization": float}  # fmt: skip

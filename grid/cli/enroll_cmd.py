@@ -35,8 +35,7 @@ from grid.cli.node_cmd import (
     ReservedOpt,
     TagOpt,
 )
-from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
+from grid.fleet import GridError, atomic_write_text
 from grid.fleet.operator import EnrolledCredential
 from grid.wire import AllocatorClient
 
@@ -104,7 +103,7 @@ def enroll(
 
 def _controller_ca(grid: str | None, state_dir: Path | None) -> str | None:
     """The CA file `grid up` recorded for this machine's controller (None: the system store)."""
-    from grid.api.settings import default_state_dir, load_settings
+    from grid.api import default_state_dir, load_settings
 
     if grid is not None:
         return os.environ.get("GRID_CA_FILE") or None

@@ -14,7 +14,7 @@ import traceback
 from rich.console import Console
 from rich.text import Text
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 EXIT_REFUSED = 2  # bad input or a refused request: the user can fix it
 EXIT_INTERNAL = 1  # unexpected failure inside Grid

@@ -16,7 +16,7 @@ import typer
 from grid.cli.connection import GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
 from grid.cli.hints import with_dirs
 from grid.cli.node_cmd import node_app
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 # The external-endpoint commands join the node agent's own (`grid node`, `grid allocator node`).
 node_root_app = node_app

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from grid.api.settings import Settings
+    from grid.api import Settings
 
 # Environment variables that move the default folders (README "Folders and credentials").
 STATE_DIR_ENV = "GRID_STATE_DIR"  # the controller of `grid up` (default ~/.grid/allocator)
@@ -56,13 +56,13 @@ def with_dirs(
 
 
 def _default_state_dir() -> Path:
-    from grid.api.settings import default_state_dir
+    from grid.api import default_state_dir
 
     return default_state_dir()
 
 
 def _default_run_dir() -> Path:
-    from grid.lab.logical_fleet import default_run_dir  # only when a --run-dir was given
+    from grid.lab import default_run_dir  # only when a --run-dir was given
 
     return default_run_dir()
 

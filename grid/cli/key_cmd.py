@@ -19,8 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
-from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
+from grid.fleet import GridError, atomic_write_text
 
 key_app = typer.Typer(
     help="Client keys for /v1 (inference): create (shown once), list, revoke.",

@@ -11,8 +11,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from grid.fleet.errors import GridError
-from grid.lab.fleetgen import DEFAULT_NOW, generate_fleet, what_if_document
+from grid.fleet import GridError
+from grid.lab import DEFAULT_NOW, generate_fleet, what_if_document
 
 if TYPE_CHECKING:
     from grid.lab.oracle import OracleResult
@@ -62,11 +62,11 @@ def generate_fleet_cmd(
             next_command=f"grid lab generate-fleet --shape production --hosts {hosts}",
         )
     if shape == "production":
-        from grid.lab.fleetgen_production import generate_production_fleet
+        from grid.lab import generate_production_fleet
 
         snap = generate_production_fleet(hosts, models, seed, now=DEFAULT_NOW)
     elif shape == "trace":
-        from grid.lab.fleetgen_trace import generate_trace_fleet
+        from grid.lab import generate_trace_fleet
 
         snap = generate_trace_fleet(hosts, models, seed, now=DEFAULT_NOW)
     else:

@@ -17,7 +17,7 @@ from grid import __version__
 from grid.cli.errors import report_grid_error, report_unexpected
 from grid.cli.hints import ENV_HELP, carry_dirs
 from grid.cli.lazy import LazyCommand, LazyGroup, lazy_group
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 # Typer's own control flow (exit codes, aborts, usage errors) must pass through untouched.
 _PASS_THROUGH = (typer.Exit, typer.Abort, typer.TyperException)

@@ -28,8 +28,7 @@ from grid.cli.node_start import (
     start_source,
 )
 from grid.cli.text import local_time
-from grid.fleet.errors import GridError
-from grid.fleet.wire import NodeStatus
+from grid.fleet import GridError, NodeStatus
 from grid.node.agent import (
     clear_override,
     config_path,

@@ -18,12 +18,12 @@ from typing import Any
 
 import typer
 
-from grid.api.settings import config_path as config_path_of_controller
-from grid.api.settings import default_state_dir, load_settings
+from grid.api import config_path as config_path_of_controller
+from grid.api import default_state_dir, load_settings
 from grid.cli.connection import token_file_unreadable
 from grid.cli.credential_cmd import write_credential_file
 from grid.cli.hints import NODE_TOKEN_ENV, serves_controller, with_dirs
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.node.agent import (
     CatalogEntry,
     NodeConfig,

@@ -24,12 +24,8 @@ from rich.console import Console
 from grid.cli.errors import report_grid_error
 from grid.cli.progress import plan_spinner
 from grid.cli.render import FOLD_HOSTS_ABOVE, render_plan, render_validation
-from grid.fleet import start_ticks
-from grid.fleet.errors import GridError, SnapshotError
-from grid.fleet.models import FleetSnapshot, Plan
-from grid.fleet.snapshot import load_snapshot
-from grid.planner.deadline import Deadline, output_reserve_s, rich_output_s
-from grid.planner.eligibility import host_refusals
+from grid.fleet import FleetSnapshot, GridError, Plan, SnapshotError, load_snapshot, start_ticks
+from grid.planner import Deadline, host_refusals, output_reserve_s, rich_output_s
 
 
 class EngineChoice(StrEnum):
@@ -138,7 +134,7 @@ def plan(
         deadline.mark("load", deadline.start)
         deadline.output_s = output_s(len(snap.hosts), as_json, unmet_only, all_hosts)
         # Imported here so `grid --version` and `grid validate` do not pay for OR-Tools.
-        from grid.planner.plan import make_plan
+        from grid.planner import make_plan
 
         result: Plan = make_plan(
             snap,

@@ -22,8 +22,7 @@ from rich.table import Table
 from grid.cli import snapshot_cmd  # noqa: F401  (registers `grid allocator snapshot`)
 from grid.cli.allocator_cmd import allocator_app, model_app
 from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, TokenFileOpt, _again, client
-from grid.fleet.errors import GridError
-from grid.fleet.models import ModelProfile
+from grid.fleet import GridError, ModelProfile
 from grid.fleet.operator import StatusDocument
 
 __all__ = ["allocator_app", "apply_catalog", "model_list"]
@@ -107,7 +106,7 @@ def model_list(
 def read_catalog(path: Path) -> list[dict[str, Any]]:
     """The catalog's profiles, validated like a snapshot's `models` (JSON dumps, defaults
     filled). Bad entries are refused with their field path."""
-    from grid.fleet.snapshot import load_snapshot
+    from grid.fleet import load_snapshot
 
     snap = load_snapshot(path, now=time.time())
     if snap.hosts or snap.demand:

@@ -22,10 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grid.cli.errors import report_grid_error
-from grid.fleet.actions import ReconcileResult, parse_history
-from grid.fleet.errors import GridError
-from grid.fleet.models import FleetSnapshot, Plan
-from grid.fleet.snapshot import load_snapshot
+from grid.fleet import FleetSnapshot, GridError, Plan, ReconcileResult, load_snapshot, parse_history
 
 MAX_PLAN_BYTES = 64 * 1024 * 1024
 
@@ -95,10 +92,9 @@ def reconcile(
     ] = None,
 ) -> None:
     """Plan a snapshot (or take --plan) and show the staged actions that would converge it."""
-    from grid.planner.plan import make_plan
+    from grid.planner import make_plan
+    from grid.runtime.reconcile import parse_mode, result_document
     from grid.runtime.reconcile import reconcile as reconcile_fleet
-    from grid.runtime.reconcile import result_document
-    from grid.runtime.reconcile.modes import parse_mode
 
     try:
         chosen = parse_mode(mode)

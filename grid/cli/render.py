@@ -18,9 +18,8 @@ from rich.text import Text
 from grid.cli.render_portfolio import render_portfolio
 from grid.cli.render_prefetch import prefetch_parts
 from grid.cli.text import plural
-from grid.fleet.models import LIVE_STATES, Assignment, FleetSnapshot, Host, HostState, Plan
-from grid.planner.eligibility import host_refusals
-from grid.planner.problem import allocatable_mb
+from grid.fleet import LIVE_STATES, Assignment, FleetSnapshot, Host, HostState, Plan
+from grid.planner import allocatable_mb, host_refusals
 
 # Marker, style and meaning of each line in a host's model list.
 MARK_KEPT = ("=", "green", "kept (already live)")
@@ -293,7 +292,7 @@ def _desired(snap: FleetSnapshot, plan: Plan) -> RenderableType:
     """Why each model wants its replica count (the planner's targets with the numbers behind
     them); models held at a plain min_replicas baseline fold into one line."""
     from grid.api.ui import desired_reason
-    from grid.planner.targets import compute_targets
+    from grid.planner import compute_targets
 
     targets = compute_targets(snap)
     table = Table(title="Desired replicas (why)", title_justify="left", box=box.SIMPLE_HEAD)

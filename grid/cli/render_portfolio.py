@@ -8,9 +8,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from grid.fleet.models import Plan
+from grid.fleet import AdmissionState, Plan, PortfolioReport
 from grid.fleet.operator import WorkloadsSection
-from grid.fleet.workloads import AdmissionState, PortfolioReport
 
 _STATE_STYLE = {
     AdmissionState.READY: "green",

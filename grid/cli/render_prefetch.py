@@ -9,8 +9,8 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from grid.cli.render_portfolio import _table
+from grid.fleet import PrefetchReport
 from grid.fleet.operator import PrefetchSection
-from grid.fleet.prefetch import PrefetchReport
 
 
 def _lead(value: float | None) -> str:

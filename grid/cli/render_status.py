@@ -12,8 +12,7 @@ from rich.text import Text
 from grid.cli.render_portfolio import workload_parts
 from grid.cli.render_prefetch import prefetch_parts
 from grid.cli.text import local_time, plural, relative
-from grid.fleet.actions import RecordStatus
-from grid.fleet.models import Plan
+from grid.fleet import Plan, RecordStatus
 from grid.fleet.operator import StatusDocument
 
 

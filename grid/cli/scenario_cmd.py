@@ -15,7 +15,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.lab.scenario import (
     DEFAULT_ORACLE_TIME_LIMIT_S,
     ORACLE,
@@ -188,7 +188,7 @@ def scenario_cmd(
 
 def _write_scenario_html(out: Path, cfg: ScenarioConfig, run: Any, doc: dict[str, Any]) -> str:
     """The HTML report: the run asked for, and every other strategy on the same config."""
-    from grid.lab.report_html import save_report, scenario_html
+    from grid.lab import save_report, scenario_html
 
     runs, docs = {cfg.strategy: run}, {cfg.strategy: doc}
     for name in STRATEGIES:
@@ -317,7 +317,7 @@ def graduate_cmd(
     else:
         _render_graduate(result)
     if html_out is not None:
-        from grid.lab.report_html import graduate_html, save_report
+        from grid.lab import graduate_html, save_report
 
         last = save_report(graduate_html(result), html_out)
         typer.echo(f"Wrote {html_out} (also served at /ui/scenario: {last})", err=as_json)

@@ -15,20 +15,22 @@ from typing import Annotated, Any
 
 import typer
 
-from grid.api.client_keys import check_open_access
-from grid.api.ha_setup import join_store
-from grid.api.process import start_server, stop_server
-from grid.api.settings import (
+from grid.api import (
     CONFIG_NAME,
     DEFAULT_HOST,
     DEFAULT_PORT,
+    check_bind,
+    check_open_access,
+    check_server_files,
     config_path,
     default_state_dir,
+    join_store,
     load_settings,
+    start_server,
+    stop_server,
 )
-from grid.api.tls import check_bind, check_server_files
 from grid.cli.hints import default_node_dir, serves_controller, with_dirs
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.node.agent import load_config, running_agent, stop_agent
 
 StateDirOption = Annotated[
@@ -252,7 +254,7 @@ def up(
     etcd_files = (etcd_ca_file, etcd_cert_file, etcd_key_file)
     shared = join_store(folder.expanduser().absolute(), store, etcd_files, listen)
     if install_service:
-        from grid.api.settings import load_or_create_settings
+        from grid.api import load_or_create_settings
         from grid.cli.service_units import CONTROLLER_UNIT, install_unit
 
         settings = load_or_create_settings(folder.expanduser(), port=port, listen=listen)
@@ -283,7 +285,7 @@ def fleet_pki(folder: Path, host: str | None) -> tuple[Path, Path, Path]:
     """The fleet CA and this controller's certificate in FOLDER/pki, made once (a year)."""
     import socket
 
-    from grid.api.tls import generate_ca_and_server
+    from grid.api import generate_ca_and_server
 
     pki = folder / "pki"
     names = [host or DEFAULT_HOST, "127.0.0.1", "localhost", socket.gethostname()]

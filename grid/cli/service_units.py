@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from grid.fleet.files import atomic_write_text
+from grid.fleet import atomic_write_text
 
 CONTROLLER_UNIT = "grid-controller.service"
 NODE_UNIT = "grid-node.service"

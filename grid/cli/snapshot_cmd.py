@@ -16,10 +16,8 @@ import typer
 
 from grid.cli.allocator_cmd import allocator_app
 from grid.cli.connection import GridOpt, StateOpt, client
-from grid.fleet.files import atomic_write_text
-from grid.fleet.models import DemandEntry
+from grid.fleet import DemandEntry, atomic_write_text, parse_snapshot
 from grid.fleet.operator import StatusDocument
-from grid.fleet.snapshot import parse_snapshot
 
 DEMAND_FIELDS = tuple(DemandEntry.model_fields)
 

@@ -18,13 +18,13 @@ from grid.cli.candidates import candidate_models
 from grid.cli.fleet_watch import failures, node_lines, ready_hosts, split_outcome, start_failed
 from grid.cli.hints import with_dirs
 from grid.cli.text import local_time, plural
-from grid.fleet.errors import GridError
-from grid.lab.logical_fleet import LogicalFleet
-from grid.lab.logical_fleet_settings import (
+from grid.fleet import GridError
+from grid.lab import (
     DEFAULT_ENGINE_PORT_BASE,
     DEFAULT_PORT,
     MAX_MACHINES,
     FleetSettings,
+    LogicalFleet,
     available_mb,
     capacity_shares,
     resolve_model,

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 TOKEN = re.compile(r"[a-z0-9_+#]+(?:[-.'/][a-z0-9_+#]+)*")
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from grid.fleet.errors import GridError
-from grid.fleet.workloads import DEFAULT_WORKLOAD_VOCABULARY
+from grid.fleet import DEFAULT_WORKLOAD_VOCABULARY, GridError
 
 # The one workload vocabulary (the snapshot's `policy.workload_vocabulary` default).
 DEFAULT_WORKLOADS: tuple[str, ...] = DEFAULT_WORKLOAD_VOCABULARY

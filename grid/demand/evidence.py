@@ -29,8 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from grid.fleet.errors import GridError
-from grid.fleet.workloads import Outcome, PortfolioPolicy
+from grid.fleet import GridError, Outcome, PortfolioPolicy
 
 from .observation import Observation
 from .state import RESTORE_NEXT_COMMAND

@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 from .config import DEFAULT_WORKLOADS
 

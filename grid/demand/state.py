@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 from .buckets import Bucket, Series
 from .config import DemandConfig

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from grid.fleet.models import DemandEntry, Evidence, ModelProfile
+from grid.fleet import DemandEntry, Evidence, ModelProfile
 
 from . import correlation
 from .buckets import Series, bucket_index

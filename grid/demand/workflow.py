@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 from .state import RESTORE_NEXT_COMMAND
 

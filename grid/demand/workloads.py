@@ -27,9 +27,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from grid.fleet.errors import GridError
-from grid.fleet.workloads import Modality as FleetModality
-from grid.fleet.workloads import WorkloadForecast
+from grid.fleet import GridError, WorkloadForecast
+from grid.fleet import Modality as FleetModality
 
 from .config import DemandConfig
 from .observation import Modality, Observation

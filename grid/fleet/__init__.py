@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     )
     from grid.fleet.procstat import ProcStat, process_state, read_stat, start_ticks
     from grid.fleet.routes import Route
-    from grid.fleet.snapshot import load_snapshot, parse_snapshot
+    from grid.fleet.snapshot import load_snapshot, parse_snapshot, snapshot_error_from
     from grid.fleet.wire import (
         ACK_STATUSES,
         ADDRESS_PATTERN,
@@ -158,7 +158,7 @@ _EXPORTS: dict[str, str] = {
     ),
     "grid.fleet.procstat": "ProcStat process_state read_stat start_ticks",
     "grid.fleet.routes": "Route",
-    "grid.fleet.snapshot": "load_snapshot parse_snapshot",
+    "grid.fleet.snapshot": "load_snapshot parse_snapshot snapshot_error_from",
     "grid.fleet.wire": (
         "ACK_STATUSES ADDRESS_PATTERN AckAnswer CommandBrief DEFAULT_ENGINE_ADDRESS"
         " MAX_ROWS MAX_TEXT NODE_COMMAND_KINDS NODE_HEADER NodeCommandKind NodeReply"
@@ -287,6 +287,7 @@ __all__ = [
     "reply_is_signed",
     "reply_key_path",
     "reply_signature",
+    "snapshot_error_from",
     "start_ticks",
     "url_problem",
     "wire_json",

@@ -45,7 +45,8 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _from_validation_error(exc: ValidationError) -> SnapshotError:
+def snapshot_error_from(exc: ValidationError) -> SnapshotError:
+    """The first validation error of a snapshot as a `SnapshotError` with a stable code."""
     # An unknown field comes first: a misspelt name is usually why a required one is missing.
     errors = exc.errors()
     first = next((e for e in errors if e.get("type") == "extra_forbidden"), errors[0])
@@ -161,7 +162,7 @@ def parse_snapshot(data: Any, *, now: float | None = None) -> FleetSnapshot:
     try:
         snap = FleetSnapshot.model_validate(data)
     except ValidationError as exc:
-        raise _from_validation_error(exc) from None
+        raise snapshot_error_from(exc) from None
     for host in snap.hosts:
         if host.last_heartbeat is None:
             host.last_heartbeat = snap.now  # hand-written what-if fleets are "seen now"

@@ -30,15 +30,12 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from grid.fleet.errors import GridError
-from grid.fleet.models import FleetSnapshot, Host, Plan
+from grid.fleet import FleetSnapshot, GridError, Host, Plan
 from grid.lab.capacity_explain import blocked_models, joint_core, plan_bindings
 from grid.lab.capacity_templates import DEFAULT_MAX, check_demand, check_max
 from grid.lab.whatif import augment, placed_by_model, plan
-from grid.planner.cpsat.build import add_hard_constraints
-from grid.planner.cpsat.variables import PlacementVars
-from grid.planner.problem import PlacementProblem, allocatable_mb
-from grid.planner.problem_build import build_problem
+from grid.planner import PlacementProblem, allocatable_mb, build_problem
+from grid.planner.cpsat import PlacementVars, add_hard_constraints
 
 MAX_ROUNDS = 6
 SEED = 20261201

@@ -18,13 +18,10 @@ import json
 
 from ortools.sat.python import cp_model
 
-from grid.fleet.models import FleetSnapshot, Host, ModelProfile, Plan
+from grid.fleet import FleetSnapshot, Host, ModelProfile, Plan
 from grid.lab.whatif import augment
-from grid.planner.cpsat.build import add_hard_constraints
-from grid.planner.cpsat.variables import Guard, PlacementVars
-from grid.planner.eligibility import REASON_TEXT
-from grid.planner.problem import PlacementProblem
-from grid.planner.problem_build import build_problem
+from grid.planner import REASON_TEXT, PlacementProblem, build_problem
+from grid.planner.cpsat import Guard, PlacementVars, add_hard_constraints
 
 
 def _names(values: list[str] | set[str]) -> str:

@@ -17,10 +17,10 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
-from grid.fleet.models import FleetSnapshot, Host
+from grid.fleet import FleetSnapshot, Host
 from grid.lab.capacity import capacity
 from grid.lab.whatif import augment, plan, remove_hosts
-from grid.planner.problem import allocatable_mb
+from grid.planner import allocatable_mb
 
 MAX_SETS = 64
 MAX_ROUNDS = 8

@@ -14,9 +14,16 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from grid.fleet.errors import GridError, SnapshotError
-from grid.fleet.models import ADMITTING_STATES, FleetSnapshot, Host, Ownership, Plan
-from grid.fleet.snapshot import parse_snapshot
+from grid.fleet import (
+    ADMITTING_STATES,
+    FleetSnapshot,
+    GridError,
+    Host,
+    Ownership,
+    Plan,
+    SnapshotError,
+    parse_snapshot,
+)
 
 DEFAULT_MAX = 64  # hosts per template considered by default
 

@@ -16,8 +16,7 @@ import math
 import random
 from typing import Any, TypeVar
 
-from grid.fleet.models import FleetSnapshot
-from grid.fleet.snapshot import parse_snapshot
+from grid.fleet import FleetSnapshot, parse_snapshot
 from grid.lab.fleetgen_kinds import (
     HOST_KINDS,
     MODEL_KINDS,

@@ -15,8 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from grid.fleet.models import FleetSnapshot
-from grid.fleet.snapshot import parse_snapshot
+from grid.fleet import FleetSnapshot, parse_snapshot
 
 DEFAULT_NOW = 1785300000.0
 POD_SIZE = 256  # hosts per pod (failure domain)

@@ -20,8 +20,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from grid.fleet.models import FleetSnapshot
-from grid.fleet.snapshot import parse_snapshot
+from grid.fleet import FleetSnapshot, parse_snapshot
 from grid.lab.fleetgen_production import (
     apportion,
     document,

@@ -25,15 +25,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from grid.api.process import start_server, stop_server
-from grid.api.settings import (
+from grid.api import (
     CONFIG_NAME,
     load_or_create_settings,
     load_settings,
+    start_server,
+    stop_server,
     write_settings,
 )
-from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
+from grid.fleet import GridError, atomic_write_text
 from grid.lab.logical_fleet_settings import CandidateModel, FleetSettings
 from grid.node.agent import (
     AgentProcess,
@@ -48,8 +48,13 @@ from grid.node.agent import (
     start_agent,
     stop_agent,
 )
-from grid.node.engines import EngineStateStore, identity_mismatch, is_alive, read_identity
-from grid.node.engines.discover import find_own_children
+from grid.node.engines import (
+    EngineStateStore,
+    find_own_children,
+    identity_mismatch,
+    is_alive,
+    read_identity,
+)
 from grid.wire import AllocatorClient
 
 RUN_DIR_ENV = "GRID_TEST_DIR"
@@ -206,7 +211,7 @@ class LogicalFleet:
             }
         pki = self.run_dir / "pki"
         if not (pki / "ca.pem").exists():
-            from grid.api.tls import generate_ca_and_server
+            from grid.api import generate_ca_and_server
 
             generate_ca_and_server(pki, ["127.0.0.1", "localhost"], common_name="Grid test CA")
         return {
@@ -226,8 +231,7 @@ class LogicalFleet:
         token = reusable(folder / TOKEN_NAME, host_id, time.time())
         listed = admin.node_credentials(host_id) if token is not None else []
         if token is None or not any(  # a revoked or unknown credential is replaced
-            r.credential_id == credential_id(token) and r.state == "valid"
-            for r in listed
+            r.credential_id == credential_id(token) and r.state == "valid" for r in listed
         ):
             minted = admin.node_credential(host_id, ttl_s=NODE_TOKEN_TTL_S)
             # One file: the token and the reply key the agent verifies every reply with.

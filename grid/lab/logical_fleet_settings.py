@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.node.artifacts import (
     GEMMA3_270M_MODEL_ID,
     GEMMA3_270M_SHA256,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from grid.api.ui import scenario_report_path
-from grid.fleet.files import atomic_write_text
+from grid.fleet import atomic_write_text
 from grid.lab.scenario import RunResult
 
 WIDTH, HEIGHT, PAD = 640, 150, 44

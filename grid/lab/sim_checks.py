@@ -8,26 +8,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grid.fleet.actions import (
+from grid.fleet import (
+    ADMITTING_STATES,
     CONSTRUCTIVE_KINDS,
     DESTRUCTIVE_KINDS,
     Action,
     ActionKind,
     ActionRecord,
-    ReconcileResult,
-    RecordStatus,
-)
-from grid.fleet.models import (
-    ADMITTING_STATES,
     FleetSnapshot,
     ModelProfile,
     Ownership,
     Policy,
+    ReconcileResult,
+    RecordStatus,
     ResidencyState,
 )
 from grid.lab.sim_host import SimHost
-from grid.planner.eligibility import host_refusals, pair_refusals
-from grid.runtime.reconcile.codes import DEFERRAL_TEXT
+from grid.planner import host_refusals, pair_refusals
+from grid.runtime.reconcile import DEFERRAL_TEXT
 
 ActionKey = tuple[ActionKind, str, str]  # (kind, host_id, model_id)
 

@@ -18,17 +18,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from grid.fleet.actions import CONSTRUCTIVE_KINDS, Action, ActionKind, ReceiptStatus
-from grid.fleet.models import (
+from grid.fleet import (
     ADMITTING_STATES,
+    CONSTRUCTIVE_KINDS,
     LIVE_STATES,
+    Action,
+    ActionKind,
     Host,
     HostState,
     Ownership,
+    PredictiveEntry,
+    ReceiptStatus,
     Residency,
     ResidencyState,
 )
-from grid.fleet.prefetch import PredictiveEntry
 
 
 @dataclass

@@ -23,28 +23,26 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from grid.fleet.actions import (
+from grid.fleet import (
+    LIVE_STATES,
     Action,
     ActionKind,
     ActionRecord,
-    Mode,
-    Receipt,
-    ReceiptStatus,
-    ReconcileResult,
-    RecordStatus,
-    Tombstone,
-    apply_receipt,
-)
-from grid.fleet.models import (
-    LIVE_STATES,
     DemandEntry,
     FleetSnapshot,
     HostState,
+    Mode,
     ModelProfile,
     Ownership,
     Plan,
     Policy,
+    Receipt,
+    ReceiptStatus,
+    ReconcileResult,
+    RecordStatus,
     ResidencyState,
+    Tombstone,
+    apply_receipt,
 )
 from grid.lab.sim_checks import (
     SimViolation,
@@ -63,7 +61,7 @@ PlannerFn = Callable[[FleetSnapshot], Plan]
 
 
 def planner_for(engine: str = "heuristic", time_limit_s: float = 2.0) -> PlannerFn:
-    from grid.planner.plan import make_plan
+    from grid.planner import make_plan
 
     def plan(snap: FleetSnapshot) -> Plan:
         return make_plan(snap, engine=engine, time_limit_s=time_limit_s, deterministic=True)

@@ -23,11 +23,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from grid.fleet.errors import GridError
-from grid.fleet.models import FleetSnapshot, Host, ModelProfile, Plan
-from grid.fleet.snapshot import load_snapshot
-from grid.planner.plan import make_plan
-from grid.planner.problem import allocatable_mb
+from grid.fleet import FleetSnapshot, GridError, Host, ModelProfile, Plan, load_snapshot
+from grid.planner import allocatable_mb, make_plan
 
 DEFAULT_TIME_LIMIT_S = 5.0
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grid.fleet.models import FleetSnapshot, Plan
+from grid.fleet import FleetSnapshot, Plan
 from grid.lab.whatif import DEFAULT_TIME_LIMIT_S, placed_by_model, plan, remove_hosts
 
 

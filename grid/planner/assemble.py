@@ -7,7 +7,7 @@ own, before and after this one.
 
 from __future__ import annotations
 
-from grid.fleet.models import (
+from grid.fleet import (
     Assignment,
     LevelValue,
     Plan,
@@ -15,7 +15,7 @@ from grid.fleet.models import (
     ResidencyState,
     SolverReport,
 )
-from grid.planner.cpsat.bounds import static_bounds
+from grid.planner.cpsat import static_bounds
 from grid.planner.deadline import SHORTENED_NOTE, Deadline
 from grid.planner.explain import explain_unsatisfied
 from grid.planner.levels import levels, score_placement

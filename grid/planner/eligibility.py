@@ -7,7 +7,7 @@ Every refusal is a stable reason code; `REASON_TEXT` gives the human sentence.
 
 from __future__ import annotations
 
-from grid.fleet.models import (
+from grid.fleet import (
     ADMITTING_STATES,
     FleetSnapshot,
     Host,

@@ -23,9 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
 
-from grid.fleet.models import Binding, ModelProfile, Preemption, Unsatisfied
-from grid.planner.cpsat.assumptions import Core, binding_core
-from grid.planner.cpsat.ledger import Blocker, Ledger
+from grid.fleet import Binding, ModelProfile, Preemption, Unsatisfied
+from grid.planner.cpsat import Blocker, Core, Ledger, binding_core
 from grid.planner.deadline import CALIBRATION, SHORTENED_NOTE, Deadline, explanation_margin_s
 from grid.planner.eligibility import REASON_TEXT
 from grid.planner.gpus import gpus_wanted, refusal_text

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from grid.fleet.models import Host, ModelProfile
+from grid.fleet import Host, ModelProfile
 from grid.planner.gpus import Demand, fits, held_by
 from grid.planner.problem import Candidate, PlacementProblem
 

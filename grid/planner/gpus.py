@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from grid.fleet.models import LIVE_STATES, Host, ModelProfile, ResidencyState
+from grid.fleet import LIVE_STATES, Host, ModelProfile, ResidencyState
 
 Demand = tuple[int, int]  # (devices, MB per device)
 FAMILY = "gpu"

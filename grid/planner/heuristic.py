@@ -22,7 +22,7 @@ constraint, so the result always passes `validate.py`. Iteration is over sorted 
 
 from __future__ import annotations
 
-from grid.fleet.models import ResidencyState
+from grid.fleet import ResidencyState
 from grid.planner.heuristic_domains import spread_domains
 from grid.planner.heuristic_ledger import Key, PlacementState
 from grid.planner.heuristic_order import (

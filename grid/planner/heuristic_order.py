@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from itertools import repeat
 
-from grid.fleet.models import Evidence
+from grid.fleet import Evidence
 from grid.planner.heuristic_ledger import PlacementState
 from grid.planner.levels import model_scores, quality_scores
 from grid.planner.problem import Candidate, PlacementProblem

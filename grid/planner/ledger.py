@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, KeysView, Mapping
 from dataclasses import dataclass, field
 
-from grid.fleet.models import Host, ModelProfile
+from grid.fleet import Host, ModelProfile
 from grid.planner.gpu_ledger import GpuTable, gpu_table
 from grid.planner.problem import Candidate, HostBudget, PlacementProblem
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Literal, cast
 
-from grid.fleet.models import Evidence, FleetSnapshot, Host, HostState, ResidencyState
+from grid.fleet import Evidence, FleetSnapshot, Host, HostState, ResidencyState
 from grid.planner.problem import Candidate, PlacementProblem
 
 Sense = Literal["max", "min"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import cast
 
-from grid.fleet.models import FleetSnapshot
+from grid.fleet import FleetSnapshot
 from grid.planner.problem import NOT_DESIRED, Candidate, PlacementProblem
 from grid.planner.refusals import RefusalTable
 from grid.planner.targets import Target

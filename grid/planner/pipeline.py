@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import grid.planner.deadline as budget  # every calibrated figure (CALIBRATION)
-from grid.fleet.models import Plan
+from grid.fleet import Plan
 from grid.planner import pipeline_steps as steps
 from grid.planner.deadline import explain_s, stage_s
 from grid.planner.pipeline_run import Outcome, Run
@@ -67,13 +67,13 @@ def _early(run: Run) -> bool:
 
 
 def _types_first(run: Run) -> bool:
-    from grid.planner.cpsat.aggregate import aggregation_pays
+    from grid.planner.cpsat import aggregation_pays
 
     return _cpsat(run) and _early(run) and aggregation_pays(run.built) and run.solver_reachable()
 
 
 def _types_late(run: Run) -> bool:
-    from grid.planner.cpsat.aggregate import aggregation_pays
+    from grid.planner.cpsat import aggregation_pays
 
     return (
         _cpsat(run)
@@ -94,7 +94,7 @@ def _estimate_heuristic(run: Run) -> float:
 
 
 def _estimate_host_types(run: Run) -> float:
-    from grid.planner.cpsat.aggregate import disaggregation_s
+    from grid.planner.cpsat import disaggregation_s
 
     c = budget.CALIBRATION
     return c.aggregate_setup_share * run.build_s + disaggregation_s(run.built) + c.min_solve_s

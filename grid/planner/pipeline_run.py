@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 import grid.planner.deadline as budget  # every calibrated figure (CALIBRATION)
-from grid.fleet.models import FleetSnapshot, Plan, Preemption
+from grid.fleet import FleetSnapshot, Plan, Preemption
 from grid.planner.deadline import (
     Deadline,
     explain_s,
@@ -26,7 +26,7 @@ from grid.planner.problem import PlacementProblem
 from grid.planner.targets import Target
 
 if TYPE_CHECKING:
-    from grid.planner.cpsat.aggregate import AggregateResult
+    from grid.planner.cpsat import AggregateResult
 
 Key = tuple[str, str]
 

@@ -51,7 +51,7 @@ def host_types(run: Run) -> None:
     aggregate_wide_share when the per-host model could not be built after it anyway), where
     that covers the model's setup and disaggregations; a proof there makes its placement the
     run's and its levels the replica levels' bounds."""
-    from grid.planner.cpsat.aggregate import disaggregation_s, solve_aggregated
+    from grid.planner.cpsat import disaggregation_s, solve_aggregated
 
     c, problem = budget.CALIBRATION, run.built
     left = run.room_s()
@@ -167,7 +167,7 @@ def _no_time_left(run: Run, what: str) -> Outcome:
     note = f"the time limit of {limit:g} s left no time for CP-SAT ({what} took {elapsed:.1f} s)"
     aggregated = run.aggregated
     if aggregated is not None and aggregated.proven:
-        from grid.planner.cpsat.bounds import static_bounds
+        from grid.planner.cpsat import static_bounds
 
         run.placed = aggregated.placed
         bounds = {**static_bounds(run.built), **aggregated.values}
@@ -216,7 +216,7 @@ def portfolio(run: Run) -> None:
     """Workload portfolio (portfolio/attach.py): fixed on top of the base plan, absent without
     workloads; its CP-SAT gets what the deadline leaves after validation and output."""
     from grid.planner.assemble import assignments_of
-    from grid.planner.portfolio.attach import attach_portfolio
+    from grid.planner.portfolio import attach_portfolio
 
     assert run.plan is not None
     run.plan = attach_portfolio(

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from grid.fleet.errors import GridError
-from grid.fleet.models import FleetSnapshot, Plan
+from grid.fleet import FleetSnapshot, GridError, Plan
 from grid.planner.deadline import Deadline
 from grid.planner.gcpause import gc_paused
 from grid.planner.pipeline import Run, run_phases

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from grid.fleet.models import ModelProfile, Preemption
+from grid.fleet import ModelProfile, Preemption
 from grid.planner.eligibility import pair_refusals
 from grid.planner.heuristic_order import (
     STAGE_BASELINE,

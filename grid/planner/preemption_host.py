@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from grid.fleet.models import (
+from grid.fleet import (
     LIVE_STATES,
     FleetSnapshot,
     Host,

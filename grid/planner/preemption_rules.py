@@ -20,7 +20,7 @@ reconciler's gates would refuse.
 
 from __future__ import annotations
 
-from grid.fleet.models import Evidence, Host, ModelProfile, Ownership, Residency
+from grid.fleet import Evidence, Host, ModelProfile, Ownership, Residency
 from grid.planner.targets import Target
 
 EVICTION_ACTUATORS = frozenset({"drain", "unload"})

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
-from grid.fleet.models import (
+from grid.fleet import (
     LIVE_STATES,
     FleetSnapshot,
     Host,

@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from itertools import repeat
 
-from grid.fleet.models import (
+from grid.fleet import (
     LIVE_STATES,
     REUSABLE_STATES,
     FleetSnapshot,

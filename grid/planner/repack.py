@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grid.fleet.models import ModelProfile, ResidencyState
-from grid.planner.cpsat.ledger import host_blockers, host_load
+from grid.fleet import ModelProfile, ResidencyState
+from grid.planner.cpsat import host_blockers, host_load
 from grid.planner.eligibility import pair_refusals
 from grid.planner.levels import quality_scores
 from grid.planner.preemption_host import (

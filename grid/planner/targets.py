@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from grid.demand.smoothing import lookahead_concurrency
-from grid.fleet.models import (
+from grid.demand import lookahead_concurrency
+from grid.fleet import (
     LIVE_STATES,
     DemandEntry,
     Evidence,

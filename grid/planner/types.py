@@ -28,7 +28,7 @@ import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from grid.planner.cpsat.ledger import Ledger
+from grid.planner.cpsat import Ledger
 from grid.planner.gpu_ledger import gpu_table
 from grid.planner.levels import quality_classes, quality_scores
 from grid.planner.problem import Candidate, PlacementProblem

@@ -31,8 +31,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 
-from grid.planner.cpsat.ledger import HostLoad, Ledger, host_blockers
-from grid.planner.cpsat.scoring import Scorer
+from grid.planner.cpsat import HostLoad, Ledger, Scorer, host_blockers
 from grid.planner.levels import compare
 from grid.planner.problem import PlacementProblem
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from grid.fleet.models import (
+from grid.fleet import (
     LIVE_STATES,
     REUSABLE_STATES,
     Assignment,

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 MAX_KEY_BYTES = 256
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
-from grid.fleet.errors import GridError, refuse_unknown
+from grid.fleet import GridError, refuse_unknown
 
 RATE_LIMIT_COOLDOWN_S = 1.0
 FAILURES_TO_OPEN = 2

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from grid.fleet.routes import Route
+from grid.fleet import Route
 from grid.router.affinity import AffinityKey, rendezvous_order
 from grid.router.breaker import CircuitBreakers
 from grid.router.measure import Measurements

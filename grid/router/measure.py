@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from grid.demand.throughput import MAX_AGE_S, MAX_TRACKED, Ewma, RevisionMeasurements
+from grid.demand import MAX_AGE_S, MAX_TRACKED, Ewma, RevisionMeasurements
 
 DEFAULT_LATENCY_S = 1.0  # the prior when no engine of the model has fresh evidence
 

@@ -16,9 +16,8 @@ network, and no route falls back from one transport to another.
 
 from __future__ import annotations
 
-from grid.fleet.models import ADMITTING_STATES, ResidencyState
-from grid.fleet.routes import Route
-from grid.wire.client import is_loopback
+from grid.fleet import ADMITTING_STATES, ResidencyState, Route
+from grid.wire import is_loopback
 
 DEFAULT_FUTURE_SKEW_S = 5.0
 TRANSPORTS = ("relay", "http", "https")

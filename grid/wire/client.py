@@ -18,7 +18,16 @@ from urllib.parse import quote, urlsplit
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from grid.fleet.errors import GridError
+from grid.fleet import (
+    NODE_HEADER,
+    OPERATOR_HEADER,
+    REPLY_SIGNATURE_HEADER,
+    GridError,
+    NodeReply,
+    NodeUpdate,
+    reply_is_signed,
+    wire_json,
+)
 from grid.fleet.operator import (
     AllocatorStatus,
     CredentialList,
@@ -33,15 +42,6 @@ from grid.fleet.operator import (
     RevokeReply,
     TickReply,
     TombstoneReply,
-)
-from grid.fleet.wire import (
-    NODE_HEADER,
-    OPERATOR_HEADER,
-    REPLY_SIGNATURE_HEADER,
-    NodeReply,
-    NodeUpdate,
-    reply_is_signed,
-    wire_json,
 )
 
 DEFAULT_TIMEOUT_S = 60.0

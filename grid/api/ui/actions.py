@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from grid.api.deps import Service, require_operator
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.runtime.controller import set_host_drain
 
 router = APIRouter(

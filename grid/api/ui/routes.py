@@ -31,9 +31,9 @@ from grid.api.deps import Service
 from grid.api.errors import error_body
 from grid.api.ui.paths import scenario_report_path
 from grid.api.ui.view import fleet_view
-from grid.fleet.errors import GridError
-from grid.planner.targets import compute_targets
-from grid.runtime.controller.service import ControllerService
+from grid.fleet import GridError
+from grid.planner import compute_targets
+from grid.runtime.controller import ControllerService
 
 router = APIRouter(prefix="/ui", tags=["dashboard"], include_in_schema=False)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from grid.planner.targets import Target
+from grid.planner import Target
 
 MAX_HISTORY = 200
 

@@ -26,8 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from grid.fleet.errors import GridError
-from grid.fleet.snapshot import _from_validation_error
+from grid.fleet import GridError, snapshot_error_from
 
 MAX_CELLS = 4_000_000  # hosts × models × minutes: beyond this the time-expanded model is too big
 MAX_VALUE = 1_000_000.0  # demand and concurrency ceiling (keeps scaled sums inside int64)
@@ -266,7 +265,7 @@ def parse_trace(data: Any) -> Trace:
     try:
         trace = Trace.model_validate(data)
     except ValidationError as exc:
-        base = _from_validation_error(exc)
+        base = snapshot_error_from(exc)
         value = exc.errors()[0].get("input")
         if base.code == "negative_number" and isinstance(value, int | float) and value >= 0:
             base.code = "out_of_range"  # e.g. minutes: 0 is not negative, but still too small

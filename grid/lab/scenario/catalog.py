@@ -23,7 +23,7 @@ import hashlib
 import random
 from dataclasses import dataclass
 
-from grid.fleet.models import Host, ModelProfile
+from grid.fleet import Host, ModelProfile
 
 GB = 1024
 

@@ -15,14 +15,15 @@ What this adds to grid/lab/simulator.py (nothing there changes):
 
 from __future__ import annotations
 
-from grid.fleet.models import (
+from grid.fleet import (
     LIVE_STATES,
     DemandEntry,
     FleetSnapshot,
+    Outcome,
+    Prediction,
     ResidencyState,
+    WorkloadForecast,
 )
-from grid.fleet.prefetch import Prediction
-from grid.fleet.workloads import Outcome, WorkloadForecast
 from grid.lab.scenario.catalog import Machine
 from grid.lab.simulator import FleetSimulator, PlannerFn, SimConfig
 

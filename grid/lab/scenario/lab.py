@@ -23,8 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from grid.demand import EndpointFamily, Observation, Outcome, RequestOutcome, observation_from
-from grid.fleet.actions import Mode
-from grid.fleet.models import FleetSnapshot, HostState, ModelProfile, Plan, ResidencyState
+from grid.fleet import FleetSnapshot, HostState, Mode, ModelProfile, Plan, ResidencyState
 from grid.lab.scenario import workday
 from grid.lab.scenario.catalog import designated
 from grid.lab.scenario.fleet import LabFleet

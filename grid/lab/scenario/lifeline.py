@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from grid.fleet.actions import ActionKind, RecordStatus
-from grid.fleet.models import ResidencyState
+from grid.fleet import ActionKind, RecordStatus, ResidencyState
 from grid.lab.scenario import workday
 from grid.lab.sim_checks import LifeEvent, SimViolation, timeline_violations
 
 if TYPE_CHECKING:
-    from grid.fleet.models import Plan
+    from grid.fleet import Plan
     from grid.lab.scenario.fleet import LabFleet
 
 

@@ -20,9 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from grid.demand import Outcome
-from grid.fleet.actions import ActionKind, RecordStatus
-from grid.fleet.models import LIVE_STATES
-from grid.fleet.workloads import PortfolioReport
+from grid.fleet import LIVE_STATES, ActionKind, PortfolioReport, RecordStatus
 from grid.lab.scenario import workday
 from grid.lab.scenario.arrivals import TraceHash
 from grid.lab.scenario.catalog import designated

@@ -22,8 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from grid.fleet.actions import Mode
-from grid.fleet.models import FleetSnapshot
+from grid.fleet import FleetSnapshot, Mode
 from grid.lab.oracle import OracleResult, Problem, Replay, compile_trace, parse_trace, solve_oracle
 from grid.lab.oracle import replay as replay_schedule
 from grid.lab.scenario import workday

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from grid.demand import Outcome
-from grid.fleet.models import ModelProfile
+from grid.fleet import ModelProfile
 from grid.lab.scenario.arrivals import Request
 
 EPS = 1e-9

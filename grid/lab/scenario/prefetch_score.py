@@ -24,8 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from grid.fleet.actions import ActionKind, ActionRecord, RecordStatus
-from grid.fleet.models import ModelProfile
+from grid.fleet import ActionKind, ActionRecord, ModelProfile, RecordStatus
 from grid.runtime.reconcile import EXPIRED_REASON, REPLACED_REASON
 
 

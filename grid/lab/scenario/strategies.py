@@ -26,15 +26,21 @@ import hashlib
 from collections.abc import Callable, Sequence
 
 from grid.demand import DemandConfig, DemandTracker, Observation
-from grid.fleet.models import DemandEntry, Evidence, FleetSnapshot, ModelProfile, Plan
-from grid.fleet.prefetch import Prediction
-from grid.fleet.workloads import Outcome, PortfolioPolicy, WorkloadForecast
+from grid.fleet import (
+    DemandEntry,
+    Evidence,
+    FleetSnapshot,
+    ModelProfile,
+    Outcome,
+    Plan,
+    PortfolioPolicy,
+    Prediction,
+    WorkloadForecast,
+)
 from grid.lab.scenario.arrivals import BASE_SERVICE_S
 from grid.lab.scenario.personas import STAGE_MINUTES, User
-from grid.router.affinity import hash_affinity_key
-from grid.runtime.controller.evidence_store import RequestSignals
-from grid.runtime.controller.prefetch_inputs import snapshot_demand
-from grid.runtime.controller.workload_inputs import mapped_inputs
+from grid.router import hash_affinity_key
+from grid.runtime.controller import RequestSignals, mapped_inputs, snapshot_demand
 
 STRATEGIES = ("smart", "reactive", "greedy", "static")
 PLAN_TIME_LIMIT_S = 2.0
@@ -47,7 +53,7 @@ def plan_snapshot(snap: FleetSnapshot) -> Plan:
     """The production planner: CP-SAT (lexicographic placement, then the joint portfolio
     model), one worker, fixed seed, `deterministic=True` (each stage's cut-off is CP-SAT
     deterministic time, not wall time). ENGINE may be switched for a measurement."""
-    from grid.planner.plan import make_plan
+    from grid.planner import make_plan
 
     return make_plan(snap, engine=ENGINE, time_limit_s=PLAN_TIME_LIMIT_S, deterministic=True)
 

@@ -18,7 +18,7 @@ import bisect
 import math
 from pathlib import Path
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 MAX_BYTES = 5 * 1024 * 1024
 MAX_ROWS = 100_000

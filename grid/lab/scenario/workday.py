@@ -23,7 +23,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from grid.fleet.workloads import DEFAULT_WORKLOAD_VOCABULARY
+from grid.fleet import DEFAULT_WORKLOAD_VOCABULARY
 
 WORDS = DEFAULT_WORKLOAD_VOCABULARY
 PHASES: tuple[tuple[str, float, float, Mapping[str, float], float], ...] = (

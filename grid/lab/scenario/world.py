@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from grid.fleet.models import ModelProfile
+from grid.fleet import ModelProfile
 from grid.lab.scenario import workday
 from grid.lab.scenario.arrivals import Request, digest, generate
 from grid.lab.scenario.catalog import Machine, build_machines, build_models

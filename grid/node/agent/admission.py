@@ -30,10 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from grid.fleet.actions import CONSTRUCTIVE_KINDS, ReceiptStatus
-from grid.fleet.errors import GridError
-from grid.fleet.generation import PlanGeneration
-from grid.fleet.wire import WireCommand
+from grid.fleet import CONSTRUCTIVE_KINDS, GridError, PlanGeneration, ReceiptStatus, WireCommand
 from grid.node.agent.fence import MAX_TERM_STEP, CommandFence
 
 # Fence reasons that mean "nothing happened, reissue freely" rather than a failure.

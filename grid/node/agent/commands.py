@@ -31,10 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from grid.fleet.actions import ReceiptStatus
-from grid.fleet.errors import GridError
-from grid.fleet.models import ResidencyState
-from grid.fleet.wire import WireCommand, WireLaunch
+from grid.fleet import GridError, ReceiptStatus, ResidencyState, WireCommand, WireLaunch
 from grid.node.agent.config import NodeConfig
 from grid.node.agent.engine_launch import node_launch
 from grid.node.agent.state import AgentState, ResidencyRecord, VerifiedArtifact
@@ -46,7 +43,7 @@ from grid.node.artifacts import (
     evict_refusal,
     sha256_file,
 )
-from grid.node.engines.base import EngineState, EngineSupervisor
+from grid.node.engines import EngineState, EngineSupervisor
 
 
 class StateKeeper(Protocol):

@@ -25,11 +25,15 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from grid.fleet.engine_settings import EngineSettings
-from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text, read_json_file
-from grid.fleet.wire import ADDRESS_PATTERN, DEFAULT_ENGINE_ADDRESS
-from grid.wire.client import is_loopback
+from grid.fleet import (
+    ADDRESS_PATTERN,
+    DEFAULT_ENGINE_ADDRESS,
+    EngineSettings,
+    GridError,
+    atomic_write_text,
+    read_json_file,
+)
+from grid.wire import is_loopback
 
 CONFIG_NAME = "node.json"
 HOST_ID_RE = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")

@@ -17,8 +17,7 @@ import base64
 import json
 from pathlib import Path
 
-from grid.fleet.errors import GridError
-from grid.fleet.wire import reply_key_path
+from grid.fleet import GridError, reply_key_path
 
 REPLY_KEY_WORD = "reply-key"
 MAX_CREDENTIAL_TEXT = 8192

@@ -10,10 +10,9 @@ places a model on a node without one of its runtimes).
 
 from __future__ import annotations
 
-from grid.fleet.engine_settings import EngineSettings
-from grid.fleet.wire import WireLaunch
+from grid.fleet import EngineSettings, WireLaunch
 from grid.node.agent.config import NodeConfig
-from grid.node.engines.adapters import LLAMA_CPP, LaunchSpec
+from grid.node.engines import LLAMA_CPP, LaunchSpec
 
 ALL_MODELS = "*"
 

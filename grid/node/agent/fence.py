@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from grid.fleet.wire import WireCommand
+from grid.fleet import WireCommand
 
 # How far one reply may move the term fence. Controllers add 1 per takeover, so a legitimate
 # jump is small; a reply claiming 10^12 is an impostor's (or a corrupt one's) and would lock the

@@ -14,8 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from grid.fleet.actions import ReceiptStatus
-from grid.fleet.wire import WireCommand
+from grid.fleet import ReceiptStatus, WireCommand
 from grid.node.agent.admission import Authority, admit_batch, order_by_dependencies
 from grid.node.agent.state import AgentState, Keeper, QueuedCommand, receipt_for
 

@@ -22,8 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from grid.fleet.errors import GridError
-from grid.fleet.wire import NodeReply, NodeUpdate
+from grid.fleet import GridError, NodeReply, NodeUpdate
 
 log = logging.getLogger("grid.node")
 

@@ -31,9 +31,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from grid.fleet.actions import CONSTRUCTIVE_KINDS, ReceiptStatus
-from grid.fleet.models import ADMITTING_STATES, HostState, ResidencyState
-from grid.fleet.wire import NodeReply, NodeUpdate
+from grid.fleet import (
+    ADMITTING_STATES,
+    CONSTRUCTIVE_KINDS,
+    HostState,
+    NodeReply,
+    NodeUpdate,
+    ReceiptStatus,
+    ResidencyState,
+)
 from grid.node.agent.admission import local_free_mb, remaining_ttl
 from grid.node.agent.commands import CommandExecutor, Outcome
 from grid.node.agent.config import NodeConfig
@@ -66,9 +72,8 @@ from grid.node.agent.status import status_document, write_status
 from grid.node.agent.telemetry import TelemetrySource
 from grid.node.agent.worker import Worker
 from grid.node.artifacts import ArtifactStore, predictive_rows
-from grid.node.engines.base import EngineStatus, EngineSupervisor
-from grid.node.protection import Decision, ProtectionPolicy, evaluate
-from grid.node.protection.conditions import most_restrictive
+from grid.node.engines import EngineStatus, EngineSupervisor
+from grid.node.protection import Decision, ProtectionPolicy, evaluate, most_restrictive
 
 log = logging.getLogger("grid.node")
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.node.agent.config import NodeConfig, load_config
 from grid.node.agent.credential import (
     MAX_CREDENTIAL_TEXT,

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import grid
-from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text, read_json_file
+from grid.fleet import GridError, atomic_write_text, read_json_file
 from grid.node.agent.status import read_status
-from grid.node.engines.proc import is_alive, read_argv, read_birth_marker
+from grid.node.engines import is_alive, read_argv, read_birth_marker
 
 PID_NAME = "agent.pid"
 LOG_NAME = "agent.log"

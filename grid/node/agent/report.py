@@ -21,10 +21,10 @@ from pathlib import Path
 
 import psutil
 
-from grid.fleet.models import ResidencyState
-from grid.fleet.wire import (
+from grid.fleet import (
     NODE_COMMAND_KINDS,
     NodeUpdate,
+    ResidencyState,
     WireAck,
     WireAllocator,
     WireLoad,
@@ -35,7 +35,7 @@ from grid.fleet.wire import (
 )
 from grid.node.agent.config import NodeConfig
 from grid.node.agent.state import ResidencyRecord
-from grid.node.engines.base import EngineState, EngineStatus
+from grid.node.engines import EngineState, EngineStatus
 
 MIB = 1024 * 1024
 ENGINE_STATES = (ResidencyState.WARMING, ResidencyState.READY, ResidencyState.DRAINING)

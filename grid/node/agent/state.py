@@ -30,12 +30,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from grid.fleet.actions import ReceiptStatus
-from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text, loads_bounded, read_json_file
-from grid.fleet.models import ResidencyState
-from grid.fleet.wire import WireAck, WireCommand
-from grid.node.artifacts.provenance import PredictiveRecord
+from grid.fleet import (
+    GridError,
+    ReceiptStatus,
+    ResidencyState,
+    WireAck,
+    WireCommand,
+    atomic_write_text,
+    loads_bounded,
+    read_json_file,
+)
+from grid.node.artifacts import PredictiveRecord
 from grid.node.protection import LocalOverride, OverrideKind, ProtectionState
 
 STATE_NAME = "agent.json"

@@ -11,19 +11,19 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from grid.fleet.files import atomic_write_text
-from grid.fleet.models import HostState
-from grid.fleet.wire import (
+from grid.fleet import (
     CommandBrief,
+    HostState,
     NodeStatus,
     StatusReceipt,
     StatusResidency,
     WireCommand,
+    atomic_write_text,
 )
 from grid.node.agent.config import NodeConfig
 from grid.node.agent.link import ControllerLink
 from grid.node.agent.state import AgentState, ResidencyRecord
-from grid.node.engines.base import EngineStatus
+from grid.node.engines import EngineStatus
 from grid.node.protection import Decision
 
 STATUS_NAME = "status.json"

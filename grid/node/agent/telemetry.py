@@ -17,9 +17,14 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from grid.fleet.files import atomic_write_text, read_json_file
-from grid.node.protection import LocalOverride, Telemetry
-from grid.node.protection.telemetry import HostPaths, TelemetryReader, read_memory_percent
+from grid.fleet import atomic_write_text, read_json_file
+from grid.node.protection import (
+    HostPaths,
+    LocalOverride,
+    Telemetry,
+    TelemetryReader,
+    read_memory_percent,
+)
 
 KNOBS_NAME = "telemetry.json"
 LOGICAL_KNOBS = frozenset(

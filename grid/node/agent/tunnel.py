@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from grid.fleet.errors import GridError
-from grid.fleet.wire import NODE_HEADER
+from grid.fleet import NODE_HEADER, GridError
 from grid.node.agent.engine_hop import EngineHop, EngineHopError
 from grid.wire import (
     CHUNK_BYTES,
@@ -40,14 +39,15 @@ from grid.wire import (
     Kind,
     RequestHead,
     ResponseHead,
+    client_verify,
     engine_path_allowed,
     error_frame,
     frame,
+    is_loopback,
     parse,
     split_request,
     whole_frame,
 )
-from grid.wire.client import client_verify, is_loopback
 
 log = logging.getLogger("grid.node.tunnel")
 

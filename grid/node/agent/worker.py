@@ -13,9 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from grid.fleet.actions import ReceiptStatus
-from grid.fleet.models import ADMITTING_STATES, HostState
-from grid.fleet.wire import WireCommand
+from grid.fleet import ADMITTING_STATES, HostState, ReceiptStatus, WireCommand
 from grid.node.agent.admission import start_check
 from grid.node.agent.commands import CommandExecutor, Outcome
 from grid.node.agent.inbox import CommandInbox

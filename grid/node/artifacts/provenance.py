@@ -18,8 +18,7 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grid.fleet.models import LIVE_STATES, ResidencyState
-from grid.fleet.wire import WirePredictiveEntry
+from grid.fleet import LIVE_STATES, ResidencyState, WirePredictiveEntry
 
 MIB = 1024 * 1024
 

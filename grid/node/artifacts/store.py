@@ -33,9 +33,7 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
-from grid.fleet.errors import GridError
-from grid.fleet.files import fsync_dir
-from grid.fleet.models import ModelProfile
+from grid.fleet import GridError, ModelProfile, fsync_dir
 from grid.node.artifacts.transfer import HttpTransfer, copy_file_resumable
 
 MIB = 1024 * 1024

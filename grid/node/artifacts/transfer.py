@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 _CONTENT_RANGE_RE = re.compile(r"^bytes (?:(\d+)-(\d+)|\*)/(\d+|\*)$")
 

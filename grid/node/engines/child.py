@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.node.engines.adapters import LaunchSpec
 from grid.node.engines.base import EngineState
 from grid.node.engines.launch import argv_contradiction, child_env

@@ -13,8 +13,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from grid.fleet.engine_settings import EngineSettings
-from grid.fleet.errors import GridError
+from grid.fleet import EngineSettings, GridError
 from grid.node.engines.adapters import LLAMA_CPP, LaunchSpec, Where, adapter_for
 from grid.node.engines.state import EngineRecord
 

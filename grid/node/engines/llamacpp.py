@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.node.engines import refusals
 from grid.node.engines.adapters import LLAMA_CPP, LaunchSpec, adapter_for
 from grid.node.engines.base import EngineState, EngineStatus, StopResult

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 
 def _tail_command(log: Path) -> str:

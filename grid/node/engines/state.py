@@ -21,8 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from grid.fleet.errors import GridError
-from grid.fleet.files import atomic_write_text
+from grid.fleet import GridError, atomic_write_text
 from grid.node.engines.discover import FoundChild, find_own_children
 from grid.node.engines.proc import BirthMarker
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from grid.fleet.models import HostState
+from grid.fleet import HostState
 from grid.node.protection.model import (
     DEDICATED_IGNORED,
     THERMAL_ORDER,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grid.fleet.models import ADMITTING_STATES, HostState
+from grid.fleet import ADMITTING_STATES, HostState
 from grid.node.protection.conditions import (
     SEVERITY,
     least_restrictive,

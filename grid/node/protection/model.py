@@ -14,8 +14,7 @@ from itertools import pairwise
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from grid.fleet.errors import GridError
-from grid.fleet.models import HostState
+from grid.fleet import GridError, HostState
 
 
 class _Frozen(BaseModel):

@@ -16,8 +16,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from grid.fleet.models import Assignment, FleetSnapshot, Plan, Unsatisfied
-from grid.fleet.workloads import PortfolioLevel, PortfolioReport, PortfolioSolver
+from grid.fleet import (
+    Assignment,
+    FleetSnapshot,
+    Plan,
+    PortfolioLevel,
+    PortfolioReport,
+    PortfolioSolver,
+    Unsatisfied,
+)
 from grid.planner.deadline import CALIBRATION, PORTFOLIO_FINISH_S, Deadline, output_reserve_s
 from grid.planner.portfolio.context import Key, PortfolioContext, build_context
 from grid.planner.portfolio.hysteresis import hold

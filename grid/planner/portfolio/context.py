@@ -20,9 +20,15 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from grid.fleet.models import LIVE_STATES, FleetSnapshot, Plan, ResidencyState
-from grid.fleet.workloads import PortfolioPolicy, WorkloadForecast
-from grid.planner.cpsat.ledger import Ledger
+from grid.fleet import (
+    LIVE_STATES,
+    FleetSnapshot,
+    Plan,
+    PortfolioPolicy,
+    ResidencyState,
+    WorkloadForecast,
+)
+from grid.planner.cpsat import Ledger
 from grid.planner.levels import quality_scores, startup_seconds
 from grid.planner.narrow import portfolio_targets
 from grid.planner.portfolio.evidence import Evidence, bonus_of, evidence_of, outcome_table

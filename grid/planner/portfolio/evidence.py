@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grid.fleet.models import FleetSnapshot, ModelProfile
-from grid.fleet.workloads import Outcome, PortfolioPolicy
+from grid.fleet import FleetSnapshot, ModelProfile, Outcome, PortfolioPolicy
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,8 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from grid.fleet.models import Evidence as DemandEvidence
-from grid.fleet.models import FleetSnapshot, ModelProfile
-from grid.fleet.workloads import PortfolioPolicy, WorkloadForecast
+from grid.fleet import Evidence as DemandEvidence
+from grid.fleet import FleetSnapshot, ModelProfile, PortfolioPolicy, WorkloadForecast
 
 
 class Gate(StrEnum):

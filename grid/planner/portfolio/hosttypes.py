@@ -27,8 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from grid.planner.cpsat.ledger import Ledger, host_load
-from grid.planner.cpsat.type_ledgers import TypeRoom
+from grid.planner.cpsat import Ledger, TypeRoom, host_load
 from grid.planner.portfolio.context import Key, PortfolioContext
 from grid.planner.portfolio.score import startup_cost
 from grid.planner.types import PACKINGS, HostType, host_types

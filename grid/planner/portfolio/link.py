@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from grid.planner.cpsat.variables import PlacementVars
+from grid.planner.cpsat import PlacementVars
 from grid.planner.portfolio.assign import AssignVars
 from grid.planner.portfolio.context import PortfolioContext
 from grid.planner.portfolio.speed import UNIT

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from grid.planner.cpsat.variables import Expr, PlacementVars
+from grid.planner.cpsat import Expr, PlacementVars
 from grid.planner.levels import disruption_cost, quality_scores
 from grid.planner.portfolio.assign import AssignVars
 from grid.planner.portfolio.context import PortfolioContext

@@ -25,7 +25,7 @@ import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from grid.fleet.models import ResidencyState
+from grid.fleet import ResidencyState
 from grid.planner.eligibility import pair_refusals
 from grid.planner.portfolio.context import Key, PortfolioContext
 from grid.planner.portfolio.gates import has_direct_demand

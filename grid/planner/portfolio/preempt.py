@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grid.fleet.models import Preemption, ResidencyState
+from grid.fleet import Preemption, ResidencyState
 from grid.planner.portfolio.context import Key, PairInfo, PortfolioContext
 from grid.planner.portfolio.paths import PathOption, Victims, acceptable, scan
 from grid.planner.portfolio.replace import beats, mature_victims, movable_on, served_by

@@ -37,9 +37,8 @@ on is taken after all (intended capacity is never treated as free).
 
 from __future__ import annotations
 
-from grid.fleet import ReplacementAuthorization
-from grid.fleet.models import ModelProfile, Residency, ResidencyState
-from grid.planner.cpsat.ledger import Ledger
+from grid.fleet import ModelProfile, ReplacementAuthorization, Residency, ResidencyState
+from grid.planner.cpsat import Ledger
 from grid.planner.portfolio.context import Carried, Key, PortfolioContext, confident_pressure
 from grid.planner.portfolio.gates import has_direct_demand
 from grid.planner.portfolio.score import failures_of, pressure_of

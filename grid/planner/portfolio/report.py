@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from grid.fleet.models import Plan, ResidencyState
-from grid.fleet.workloads import AdmissionRow, AdmissionState, CandidateRow
+from grid.fleet import AdmissionRow, AdmissionState, CandidateRow, Plan, ResidencyState
 from grid.planner.portfolio.context import PairInfo, PortfolioContext
 from grid.planner.portfolio.paths import PathOption
 from grid.planner.portfolio.preempt import StagedWorkload

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from grid.fleet.models import FleetSnapshot, ResidencyState
+from grid.fleet import FleetSnapshot, ResidencyState
 from grid.planner.eligibility import pair_refusals
 from grid.planner.preemption_host import beneficiary_demand, build_view, fits_after
 from grid.planner.problem import PlacementProblem

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from grid.planner.cpsat.ledger import Ledger
+from grid.planner.cpsat import Ledger
 from grid.planner.levels import quality_scores
 from grid.planner.portfolio.context import Key, PortfolioContext
 from grid.planner.portfolio.score import evaluate, pressure_of, signed, slot_hosts

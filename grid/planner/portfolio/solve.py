@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from grid.planner.cpsat.build import add_hard_constraints
-from grid.planner.cpsat.variables import Expr, PlacementVars
+from grid.planner.cpsat import Expr, PlacementVars, add_hard_constraints
 from grid.planner.deadline import CALIBRATION
 from grid.planner.portfolio.assign import AssignVars
 from grid.planner.portfolio.context import Key, PortfolioContext

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from grid.fleet.workloads import PortfolioPolicy
-from grid.planner.cpsat.ledger import Ledger
+from grid.fleet import PortfolioPolicy
+from grid.planner.cpsat import Ledger
 from grid.planner.problem import PlacementProblem
 
 Key = tuple[str, str]

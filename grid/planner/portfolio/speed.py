@@ -24,7 +24,7 @@ weight is 10 and `missing` counts replicas, as before.
 
 from __future__ import annotations
 
-from grid.fleet.models import FleetSnapshot, Host, HostState, ResidencyState
+from grid.fleet import FleetSnapshot, Host, HostState, ResidencyState
 from grid.planner.problem import PlacementProblem
 
 Key = tuple[str, str]

@@ -31,14 +31,20 @@ from collections.abc import Callable, Iterable
 
 from ortools.sat.python import cp_model
 
-from grid.planner.cpsat.colocation import add_colocation
-from grid.planner.cpsat.disk import add_disk
-from grid.planner.cpsat.gpus import add_gpus
-from grid.planner.cpsat.memory import add_memory
-from grid.planner.cpsat.replicas import pinned_hosts, unpinned_allowance
-from grid.planner.cpsat.slots import add_slots
-from grid.planner.cpsat.type_ledgers import add_conflict_cuts, add_type_ledgers, fits_alone
-from grid.planner.cpsat.variables import Expr, PlacementVars
+from grid.planner.cpsat import (
+    Expr,
+    PlacementVars,
+    add_colocation,
+    add_conflict_cuts,
+    add_disk,
+    add_gpus,
+    add_memory,
+    add_slots,
+    add_type_ledgers,
+    fits_alone,
+    pinned_hosts,
+    unpinned_allowance,
+)
 from grid.planner.portfolio.context import Key, PortfolioContext
 from grid.planner.portfolio.hosttypes import PortfolioType, counts_of
 

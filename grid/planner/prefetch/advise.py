@@ -29,9 +29,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import islice
 
-from grid.fleet.models import FleetSnapshot, Host, ModelProfile, Plan
-from grid.fleet.prefetch import (
+from grid.fleet import (
     CacheEviction,
+    FleetSnapshot,
+    Host,
+    ModelProfile,
+    Plan,
     Prediction,
     PredictiveEntry,
     PrefetchAdvisory,

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from grid.fleet.models import (
+from grid.fleet import (
     LIVE_STATES,
     Evidence,
     FleetSnapshot,
@@ -24,10 +24,10 @@ from grid.fleet.models import (
     ModelProfile,
     Ownership,
     Plan,
+    Prediction,
     Residency,
     ResidencyState,
 )
-from grid.fleet.prefetch import Prediction
 from grid.planner.eligibility import host_refusals, pair_refusals
 from grid.planner.problem import allocatable_mb, choose_runtime, footprint_mb
 

@@ -14,8 +14,7 @@ An entry may be evicted only when all of these hold:
 
 from __future__ import annotations
 
-from grid.fleet.models import LIVE_STATES, Host, ModelProfile, Ownership
-from grid.fleet.prefetch import PredictiveEntry
+from grid.fleet import LIVE_STATES, Host, ModelProfile, Ownership, PredictiveEntry
 
 EVICT_CAPABILITY = "evict"
 

@@ -13,9 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
-from grid.fleet.actions import CONSTRUCTIVE_KINDS, DESTRUCTIVE_KINDS, Action, ActionRecord
-from grid.fleet.errors import GridError
-from grid.fleet.models import FleetSnapshot, ResidencyState
+from grid.fleet import (
+    CONSTRUCTIVE_KINDS,
+    DESTRUCTIVE_KINDS,
+    Action,
+    ActionRecord,
+    FleetSnapshot,
+    GridError,
+    ResidencyState,
+)
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.lease import Lease, LeaseFile, LeaseRecord
 from grid.runtime.controller.live_state import Warnings

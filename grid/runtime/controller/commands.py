@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from grid.fleet.actions import (
+from grid.fleet import (
     Action,
     ActionRecord,
     Receipt,
@@ -22,7 +22,7 @@ from grid.fleet.actions import (
 )
 from grid.runtime.controller.state import Command, bound_records
 from grid.runtime.controller.wire import ACK_STATUSES, WireAck
-from grid.runtime.reconcile.history import dangling_destructive
+from grid.runtime.reconcile import dangling_destructive
 
 
 def epoch_scoped(action_id: str, epoch: str) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
-from grid.demand.config import DemandConfig
-from grid.fleet.errors import GridError
+from grid.demand import DemandConfig
+from grid.fleet import GridError
 
 PLAN_WORKERS = ("auto", "inline", "thread", "process")
 AUTO_BACKGROUND_HOSTS = 128

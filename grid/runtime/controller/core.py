@@ -40,19 +40,21 @@ from typing import Any
 
 from grid.demand import DemandTracker, Observation, RevisionMeasurements
 from grid.demand import Outcome as ObsOutcome
-from grid.fleet.actions import (
+from grid.fleet import (
     Action,
     Deferral,
+    FleetSnapshot,
+    GridError,
     Mode,
+    ModelProfile,
+    Plan,
+    PlanGeneration,
+    Policy,
     ReconcileResult,
     Tombstone,
 )
-from grid.fleet.errors import GridError
-from grid.fleet.generation import PlanGeneration
-from grid.fleet.models import FleetSnapshot, ModelProfile, Plan, Policy
 from grid.fleet.operator import StatusDocument
-from grid.planner.plan import make_plan
-from grid.planner.targets import compute_targets
+from grid.planner import compute_targets, make_plan
 from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
 from grid.runtime.controller.config import ControllerConfig

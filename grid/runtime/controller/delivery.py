@@ -25,20 +25,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from grid.fleet.actions import DESTRUCTIVE_KINDS, ActionKind, Tombstone
-from grid.fleet.models import FleetSnapshot, Host, ModelProfile, Plan, Policy, Residency
+from grid.fleet import (
+    DESTRUCTIVE_KINDS,
+    ActionKind,
+    FleetSnapshot,
+    Host,
+    ModelProfile,
+    Plan,
+    Policy,
+    Residency,
+    Tombstone,
+)
 from grid.planner.prefetch import REFUSAL_TEXT, eviction_refusal
 from grid.runtime.controller.state import Command
-from grid.runtime.reconcile.gates import (
+from grid.runtime.reconcile import (
     Candidate,
     DeliveryLeases,
+    FleetView,
     GateContext,
+    HistoryIndex,
     Path,
     delivery_blocker,
 )
-from grid.runtime.reconcile.gates import Lease as RouteLease
-from grid.runtime.reconcile.history import HistoryIndex
-from grid.runtime.reconcile.view import FleetView
+from grid.runtime.reconcile import Lease as RouteLease
 
 __all__ = ["Hold", "RouteLease", "revalidate_destructive", "revalidate_evictions"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from grid.fleet.models import (
+from grid.fleet import (
     FleetSnapshot,
     Host,
     ModelProfile,

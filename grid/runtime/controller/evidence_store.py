@@ -27,15 +27,19 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grid.demand.config import DemandConfig
-from grid.demand.evidence import EvidenceStore
-from grid.demand.observation import Observation
-from grid.demand.workflow import LearnedEdge, Step, WorkflowConfig, WorkflowLearner
-from grid.demand.workloads import WorkloadTracker, feeds_workload
-from grid.fleet.errors import GridError
-from grid.fleet.models import ModelProfile
+from grid.demand import (
+    DemandConfig,
+    EvidenceStore,
+    LearnedEdge,
+    Observation,
+    Step,
+    WorkflowConfig,
+    WorkflowLearner,
+    WorkloadTracker,
+    feeds_workload,
+)
+from grid.fleet import GridError, ModelProfile, Outcome, PortfolioPolicy, WorkloadForecast
 from grid.fleet.operator import RecordedEvaluation
-from grid.fleet.workloads import Outcome, PortfolioPolicy, WorkloadForecast
 
 
 class EvaluationRequest(BaseModel):

@@ -14,9 +14,16 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from grid.fleet.externals import ExternalEndpoint, ExternalHealth
-from grid.fleet.models import Host, HostState, Ownership, Residency, ResidencyState
-from grid.fleet.wire import WireResources
+from grid.fleet import (
+    ExternalEndpoint,
+    ExternalHealth,
+    Host,
+    HostState,
+    Ownership,
+    Residency,
+    ResidencyState,
+    WireResources,
+)
 
 if TYPE_CHECKING:
     from grid.runtime.controller.registry import HostEntry

@@ -13,9 +13,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from grid.fleet.actions import ActionKind, ActionRecord
-from grid.fleet.errors import GridError
-from grid.fleet.models import ModelProfile
+from grid.fleet import ActionKind, ActionRecord, GridError, ModelProfile
 from grid.runtime.controller.commands import AckOutcome, AckResult
 from grid.runtime.controller.live_state import Warnings
 from grid.runtime.controller.registry import Registry

@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from grid.fleet.generation import PlanGeneration  # the vocabulary; re-exported here
+from grid.fleet import PlanGeneration  # the vocabulary; re-exported here
 
 DIGEST_CHARS = 32
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.runtime.controller.core import Controller
 
 MAX_REASON_CHARS = 200

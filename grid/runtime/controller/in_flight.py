@@ -24,16 +24,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Set
 
-from grid.fleet.actions import (
+from grid.fleet import (
     DESTRUCTIVE_KINDS,
     Action,
     ActionKind,
     ActionRecord,
     Deferral,
+    FleetSnapshot,
     ReconcileResult,
+    ResidencyState,
 )
-from grid.fleet.models import FleetSnapshot, ResidencyState
-from grid.planner.eligibility import host_refusals
+from grid.planner import host_refusals
 from grid.runtime.controller.authority import Grace, held_after_restart
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.planning import grace_deferral

@@ -25,9 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
-from grid.fleet import read_stat
-from grid.fleet.errors import GridError
-from grid.fleet.files import read_json_file
+from grid.fleet import GridError, read_json_file, read_stat
 
 DEFAULT_TTL_S = 15.0
 

@@ -17,12 +17,22 @@ from typing import Any, Generic, TypeVar, overload
 
 from pydantic import ValidationError
 
-from grid.demand import DemandTracker, WorkloadTracker
-from grid.demand.config import DemandConfig
-from grid.fleet.actions import Action, Deferral, Mode, ReconcileResult, Tombstone
-from grid.fleet.errors import GridError
-from grid.fleet.generation import PlanGeneration
-from grid.fleet.models import ADMITTING_STATES, Host, HostState, ModelProfile, Plan, Policy
+from grid.demand import DemandConfig, DemandTracker, WorkloadTracker
+from grid.fleet import (
+    ADMITTING_STATES,
+    Action,
+    Deferral,
+    GridError,
+    Host,
+    HostState,
+    Mode,
+    ModelProfile,
+    Plan,
+    PlanGeneration,
+    Policy,
+    ReconcileResult,
+    Tombstone,
+)
 from grid.runtime.controller.commands import CommandBook
 from grid.runtime.controller.engine_restarts import Grants
 from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals

@@ -12,13 +12,20 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Protocol
 
-from grid.fleet.actions import Mode, Tombstone
-from grid.fleet.errors import GridError
-from grid.fleet.externals import ExternalEndpoint, ExternalHealth
-from grid.fleet.models import FleetSnapshot, ModelProfile
+from grid.fleet import (
+    AckAnswer,
+    ExternalEndpoint,
+    ExternalHealth,
+    FleetSnapshot,
+    GridError,
+    Mode,
+    ModelProfile,
+    ReplyAllocator,
+    Tombstone,
+    WireLaunch,
+)
+from grid.fleet import NodeReply as WireNodeReply
 from grid.fleet.operator import RecordedEvaluation, StatusDocument
-from grid.fleet.wire import AckAnswer, ReplyAllocator, WireLaunch
-from grid.fleet.wire import NodeReply as WireNodeReply
 from grid.runtime.controller.engine_restarts import serving_view, stage_restarts
 from grid.runtime.controller.evidence_store import (
     EvaluationRequest,

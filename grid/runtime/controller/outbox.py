@@ -22,9 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from grid.fleet.actions import DESTRUCTIVE_KINDS
-from grid.fleet.errors import GridError
-from grid.fleet.models import ModelProfile, Plan, Policy
+from grid.fleet import DESTRUCTIVE_KINDS, GridError, ModelProfile, Plan, Policy
 from grid.runtime.controller.commands import CommandBook, Marker
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.delivery import (

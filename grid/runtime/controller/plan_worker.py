@@ -31,9 +31,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from grid.fleet.models import FleetSnapshot, Plan
-from grid.planner.targets import Target
-from grid.planner.validate import violations
+from grid.fleet import FleetSnapshot, Plan
+from grid.planner import Target, violations
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.live_state import LastTick, Warnings
 from grid.runtime.controller.planning import Planner, describe, solve

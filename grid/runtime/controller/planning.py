@@ -8,11 +8,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from grid.fleet.actions import Action, Deferral
-from grid.fleet.errors import GridError
-from grid.fleet.models import FleetSnapshot, Plan
-from grid.planner.eligibility import host_refusals
-from grid.planner.targets import Target, compute_targets
+from grid.fleet import Action, Deferral, FleetSnapshot, GridError, Plan
+from grid.planner import Target, compute_targets, host_refusals
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.live_state import LastTick
 from grid.runtime.controller.reports import TickReport

@@ -23,9 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from grid.demand import LearnedEdge, ModelForecast
-from grid.fleet.models import DemandEntry, ModelProfile
-from grid.fleet.prefetch import Prediction
-from grid.fleet.workloads import WorkloadForecast
+from grid.fleet import DemandEntry, ModelProfile, Prediction, WorkloadForecast
 from grid.runtime.controller.workload_inputs import prewarm_demand, target_model
 
 

@@ -8,7 +8,7 @@ its workflow edge and confidence), and `cache` lists every predictive entry the 
 
 from __future__ import annotations
 
-from grid.fleet.models import FleetSnapshot, Plan
+from grid.fleet import FleetSnapshot, Plan
 from grid.fleet.operator import CacheRow, PredictionRow, PrefetchSection
 
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from grid.fleet.errors import GridError, SnapshotError
-from grid.fleet.models import MAX_MODEL_ID, ModelProfile
-from grid.fleet.snapshot import parse_snapshot
+from grid.fleet import MAX_MODEL_ID, GridError, ModelProfile, SnapshotError, parse_snapshot
 
 _PREFIX = "models[0]."
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grid.fleet.errors import GridError
-from grid.fleet.models import Host, HostState
-from grid.fleet.wire import DEFAULT_ENGINE_ADDRESS
+from grid.fleet import DEFAULT_ENGINE_ADDRESS, GridError, Host, HostState
 from grid.runtime.controller.trust import FenceReport, RouteJudge, foreign_floor
 from grid.runtime.controller.wire import (
     NodeUpdate,

@@ -6,7 +6,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from grid.fleet.actions import Mode
+from grid.fleet import Mode
 from grid.fleet.operator import TickSummary
 from grid.runtime.controller.commands import AckOutcome
 

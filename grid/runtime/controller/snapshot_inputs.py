@@ -8,7 +8,7 @@ predictions (`prefetch_inputs.snapshot_demand`).
 from __future__ import annotations
 
 from grid.demand import RevisionMeasurements
-from grid.fleet.models import FleetSnapshot, Host
+from grid.fleet import FleetSnapshot, Host
 from grid.runtime.controller.live_state import ControllerState
 from grid.runtime.controller.prefetch_inputs import snapshot_demand
 from grid.runtime.controller.workload_inputs import mapped_inputs, measured_hosts

@@ -15,10 +15,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grid.fleet.actions import Action, ActionKind, ActionRecord, Mode, Tombstone
-from grid.fleet.externals import ExternalEndpoint
-from grid.fleet.models import ModelProfile, Policy
-from grid.fleet.wire import WireCommand, WireLaunch
+from grid.fleet import (
+    Action,
+    ActionKind,
+    ActionRecord,
+    ExternalEndpoint,
+    Mode,
+    ModelProfile,
+    Policy,
+    Tombstone,
+    WireCommand,
+    WireLaunch,
+)
 
 STATE_SCHEMA_VERSION = 1
 MAX_TERMINAL_RECORDS = 512  # newest finished records kept for backoff and status

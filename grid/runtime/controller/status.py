@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from grid.fleet.models import LIVE_STATES, FleetSnapshot, Host, Residency, ResidencyState
+from grid.fleet import LIVE_STATES, FleetSnapshot, Host, Residency, ResidencyState
 from grid.fleet.operator import (
     Authority,
     Counters,
@@ -33,8 +33,7 @@ from grid.fleet.operator import (
     WorkflowEdge,
     WorkloadsSection,
 )
-from grid.planner.eligibility import host_refusals
-from grid.planner.problem import allocatable_mb
+from grid.planner import allocatable_mb, host_refusals
 from grid.runtime.controller.authority import Grace, LeaseKeeper
 from grid.runtime.controller.config import ControllerConfig
 from grid.runtime.controller.externals import external_entry
@@ -44,8 +43,7 @@ from grid.runtime.controller.outbox import Outbox
 from grid.runtime.controller.prefetch_status import prefetch_section
 from grid.runtime.controller.registry import Registry
 from grid.runtime.controller.store import Store
-from grid.runtime.reconcile.codes import withdrawal_text
-from grid.runtime.reconcile.view import route_proven
+from grid.runtime.reconcile import route_proven, withdrawal_text
 
 
 class HasStatus(Protocol):

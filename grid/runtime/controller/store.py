@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from grid.fleet.errors import GridError
-from grid.fleet.files import MAX_JSON_DEPTH, atomic_write_text, fsync_dir, json_depth
+from grid.fleet import MAX_JSON_DEPTH, GridError, atomic_write_text, fsync_dir, json_depth
 
 MAX_QUARANTINED = 1000  # `<name>.corrupt-<n>` suffixes tried before giving up
 MAX_DEPTH = MAX_JSON_DEPTH  # the depth every Grid state file is checked against (files.py)

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from grid.fleet.actions import ActionKind, ActionRecord
-from grid.fleet.models import LearnedStartup, ModelProfile
+from grid.fleet import ActionKind, ActionRecord, LearnedStartup, ModelProfile
 
 EWMA_SAMPLES = 8
 AUTHORITATIVE_SAMPLES = 4

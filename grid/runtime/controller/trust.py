@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from grid.fleet.actions import ActionKind, ActionRecord, RecordStatus
+from grid.fleet import ActionKind, ActionRecord, RecordStatus
 
 MAX_PROOF_CHARS = 128
 MAX_SUSPECT_HOSTS = 1024

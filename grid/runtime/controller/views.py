@@ -24,10 +24,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from urllib.parse import urlsplit
 
-from grid.fleet.externals import base_url
-from grid.fleet.models import HostState, Plan, ResidencyState
-from grid.fleet.routes import Route
-from grid.fleet.workloads import PortfolioReport
+from grid.fleet import HostState, Plan, PortfolioReport, ResidencyState, Route, base_url
 from grid.runtime.controller.externals import ExternalInventory
 from grid.runtime.controller.registry import HostEntry, Registry
 

@@ -17,13 +17,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from grid.fleet.models import Host, HostState, Ownership, Residency
-from grid.fleet.prefetch import PredictiveEntry
-from grid.fleet.wire import (
+from grid.fleet import (
     ACK_STATUSES,
     MAX_ROWS,
     MAX_TEXT,
+    Host,
+    HostState,
     NodeUpdate,
+    Ownership,
+    PredictiveEntry,
+    Residency,
     WireAck,
     WireAllocator,
     WireLoad,

@@ -24,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from grid.demand import ClassifierConfig, LearnedEdge, RevisionMeasurements
-from grid.fleet.models import DemandEntry, Evidence, Host, ModelProfile, Plan, Policy
-from grid.fleet.workloads import WorkloadForecast
+from grid.fleet import DemandEntry, Evidence, Host, ModelProfile, Plan, Policy, WorkloadForecast
 
 FALLBACK_WORD = "general"
 

@@ -19,9 +19,7 @@ ordinary withdrawal of unwanted undelivered records applies.
 
 from __future__ import annotations
 
-from grid.fleet.actions import ActionKind, Urgency
-from grid.fleet.models import Ownership
-from grid.fleet.prefetch import CacheEviction, PrefetchAdvisory
+from grid.fleet import ActionKind, CacheEviction, Ownership, PrefetchAdvisory, Urgency
 from grid.planner.prefetch import eviction_refusal
 from grid.runtime.reconcile.constructive import artifact_key
 from grid.runtime.reconcile.history import HistoryIndex

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grid.fleet.actions import ActionKind, Urgency
-from grid.fleet.models import LIVE_STATES, Evidence, ModelProfile
-from grid.planner.eligibility import explain_reasons, pair_refusals
+from grid.fleet import LIVE_STATES, ActionKind, Evidence, ModelProfile, Urgency
+from grid.planner import explain_reasons, pair_refusals
 from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.proposals import Proposal, TickState
 from grid.runtime.reconcile.safety import awaiting_heartbeat, backoff_blocker, defer_blocked

@@ -22,15 +22,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from grid.fleet.actions import (
+from grid.fleet import (
     CONSTRUCTIVE_KINDS,
     ActionRecord,
+    FleetSnapshot,
     Mode,
+    Plan,
     ReconcileResult,
     Tombstone,
 )
-from grid.fleet.models import FleetSnapshot, Plan
-from grid.planner.targets import Target
+from grid.planner import Target
 from grid.runtime.reconcile.cache import propose_cache_work
 from grid.runtime.reconcile.constructive import propose_constructive
 from grid.runtime.reconcile.destructive import (

@@ -17,8 +17,16 @@ that model is withdrawn and further destructive work for it waits (see
 
 from __future__ import annotations
 
-from grid.fleet.actions import DESTRUCTIVE_KINDS, ActionKind, ActionRecord, Urgency
-from grid.fleet.models import LIVE_STATES, Preemption, Residency, ResidencyState
+from grid.fleet import (
+    DESTRUCTIVE_KINDS,
+    LIVE_STATES,
+    ActionKind,
+    ActionRecord,
+    Preemption,
+    Residency,
+    ResidencyState,
+    Urgency,
+)
 from grid.runtime.reconcile.gates import (
     Candidate,
     GateContext,

@@ -24,9 +24,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from grid.fleet.actions import ActionKind
-from grid.fleet.models import ADMITTING_STATES, Residency, ResidencyState
-from grid.planner.preemption_rules import eviction_authority, victim_fence
+from grid.fleet import ADMITTING_STATES, ActionKind, Residency, ResidencyState
+from grid.planner import eviction_authority, victim_fence
 from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.proposals import TickState
 from grid.runtime.reconcile.safety import (

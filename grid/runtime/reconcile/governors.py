@@ -19,9 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from grid.fleet.actions import CONSTRUCTIVE_KINDS, Action, ActionKind, ActionRecord
-from grid.fleet.models import Policy
-from grid.planner.problem import allocatable_mb
+from grid.fleet import CONSTRUCTIVE_KINDS, Action, ActionKind, ActionRecord, Policy
+from grid.planner import allocatable_mb
 from grid.runtime.reconcile.constructive import artifact_key
 from grid.runtime.reconcile.history import HistoryIndex
 from grid.runtime.reconcile.proposals import Proposal, TickState

@@ -11,15 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from grid.fleet.actions import (
+from grid.fleet import (
     CONSTRUCTIVE_KINDS,
     DESTRUCTIVE_KINDS,
     ActionKind,
     ActionRecord,
+    Host,
+    Policy,
     RecordStatus,
     action_id,
 )
-from grid.fleet.models import Host, Policy
 
 ActionKey = tuple[ActionKind, str, str]  # (kind, host_id, model_id)
 

@@ -8,8 +8,7 @@ automatic  the same actions, executable within the governors.
 
 from __future__ import annotations
 
-from grid.fleet.actions import Action, Deferral, Mode
-from grid.fleet.errors import GridError
+from grid.fleet import Action, Deferral, GridError, Mode
 from grid.runtime.reconcile.codes import deferral_text
 
 MODES = tuple(m.value for m in Mode)

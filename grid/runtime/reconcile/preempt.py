@@ -18,9 +18,8 @@ when the plan is current (solved for this tick's inputs); a stale plan's preempt
 
 from __future__ import annotations
 
-from grid.fleet.actions import ActionKind
-from grid.fleet.models import LIVE_STATES, Preemption, ResidencyState
-from grid.planner.eligibility import pair_refusals
+from grid.fleet import LIVE_STATES, ActionKind, Preemption, ResidencyState
+from grid.planner import pair_refusals
 from grid.runtime.reconcile.constructive import artifact_key, replica_urgency, startup_s
 from grid.runtime.reconcile.gates import (
     Candidate,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grid.fleet.actions import ActionKind, ActionRecord, Deferral, Urgency, Withdrawal
+from grid.fleet import ActionKind, ActionRecord, Deferral, Urgency, Withdrawal
 from grid.runtime.reconcile.codes import deferral_text, withdrawal_text
 from grid.runtime.reconcile.history import ActionKey
 

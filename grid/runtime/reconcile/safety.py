@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grid.fleet.actions import ActionKind, ActionRecord
-from grid.fleet.models import Residency, ResidencyState
+from grid.fleet import ActionKind, ActionRecord, Residency, ResidencyState
 from grid.runtime.reconcile.history import ActionKey, HistoryIndex
 from grid.runtime.reconcile.proposals import TickState
 from grid.runtime.reconcile.view import FleetView, clamped_age

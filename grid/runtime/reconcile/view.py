@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from grid.fleet.actions import Tombstone
-from grid.fleet.models import (
+from grid.fleet import (
     LIVE_STATES,
     REUSABLE_STATES,
     FleetSnapshot,
@@ -23,9 +22,9 @@ from grid.fleet.models import (
     Policy,
     Residency,
     ResidencyState,
+    Tombstone,
 )
-from grid.planner.eligibility import host_refusals
-from grid.planner.targets import Target, compute_targets
+from grid.planner import Target, compute_targets, host_refusals
 
 Key = tuple[str, str]  # (model_id, host_id)
 

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 
 DEFAULT_PREFIX = "/grid"
 DEFAULT_TIMEOUT_S = 2.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.runtime.controller.etcd.client import EtcdClient, cmp_absent, op_get, op_put
 
 

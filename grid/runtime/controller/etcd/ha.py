@@ -31,8 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from grid.fleet.actions import Mode
-from grid.fleet.errors import GridError
+from grid.fleet import GridError, Mode
 from grid.runtime.controller.core import Controller
 from grid.runtime.controller.etcd.client import EtcdClient, op_put
 from grid.runtime.controller.etcd.lease import EtcdLease

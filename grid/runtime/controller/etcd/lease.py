@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from grid.fleet.errors import GridError
+from grid.fleet import GridError
 from grid.runtime.controller.etcd.client import (
     KV,
     EtcdClient,

@@ -23,9 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from grid.fleet.errors import GridError
-from grid.fleet.generation import PlanGeneration
-from grid.fleet.models import Plan
+from grid.fleet import GridError, Plan, PlanGeneration
 from grid.runtime.controller.core import Controller
 from grid.runtime.controller.etcd.client import (
     EtcdClient,

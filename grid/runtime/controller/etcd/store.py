@@ -27,8 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grid.fleet.errors import GridError
-from grid.fleet.files import json_depth
+from grid.fleet import GridError, json_depth
 from grid.runtime.controller.etcd.client import (
     EtcdClient,
     cmp_lease,
