@@ -53,6 +53,7 @@ from grid.api.settling import RouteWindow
 from grid.demand import EndpointFamily, Outcome
 from grid.fleet import GridError
 from grid.router import (
+    AffinityKey,
     BreakerOutcome,
     RouteRefusal,
     SseUsageReader,
@@ -170,6 +171,7 @@ def _preparing_response(preparing: Preparing) -> JSONResponse:
 
 
 async def _proxy(request: Request, service: Service, family: EndpointFamily, path: str) -> Response:
+    """Parse, choose an engine, send the request to it, then relay and record the answer."""
     started = time.perf_counter()
     ctl = service.controller
     try:
@@ -182,107 +184,175 @@ async def _proxy(request: Request, service: Service, family: EndpointFamily, pat
         facts = replace(facts, affinity_digest=affinity.digest)
     if (wrong := kind_refusal(ctl.profiles, facts.model_id, family)) is not None:
         return wrong  # a chat request to an embedding model, or the reverse (issue 21)
+    picked = await _choose(request, service, facts, affinity, started)
+    if isinstance(picked, Response):
+        return picked
+    if facts.auto:
+        body = bind_model(body, picked.route.model_id)
+    route = picked.route
+    facts = facts.served_by(
+        Served(route.model_id, route.artifact_sha256, route.host_id, route.engine_id, route.queued)
+    )
+    proxy = proxy_state(request)
+    dialer: Dialer = request.app.state.dialer
+    sent = dialer.send(route, picked.engine_key, path, body, _accept(request), service.clock())
+    reply = await _engine_step(
+        request, proxy, picked, service, facts, started, sent, connecting=True
+    )
+    if isinstance(reply, Response):  # the hop failed or the client left: never retried
+        return reply
+    if facts.stream and 200 <= reply.status_code < 300:
+        return _stream(proxy, picked, service, facts, started, reply)
+    try:
+        content = await _engine_step(
+            request, proxy, picked, service, facts, started, _read_bounded(reply), connecting=False
+        )
+    finally:
+        await reply.aclose()
+    if isinstance(content, Response):
+        return content
+    if picked.external and 200 <= reply.status_code < 300 and not openai_shaped(content, path):
+        return external_failure(proxy, picked, service, facts, started, "external_not_openai")
+    return _record_reply(proxy, picked, service, facts, started, reply, content)
+
+
+async def _choose(
+    request: Request,
+    service: Service,
+    facts: RequestFacts,
+    affinity: AffinityKey | None,
+    started: float,
+) -> Upstream | Response:
+    """The engine to send the request to, or the response refusing it: 404 for a model this
+    Grid does not serve, else 503 (no engine saw it: demand for the model, or for the workload
+    of an automatic request, never an engine error)."""
     proxy = proxy_state(request)
     window: RouteWindow = request.app.state.route_window  # just started: await heartbeats
     if facts.auto:
-
-        async def choose_auto() -> Upstream | Preparing:
-            return await run_in_threadpool(
-                proxy.choose_auto,
-                ctl,
-                facts.shape.workload,
-                service.clock(),
-                affinity=affinity,
-                max_tokens=facts.max_tokens,
-            )
-
-        # Just after a start the first plan and heartbeats are still coming: wait (bounded).
-        picked = await window.retry(
-            choose_auto, lambda c: not isinstance(c, Preparing), await choose_auto()
-        )
-        if isinstance(picked, Preparing):
-            # Workload demand: the arrival counts for the workload, no engine saw it.
-            facts_done = facts.finished(Outcome.NO_ROUTE, time.perf_counter() - started, None)
-            return _with_observation(_preparing_response(picked), service, facts_done)
-        body = bind_model(body, picked.route.model_id)
-        chosen: Upstream | RouteRefusal = picked
+        prepared = await _pick_auto(proxy, window, service, facts, affinity)
+        if not isinstance(prepared, Preparing):
+            return prepared
+        refused: Response = _preparing_response(prepared)
     else:
-
-        async def choose() -> Upstream | RouteRefusal:
-            now = service.clock()
-            quick = proxy.try_choose(
-                ctl, facts.model_id, now, affinity=affinity, max_tokens=facts.max_tokens
-            )
-            if quick is not None:  # no lock was held: chosen here, without a thread hop
-                return quick
-            return await run_in_threadpool(
-                proxy.choose,
-                ctl,
-                facts.model_id,
-                now,
-                affinity=affinity,
-                max_tokens=facts.max_tokens,
-            )
-
-        chosen = await window.retry(
-            choose,
-            lambda c: not (isinstance(c, RouteRefusal) and facts.model_id in ctl.profiles),
-            await choose(),
-        )
-    if isinstance(chosen, RouteRefusal):
-        if chosen.code == "no_route" and facts.model_id not in ctl.profiles:
+        chosen = await _pick_named(proxy, window, service, facts, affinity)
+        if not isinstance(chosen, RouteRefusal):
+            return chosen
+        if chosen.code == "no_route" and facts.model_id not in service.controller.profiles:
             return openai_error(
                 404,
                 "model_not_found",
                 f"model {facts.model_id!r} is not served by this Grid",
                 fix="list the served models with GET /v1/models",
             )
-        # No engine saw it: demand for the model, never an engine error (no error rate).
-        facts_done = facts.finished(Outcome.NO_ROUTE, time.perf_counter() - started, None)
-        return _with_observation(_refusal_response(chosen), service, facts_done)
-    route = chosen.route
-    facts = facts.served_by(
-        Served(route.model_id, route.artifact_sha256, route.host_id, route.engine_id, route.queued)
-    )
-    dialer: Dialer = request.app.state.dialer
-    try:
-        reply = await _until_disconnect(
-            request,
-            dialer.send(route, chosen.engine_key, path, body, _accept(request), service.clock()),
+        refused = _refusal_response(chosen)
+    facts_done = facts.finished(Outcome.NO_ROUTE, time.perf_counter() - started, None)
+    return _with_observation(refused, service, facts_done)
+
+
+async def _pick_auto(
+    proxy: ProxyState,
+    window: RouteWindow,
+    service: Service,
+    facts: RequestFacts,
+    affinity: AffinityKey | None,
+) -> Upstream | Preparing:
+    """A READY model the portfolio maps the request's workload to, or what is prepared."""
+
+    async def choose_auto() -> Upstream | Preparing:
+        return await run_in_threadpool(
+            proxy.choose_auto,
+            service.controller,
+            facts.shape.workload,
+            service.clock(),
+            affinity=affinity,
+            max_tokens=facts.max_tokens,
         )
+
+    # Just after a start the first plan and heartbeats are still coming: wait (bounded).
+    return await window.retry(
+        choose_auto, lambda c: not isinstance(c, Preparing), await choose_auto()
+    )
+
+
+async def _pick_named(
+    proxy: ProxyState,
+    window: RouteWindow,
+    service: Service,
+    facts: RequestFacts,
+    affinity: AffinityKey | None,
+) -> Upstream | RouteRefusal:
+    """An engine of the named model, or why there is none (waiting, bounded, after a start
+    while the model is configured)."""
+    ctl = service.controller
+
+    async def choose() -> Upstream | RouteRefusal:
+        now = service.clock()
+        quick = proxy.try_choose(
+            ctl, facts.model_id, now, affinity=affinity, max_tokens=facts.max_tokens
+        )
+        if quick is not None:  # no lock was held: chosen here, without a thread hop
+            return quick
+        return await run_in_threadpool(
+            proxy.choose,
+            ctl,
+            facts.model_id,
+            now,
+            affinity=affinity,
+            max_tokens=facts.max_tokens,
+        )
+
+    return await window.retry(
+        choose,
+        lambda c: not (isinstance(c, RouteRefusal) and facts.model_id in ctl.profiles),
+        await choose(),
+    )
+
+
+async def _engine_step(
+    request: Request,
+    proxy: ProxyState,
+    chosen: Upstream,
+    service: Service,
+    facts: RequestFacts,
+    started: float,
+    work: Awaitable[T],
+    *,
+    connecting: bool,
+) -> T | Response:
+    """`work`'s result (sending to the engine, or reading its answer), or the response for
+    its failure: a failed hop is answered and never retried; a client that left, or any
+    surprise (re-raised), frees the route and counts nothing."""
+    try:
+        return await _until_disconnect(request, work)
     except UpstreamError as exc:
-        if chosen.external and exc.code == "engine_tls_failed":  # never retried over http
+        if connecting and chosen.external and exc.code == "engine_tls_failed":
             return external_failure(proxy, chosen, service, facts, started, exc.code)
         return _transport_failure(proxy, chosen, service, facts, started, exc)
-    except ClientLeft:  # the engine request was cancelled with it: free the route, count nothing
-        proxy.abandon(chosen, service.clock())
-        return Response(status_code=CLIENT_CLOSED)
-    except BaseException:  # any surprise: free the route, count nothing
-        proxy.abandon(chosen, service.clock())
-        raise
-    if facts.stream and 200 <= reply.status_code < 300:
-        return _stream(proxy, chosen, service, facts, started, reply)
-    try:
-        content = await _until_disconnect(request, _read_bounded(reply))
-    except UpstreamError as exc:
-        return _transport_failure(proxy, chosen, service, facts, started, exc)
-    except ClientLeft:
+    except ClientLeft:  # the engine request was cancelled with it
         proxy.abandon(chosen, service.clock())
         return Response(status_code=CLIENT_CLOSED)
     except BaseException:
         proxy.abandon(chosen, service.clock())
         raise
-    finally:
-        await reply.aclose()
-    if chosen.external and 200 <= reply.status_code < 300 and not openai_shaped(content, path):
-        return external_failure(proxy, chosen, service, facts, started, "external_not_openai")
+
+
+def _record_reply(
+    proxy: ProxyState,
+    chosen: Upstream,
+    service: Service,
+    facts: RequestFacts,
+    started: float,
+    reply: EngineReply,
+    content: bytes,
+) -> Response:
+    """Finish the route with the engine's status, and the client's response with its
+    observation (the engine's own 5xx and 429 are errors; a caller's 4xx is served demand)."""
     elapsed = time.perf_counter() - started
     usage = usage_of(content) if 200 <= reply.status_code < 300 else None
     completion = usage.completion_tokens if usage is not None else None
     proxy.finish(
         chosen, reply.status_code, service.clock(), latency_s=elapsed, completion_tokens=completion
     )
-    # The engine's own failures (5xx, 429) are errors; a caller's 4xx is served demand.
     engine_failed = classify_status(reply.status_code) in ENGINE_FAILURES
     outcome = Outcome.ERROR if engine_failed else Outcome.OK
     media_type = reply.headers.get("content-type", "application/json")
