@@ -90,33 +90,8 @@ class Registry:
 
         `judge` decides which reported routes are kept (None: none is, nothing vouches for
         them) and checks the fence's proof."""
-        if update.host_id is not None and update.host_id != auth_host:
-            raise GridError(
-                "wrong_host",
-                "the node credential is not valid for the host_id in this registration",
-                fix="use the credential written for this host (grid allocator token write)",
-                next_command="grid allocator token write FILE --host-id ID",
-            )
-        self._claim(node_id, auth_host)
         host_id = auth_host
-        entry = self.hosts.get(host_id)
-        resources = update.resources or (entry.resources if entry is not None else None)
-        if resources is None:
-            raise GridError(
-                "not_registered",
-                "the host is not registered with this controller",
-                fix="send a registration with host_id and resources first",
-            )
-        if (
-            entry is not None
-            and node_id not in entry.node_ids
-            and len(entry.node_ids) >= MAX_NODE_IDS_PER_HOST
-        ):
-            raise GridError(
-                "too_many_node_records",
-                f"the host already has {MAX_NODE_IDS_PER_HOST} node records",
-                fix="reuse one stable node id per engine record",
-            )
+        entry, resources = self._admit(node_id, auth_host, update)
         allocator = update.allocator or (entry.allocator if entry is not None else None)
         engine_key = entry.engine_key if entry is not None else None
         refused: dict[str, str] = dict(entry.refused_routes) if entry is not None else {}
@@ -143,21 +118,9 @@ class Registry:
             self.hosts[host_id] = entry
         entry.reported = (host, problems)
         self._overlay(entry)
-        entry.resources = resources
-        entry.allocator = allocator
-        entry.routes = list(allocator.routes) if allocator is not None else []
-        advertised = allocator.advertise_address if allocator is not None else None
-        entry.address = advertised or DEFAULT_ENGINE_ADDRESS
-        entry.engine_key = engine_key
+        _store_view(entry, resources, allocator, engine_key)
         if update.allocator is not None:
-            entry.routes_received_at = now
-            fence = update.allocator
-            entry.fence_term = fence.highest_term
-            entry.fence_controller = fence.controller_id
-            entry.fence_proven = judge is not None and judge.attestor.proves_term(
-                fence.highest_term, fence.controller_id, fence.term_proof
-            )
-            entry.refused_routes = refused
+            _store_fence(entry, update.allocator, judge, refused, now)
         entry.received_at = now
         entry.load = update.load or entry.load
         entry.role = role
@@ -168,6 +131,39 @@ class Registry:
             safety_changed=before != safety_signature(entry.host),
             refused_routes=refused if update.allocator is not None else {},
         )
+
+    def _admit(
+        self, node_id: str, auth_host: str, update: NodeUpdate
+    ) -> tuple[HostEntry | None, WireResources]:
+        """The host's entry (None: first registration) and the resources to fold, or the
+        refusal: `wrong_host`, `not_registered` or `too_many_node_records`."""
+        if update.host_id is not None and update.host_id != auth_host:
+            raise GridError(
+                "wrong_host",
+                "the node credential is not valid for the host_id in this registration",
+                fix="use the credential written for this host (grid allocator token write)",
+                next_command="grid allocator token write FILE --host-id ID",
+            )
+        self._claim(node_id, auth_host)
+        entry = self.hosts.get(auth_host)
+        resources = update.resources or (entry.resources if entry is not None else None)
+        if resources is None:
+            raise GridError(
+                "not_registered",
+                "the host is not registered with this controller",
+                fix="send a registration with host_id and resources first",
+            )
+        if (
+            entry is not None
+            and node_id not in entry.node_ids
+            and len(entry.node_ids) >= MAX_NODE_IDS_PER_HOST
+        ):
+            raise GridError(
+                "too_many_node_records",
+                f"the host already has {MAX_NODE_IDS_PER_HOST} node records",
+                fix="reuse one stable node id per engine record",
+            )
+        return entry, resources
 
     def _claim(self, node_id: str, auth_host: str) -> None:
         """Bind `node_id` to `auth_host` or refuse it (`wrong_host`).
@@ -296,3 +292,37 @@ def _wrong_host() -> GridError:
         "this node record belongs to another host",
         fix="register under a node id of your own host (by default <host_id>.allocator)",
     )
+
+
+def _store_view(
+    entry: HostEntry,
+    resources: WireResources,
+    allocator: WireAllocator | None,
+    engine_key: str | None,
+) -> None:
+    """The proxy's view of the host: its resources, allocator envelope, routes, dial address
+    and private engine key (memory only)."""
+    entry.resources = resources
+    entry.allocator = allocator
+    entry.routes = list(allocator.routes) if allocator is not None else []
+    advertised = allocator.advertise_address if allocator is not None else None
+    entry.address = advertised or DEFAULT_ENGINE_ADDRESS
+    entry.engine_key = engine_key
+
+
+def _store_fence(
+    entry: HostEntry,
+    reported: WireAllocator,
+    judge: RouteJudge | None,
+    refused: dict[str, str],
+    now: float,
+) -> None:
+    """What a fresh allocator envelope says beyond its routes: when they were received, the
+    node's fence (proven only with the judge's attestor) and the routes the judge refused."""
+    entry.routes_received_at = now
+    entry.fence_term = reported.highest_term
+    entry.fence_controller = reported.controller_id
+    entry.fence_proven = judge is not None and judge.attestor.proves_term(
+        reported.highest_term, reported.controller_id, reported.term_proof
+    )
+    entry.refused_routes = refused
