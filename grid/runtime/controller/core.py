@@ -27,7 +27,8 @@ cannot cause unloads.
 Structure. `ControllerState` (live_state.py) is the state object; the collaborators act on it
 with explicit inputs: `LeaseKeeper` and `Grace` (authority.py), `Outbox` (outbox.py, command
 delivery), `StatusView` (status.py), the planning functions (planning.py) and the `Registry`.
-This class is the face: it takes the locks, orders the steps and keeps the public API.
+This class is the face: it takes the locks, orders the steps and keeps the public API; its
+public state attributes are descriptors declared in `ControllerFields` (fields.py).
 """
 
 from __future__ import annotations
@@ -38,37 +39,21 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from grid.demand import DemandTracker, Observation, RevisionMeasurements
+from grid.demand import Observation, RevisionMeasurements
 from grid.demand import Outcome as ObsOutcome
-from grid.fleet import (
-    Action,
-    Deferral,
-    FleetSnapshot,
-    GridError,
-    Mode,
-    ModelProfile,
-    Plan,
-    PlanGeneration,
-    Policy,
-    ReconcileResult,
-    Tombstone,
-)
+from grid.fleet import FleetSnapshot, GridError, Mode, Plan
 from grid.fleet.operator import StatusDocument
 from grid.planner import compute_targets, make_plan
 from grid.runtime.controller.authority import Grace, LeaseKeeper
-from grid.runtime.controller.commands import AckOutcome, AckResult, CommandBook
+from grid.runtime.controller.commands import AckOutcome, AckResult
 from grid.runtime.controller.config import ControllerConfig
-from grid.runtime.controller.evidence_store import EvidenceKeeper, RequestSignals
+from grid.runtime.controller.evidence_store import EvidenceKeeper
+from grid.runtime.controller.fields import ControllerFields
 from grid.runtime.controller.gatekeeper import Gatekeeper
-from grid.runtime.controller.generation import GenerationCounter, input_digest
+from grid.runtime.controller.generation import input_digest
 from grid.runtime.controller.in_flight import held_back
 from grid.runtime.controller.lease import Lease
-from grid.runtime.controller.live_state import (
-    ControllerState,
-    StateField,
-    Warnings,
-    restore_state,
-)
+from grid.runtime.controller.live_state import ControllerState, restore_state
 from grid.runtime.controller.operations import Operations
 from grid.runtime.controller.outbox import Authority, Outbox, PlanFacts
 from grid.runtime.controller.plan_worker import PlanNeed, PlanWorker, note_failures, tick_plan
@@ -79,11 +64,10 @@ from grid.runtime.controller.planning import (
     reusable_plan,
 )
 from grid.runtime.controller.registry import Registry
-from grid.runtime.controller.reports import Counters, Delivery, NodeReply, TickReport
+from grid.runtime.controller.reports import Delivery, NodeReply, TickReport
 from grid.runtime.controller.snapshot_inputs import fleet_snapshot
 from grid.runtime.controller.status import StatusView
 from grid.runtime.controller.store import Store
-from grid.runtime.controller.timings import TimingTable
 from grid.runtime.controller.trust import Attestor
 from grid.runtime.controller.views import PlanView, RoutingTable, ViewPublisher
 from grid.runtime.controller.wire import NodeUpdate
@@ -91,39 +75,7 @@ from grid.runtime.controller.workload_inputs import classifier_config
 from grid.runtime.reconcile import reconcile, with_failures
 
 
-class Controller(Operations):
-    # The public attributes, kept by name; each lives in the state object or a collaborator.
-    mode = StateField[Mode]("state", "mode")
-    policy = StateField[Policy]("state", "policy")
-    profiles = StateField[dict[str, ModelProfile]]("state", "profiles")
-    tombstones = StateField[dict[str, Tombstone]]("state", "tombstones")
-    generation = StateField[GenerationCounter]("state", "generation")
-    max_term = StateField[int]("state", "max_term")
-    book = StateField[CommandBook]("state", "book")
-    timings = StateField[TimingTable]("state", "timings")
-    model_last_used_at = StateField[dict[str, float]]("state", "model_last_used_at")
-    tracker = StateField[DemandTracker]("state", "tracker")
-    signals = StateField[RequestSignals]("state", "signals")
-    restored = StateField[bool]("state", "restored")
-    warnings = StateField[Warnings]("state", "warnings")
-    counters = StateField[Counters]("state", "counters")
-    dirty_revision = StateField[int]("state", "revisions", "dirty")
-    safety_revision = StateField[int]("state", "revisions", "safety")
-    processed_revision = StateField[int]("state", "revisions", "processed")
-    success_revision = StateField[int]("state", "revisions", "success")
-    success_safety_revision = StateField[int]("state", "revisions", "success_safety")
-    last_plan = StateField[Plan | None]("state", "last", "plan")
-    last_result = StateField[ReconcileResult | None]("state", "last", "result")
-    last_generation = StateField[PlanGeneration | None]("state", "last", "generation")
-    last_plan_digest = StateField[str]("state", "last", "plan_digest")
-    last_solved_at = StateField[float]("state", "last", "solved_at")
-    last_tick = StateField[TickReport | None]("state", "last", "report")
-    last_success_at = StateField[float | None]("state", "last", "success_at")
-    last_deferred = StateField[list[Deferral]]("state", "last", "deferred")
-    proposed = StateField[list[Action]]("state", "last", "proposed")
-    grace_anchor = StateField[float | None]("grace", "anchor")
-    delivery_safety_error = StateField[dict[str, Any] | None]("outbox", "safety_error")
-
+class Controller(ControllerFields, Operations):
     def __init__(
         self,
         store: Store,
