@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
-from pydantic import JsonValue
 
 from grid.api.deps import Service, is_operator, require_operator
 from grid.api.routes_keys import keys_document
@@ -24,6 +23,7 @@ from grid.fleet.operator import (
     ObservationError,
     ObservationReply,
     ProfileReply,
+    ProfileUpdate,
     RelayTunnel,
     RouteFailure,
     TickReply,
@@ -64,10 +64,10 @@ def put_model(
     model_id: ModelId,
     service: Service,
     profile: Annotated[
-        dict[str, JsonValue], Body(description="A model profile (docs/snapshot.md)")
+        ProfileUpdate, Body(description="The profile's fields; the rest take their defaults")
     ],
 ) -> ProfileReply:
-    saved = service.controller.put_profile(model_id, profile, service.clock())
+    saved = service.controller.put_profile(model_id, profile.given(), service.clock())
     service.notify()
     return ProfileReply(profile=saved)
 

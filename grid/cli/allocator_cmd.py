@@ -9,8 +9,9 @@ printed. `status --json` and `--json` elsewhere print exactly one JSON document 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -59,6 +60,9 @@ from grid.cli.model_set_options import (
 from grid.cli.render_status import render_status
 from grid.cli.text import plural
 from grid.fleet import GridError, ModelProfile
+from grid.fleet.operator import ProfileUpdate
+
+T = TypeVar("T")
 
 allocator_app = typer.Typer(
     name="allocator",
@@ -84,8 +88,8 @@ def _emit(document: BaseModel | dict[str, object]) -> None:
 # ----------------------------------------------------------------------------- model set
 
 
-def _pairs(values: list[str] | None, flag: str, kind: type) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _pairs(values: list[str] | None, flag: str, kind: Callable[[str], T]) -> dict[str, T]:
+    out: dict[str, T] = {}
     for raw in values or []:
         name, sep, value = raw.partition("=")
         try:
@@ -99,6 +103,17 @@ def _pairs(values: list[str] | None, flag: str, kind: type) -> dict[str, Any]:
                 fix=f"write it as {flag} name=value",
             ) from None
     return out
+
+
+def _flags_given(update: ProfileUpdate) -> ProfileUpdate:
+    """Only the fields whose flags were given (an option left out reads as None, a repeatable
+    one as nothing): the rest keep the controller's defaults."""
+    given = {
+        name: value
+        for name, value in update
+        if value is not None and not (isinstance(value, list | dict) and not value)
+    }
+    return ProfileUpdate.model_validate(given)
 
 
 def _check_artifact_flags(source: str | None, sha256: str | None, size_mb: int | None) -> None:
@@ -151,45 +166,39 @@ def model_set(
 ) -> None:
     """Create or replace a model placement profile."""
     _check_artifact_flags(artifact_source, artifact_sha256, artifact_size_mb)
-    body: dict[str, Any] = {"memory_mb": memory_mb}
-    lists = {
-        "runtimes": runtime,
-        "backends": backend,
-        "required_tags": required_tag,
-        "forbidden_tags": forbidden_tag,
-        "pinned_hosts": pin,
-        "allowed_hosts": allow_host,
-        "denied_hosts": deny_host,
-        "colocation_excludes": colocation_exclude,
-    }
-    body.update({k: v for k, v in lists.items() if v})
-    if runtime_memory_mb:
-        body["runtime_memory_mb"] = _pairs(runtime_memory_mb, "--runtime-memory-mb", int)
-    if workload_score:
-        body["workload_scores"] = _pairs(workload_score, "--workload-score", float)
-    scalars = {
-        "max_colocated_models": max_colocated_models,
-        "min_replicas": min_replicas,
-        "max_replicas": max_replicas,
-        "min_failure_domains": min_failure_domains,
-        "priority": priority,
-        "data_tier": data_tier,
-        "artifact_sha256": artifact_sha256,
-        "artifact_source": artifact_source,
-        "artifact_size_mb": artifact_size_mb,
-        "target_utilization": target_utilization,
-        "replica_concurrency": replica_concurrency,
-        "expected_service_time_s": expected_service_time,
-        "latency_slo_ms": latency_slo_ms,
-        "load_estimate_s": load_estimate,
-        "warm_estimate_s": warm_estimate,
-        "min_residency_s": min_residency,
-        "scale_down_cooldown_s": scale_down_cooldown,
-        "chat_template": chat_template,
-    }
-    body.update({k: v for k, v in scalars.items() if v is not None})
+    update = ProfileUpdate(
+        memory_mb=memory_mb,
+        runtime_memory_mb=_pairs(runtime_memory_mb, "--runtime-memory-mb", int),
+        runtimes=runtime,
+        backends=backend,
+        priority=priority,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        pinned_hosts=pin,
+        allowed_hosts=allow_host,
+        denied_hosts=deny_host,
+        required_tags=required_tag,
+        forbidden_tags=forbidden_tag,
+        data_tier=data_tier,
+        max_colocated_models=max_colocated_models,
+        colocation_excludes=colocation_exclude,
+        min_failure_domains=min_failure_domains,
+        artifact_size_mb=artifact_size_mb,
+        artifact_sha256=artifact_sha256,
+        artifact_source=artifact_source,
+        chat_template=chat_template,
+        workload_scores=_pairs(workload_score, "--workload-score", float),
+        target_utilization=target_utilization,
+        replica_concurrency=replica_concurrency,
+        expected_service_time_s=expected_service_time,
+        latency_slo_ms=latency_slo_ms,
+        load_estimate_s=load_estimate,
+        warm_estimate_s=warm_estimate,
+        min_residency_s=min_residency,
+        scale_down_cooldown_s=scale_down_cooldown,
+    )
     with client(grid, state_dir, token_file, ca_file=ca_file) as api:
-        saved = api.put_model(model_id, body)
+        saved = api.put_model(model_id, _flags_given(update))
         mode = api.healthz().mode.value
     if as_json:
         _emit(saved)

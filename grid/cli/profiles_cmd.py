@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
 import typer
+from pydantic import BaseModel, Field, JsonValue
 from rich.console import Console
 from rich.table import Table
 
@@ -23,7 +24,7 @@ from grid.cli import snapshot_cmd  # noqa: F401  (registers `grid allocator snap
 from grid.cli.allocator_cmd import allocator_app, model_app
 from grid.cli.connection import CaFileOpt, GridOpt, JsonOpt, StateOpt, TokenFileOpt, _again, client
 from grid.fleet import GridError, ModelProfile
-from grid.fleet.operator import StatusDocument
+from grid.fleet.operator import ProfileUpdate, StatusDocument
 
 __all__ = ["allocator_app", "apply_catalog", "model_list"]
 
@@ -103,9 +104,33 @@ def model_list(
 # ----------------------------------------------------------------------------- apply
 
 
-def read_catalog(path: Path) -> list[dict[str, Any]]:
-    """The catalog's profiles, validated like a snapshot's `models` (JSON dumps, defaults
-    filled). Bad entries are refused with their field path."""
+class FieldChange(BaseModel):
+    """One field of a changed profile: the controller's value and the file's (JSON forms)."""
+
+    before: JsonValue = Field(serialization_alias="from")
+    to: JsonValue
+
+
+class ProfileChange(BaseModel):
+    """What `apply` does to one model: `new`, `changed` (with the fields), `unchanged`, and for
+    a profile the file does not name, `retire` (with --prune) or `kept`."""
+
+    model_id: str
+    change: Literal["new", "changed", "unchanged", "retire", "kept"]
+    fields: dict[str, FieldChange] = Field(default_factory=dict)
+    profile: ModelProfile | None = Field(default=None, exclude=True)  # the file's, to send
+
+    def update(self) -> ProfileUpdate:
+        """The body that sets this profile: every field of the file's profile."""
+        assert self.profile is not None
+        return ProfileUpdate.model_validate(
+            self.profile.model_dump(mode="json", exclude={"model_id"})
+        )
+
+
+def read_catalog(path: Path) -> list[ModelProfile]:
+    """The catalog's profiles, validated like a snapshot's `models` (defaults filled). Bad
+    entries are refused with their field path."""
     from grid.fleet import load_snapshot
 
     snap = load_snapshot(path, now=time.time())
@@ -122,51 +147,51 @@ def read_catalog(path: Path) -> list[dict[str, Any]]:
             f"{path} lists no models",
             fix="add [[models]] entries (see models/catalog.toml and docs/snapshot.md)",
         )
-    return [m.model_dump(mode="json") for m in snap.models]
+    return list(snap.models)
 
 
-def _short(value: Any) -> str:
+def _short(value: JsonValue) -> str:
     text = json.dumps(value, separators=(",", ":")) if not isinstance(value, str) else value
     return text if len(text) <= 40 else text[:37] + "..."
 
 
 def diff_profiles(
-    wanted: list[dict[str, Any]], current: list[dict[str, Any]], *, prune: bool
-) -> list[dict[str, Any]]:
-    """One row per model: `new`, `changed` (with the fields), `unchanged`, and for profiles
-    the file does not name, `retire` (with prune) or `kept`."""
-    have = {p["model_id"]: p for p in current}
-    rows: list[dict[str, Any]] = []
+    wanted: list[ModelProfile], current: list[ModelProfile], *, prune: bool
+) -> list[ProfileChange]:
+    """One change per model named by the file, then one per profile it does not name;
+    fields are compared in their JSON forms."""
+    have = {p.model_id: p.model_dump(mode="json") for p in current}
+    rows: list[ProfileChange] = []
     for profile in wanted:
-        model_id = profile["model_id"]
+        model_id = profile.model_id
         old = have.get(model_id)
         if old is None:
-            rows.append({"model_id": model_id, "change": "new", "fields": {}, "profile": profile})
+            rows.append(ProfileChange(model_id=model_id, change="new", profile=profile))
             continue
         fields = {
-            key: {"from": old.get(key), "to": value}
-            for key, value in profile.items()
+            key: FieldChange(before=old.get(key), to=value)
+            for key, value in profile.model_dump(mode="json").items()
             if old.get(key) != value
         }
-        change = "changed" if fields else "unchanged"
-        rows.append({"model_id": model_id, "change": change, "fields": fields, "profile": profile})
-    named = {p["model_id"] for p in wanted}
+        change: Literal["changed", "unchanged"] = "changed" if fields else "unchanged"
+        rows.append(ProfileChange(model_id=model_id, change=change, fields=fields, profile=profile))
+    named = {p.model_id for p in wanted}
     for model_id in sorted(set(have) - named):
-        rows.append({"model_id": model_id, "change": "retire" if prune else "kept", "fields": {}})
+        rows.append(ProfileChange(model_id=model_id, change="retire" if prune else "kept"))
     return rows
 
 
-def _detail(row: dict[str, Any]) -> str:
-    if row["change"] == "new":
-        p = row["profile"]
-        return f"{p['memory_mb']} MB, replicas {p['min_replicas']}..{p['max_replicas']}"
-    if row["change"] == "changed":
+def _detail(row: ProfileChange) -> str:
+    if row.change == "new" and row.profile is not None:
+        p = row.profile
+        return f"{p.memory_mb} MB, replicas {p.min_replicas}..{p.max_replicas}"
+    if row.change == "changed":
         return "; ".join(
-            f"{key}: {_short(v['from'])} -> {_short(v['to'])}" for key, v in row["fields"].items()
+            f"{key}: {_short(v.before)} -> {_short(v.to)}" for key, v in row.fields.items()
         )
-    if row["change"] == "kept":
+    if row.change == "kept":
         return "not in the file: kept (--prune retires it)"
-    if row["change"] == "retire":
+    if row.change == "retire":
         return "not in the file: retired (drained and unloaded safely)"
     return "-"
 
@@ -197,22 +222,20 @@ def apply_catalog(
     changes."""
     wanted = read_catalog(catalog)
     with client(grid, state_dir, token_file, admin=not dry_run, ca_file=ca_file) as api:
-        current = [p.model_dump(mode="json") for p in api.status(history=0).profiles]
-        rows = diff_profiles(wanted, current, prune=prune)
-        todo = [r for r in rows if r["change"] in ("new", "changed", "retire")]
+        rows = diff_profiles(wanted, api.status(history=0).profiles, prune=prune)
+        todo = [r for r in rows if r.change in ("new", "changed", "retire")]
         if not dry_run:
             for row in todo:
-                if row["change"] == "retire":
-                    api.delete_model(row["model_id"])
+                if row.change == "retire":
+                    api.delete_model(row.model_id)
                 else:
-                    body = {k: v for k, v in row["profile"].items() if k != "model_id"}
-                    api.put_model(row["model_id"], body)
+                    api.put_model(row.model_id, row.update())
     if as_json:
         document = {
             "file": str(catalog),
             "dry_run": dry_run,
             "applied": 0 if dry_run else len(todo),
-            "changes": [{k: v for k, v in r.items() if k != "profile"} for r in rows],
+            "changes": [r.model_dump(mode="json", by_alias=True) for r in rows],
         }
         typer.echo(json.dumps(document, indent=2, allow_nan=False))
         return
@@ -220,7 +243,7 @@ def apply_catalog(
     for column in ("model", "change", "what"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(row["model_id"], row["change"], _detail(row), style=STYLES[row["change"]])
+        table.add_row(row.model_id, row.change, _detail(row), style=STYLES[row.change])
     _console().print(table)
     if dry_run:
         typer.echo(f"Dry run: {_plural(len(todo), 'change')} would be applied; nothing was sent.")

@@ -39,6 +39,7 @@ from grid.fleet.operator import (
     ModeReply,
     ObservationReply,
     ProfileReply,
+    ProfileUpdate,
     RevokeReply,
     TickReply,
     TombstoneReply,
@@ -182,9 +183,16 @@ class AllocatorClient:
     def status(self, *, history: int = 50) -> AllocatorStatus:
         return self._reply(AllocatorStatus, "GET", "/allocator/status", params={"history": history})
 
-    def put_model(self, model_id: str, profile: Mapping[str, object]) -> ProfileReply:
+    def put_model(
+        self, model_id: str, profile: ProfileUpdate | Mapping[str, object]
+    ) -> ProfileReply:
+        """Create or replace a profile from the fields given (a mapping is read as a
+        `ProfileUpdate` first: an unknown field is refused here, as the controller would)."""
+        update = ProfileUpdate.model_validate(
+            profile if isinstance(profile, ProfileUpdate) else dict(profile)
+        )
         return self._reply(
-            ProfileReply, "PUT", f"/allocator/models/{_seg(model_id)}", json=dict(profile)
+            ProfileReply, "PUT", f"/allocator/models/{_seg(model_id)}", json=update.given()
         )
 
     def delete_model(self, model_id: str) -> TombstoneReply:

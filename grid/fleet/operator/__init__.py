@@ -1,5 +1,6 @@
-"""The operator messages: the typed bodies of the allocator's operator routes (`messages`)
-and the status document (`status`), shared by the routes (grid/api), the HTTP client (grid/wire)
+"""The operator messages: the typed bodies of the allocator's operator routes (`messages`),
+the partial profile of PUT /allocator/models/{id} (`profile_update`) and the status document
+(`status`), shared by the routes (grid/api), the HTTP client (grid/wire)
 and the CLI renderers. The node messages are `grid.fleet.wire`."""
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from grid.fleet.operator.messages import (
     TickReply,
     TombstoneReply,
 )
+from grid.fleet.operator.profile_update import ProfileUpdate, profile_refusal
 from grid.fleet.operator.status import (
     AllocatorStatus,
     Authority,
@@ -95,6 +97,7 @@ __all__ = [
     "PredictionRow",
     "PrefetchSection",
     "ProfileReply",
+    "ProfileUpdate",
     "RecordedEvaluation",
     "RelayTunnel",
     "ResidencyRow",
@@ -114,4 +117,5 @@ __all__ = [
     "WithdrawnRecord",
     "WorkflowEdge",
     "WorkloadsSection",
+    "profile_refusal",
 ]
