@@ -26,9 +26,9 @@ from grid.fleet import (
     Unsatisfied,
 )
 from grid.planner.deadline import CALIBRATION, PORTFOLIO_FINISH_S, Deadline, output_reserve_s
-from grid.planner.portfolio.context import Key, PortfolioContext, build_context
+from grid.planner.portfolio.context import Carried, Key, PortfolioContext, build_context
 from grid.planner.portfolio.hysteresis import hold
-from grid.planner.portfolio.preempt import preemptions_of, stage_preemptions
+from grid.planner.portfolio.preempt import StagedWorkload, preemptions_of, stage_preemptions
 from grid.planner.portfolio.replace import authorizations, fulfil
 from grid.planner.portfolio.report import admission_rows, candidate_rows
 from grid.planner.portfolio.score import LEVELS, compare, evaluate
@@ -39,6 +39,7 @@ from grid.planner.targets import Target
 
 FINISH_RESERVE_S = PORTFOLIO_FINISH_S  # the caller's validation and output come on top
 AssignmentsOf = Callable[[PlacementProblem, set[Key]], list[Assignment]]
+MORE_ROOM = "more free memory or model slots on a compatible host"
 
 
 def _assignments(
@@ -112,6 +113,97 @@ def decide(
     return mapping, placement, exploit, solver
 
 
+def _budget_s(snap: FleetSnapshot, deadline: Deadline | None) -> float | None:
+    """What the command's deadline leaves CP-SAT after a reserve for the rest (None: no
+    deadline, the policy's time limit alone)."""
+    if deadline is None:
+        return None
+    after = deadline.output_s
+    after = after if after is not None else output_reserve_s(len(snap.hosts))
+    return deadline.remaining() - FINISH_RESERVE_S - after
+
+
+def _desired(
+    ctx: PortfolioContext,
+    plan: Plan,
+    mapping: dict[str, str],
+    placement: set[Key],
+    carried: dict[str, Carried],
+) -> tuple[dict[str, int], list[Unsatisfied]]:
+    """The plan's desired replicas with the workload replicas, and its unsatisfied entries
+    with one `portfolio_undersupplied` per model short of workload replicas."""
+    extra = placement - set(ctx.base_keys)
+    desired = dict(plan.desired_replicas)
+    unsatisfied = list(plan.unsatisfied)
+    counts: dict[str, int] = {}
+    for m, _h in extra:
+        counts[m] = counts.get(m, 0) + 1
+    for m in sorted(set(mapping.values())):
+        asked = sum(ctx.pairs[(w, mm)].need for w, mm in mapping.items() if mm == m)
+        want = min(asked, ctx.room.get(m, 0))
+        desired[m] = ctx.final_desired(m, want)
+        short = want - counts.get(m, 0) - ctx.surplus.get(m, 0)
+        if short > 0:
+            unsatisfied.append(
+                Unsatisfied(
+                    model_id=m,
+                    code="portfolio_undersupplied",
+                    missing_replicas=short,
+                    message=f"{short} workload replica(s) of {m} do not fit the fleet now",
+                    would_fit_if=MORE_ROOM,
+                )
+            )
+    for auth in carried.values():  # a fulfilled replacement's replica is desired
+        if (auth.model_id, auth.host_id) in placement:
+            placed = sum(1 for m, _h in placement | set(ctx.base_keys) if m == auth.model_id)
+            desired[auth.model_id] = max(desired.get(auth.model_id, 0), placed)
+    return desired, unsatisfied
+
+
+def _victim_entry(item: StagedWorkload, victim: str) -> Unsatisfied:
+    """A replaced (mature beneficiary) or reclaimed (starved workload) victim replica."""
+    if item.authorized:
+        code = "portfolio_replaced"
+        message = (
+            f"{victim} on {item.host_id} drains: {item.model_id} replaces it "
+            f"for workload {item.workload} (a mature beneficiary)"
+        )
+    else:
+        code = "portfolio_reclaimed"
+        message = (
+            f"an excess replica of {victim} on {item.host_id} drains so that "
+            f"{item.model_id} can serve the starved workload {item.workload}; "
+            f"another replica of {victim} keeps serving"
+        )
+    return Unsatisfied(
+        model_id=victim,
+        code=code,
+        missing_replicas=1,
+        message=message,
+        would_fit_if=MORE_ROOM,
+        host_id=item.host_id,
+    )
+
+
+def _staged_entries(staged: list[StagedWorkload]) -> list[Unsatisfied]:
+    """One `preemption_staged` per staged workload, then one entry per victim replica."""
+    out = [
+        Unsatisfied(
+            model_id=item.model_id,
+            code="preemption_staged",
+            missing_replicas=1,
+            message=(
+                f"{item.model_id} loads on {item.host_id} for workload {item.workload} "
+                f"once {', '.join(item.victims)} drain"
+            ),
+            host_id=item.host_id,
+        )
+        for item in staged
+    ]
+    out.extend(_victim_entry(item, victim) for item in staged for victim in item.reclaimed)
+    return out
+
+
 def attach_portfolio(
     snap: FleetSnapshot,
     plan: Plan,
@@ -131,85 +223,16 @@ def attach_portfolio(
     if not snap.workloads:
         return plan
     ctx = build_context(snap, plan, targets, problem)
-    budget = None
-    if deadline is not None:
-        after = deadline.output_s
-        after = after if after is not None else output_reserve_s(len(snap.hosts))
-        budget = deadline.remaining() - FINISH_RESERVE_S - after
-    mapping, placement, exploit, solver = decide(ctx, engine=engine, budget_s=budget)
+    mapping, placement, exploit, solver = decide(
+        ctx, engine=engine, budget_s=_budget_s(snap, deadline)
+    )
     mapping, placement, carried = fulfil(ctx, mapping, placement)
     extra = placement - set(ctx.base_keys)
-    desired = dict(plan.desired_replicas)
-    unsatisfied = list(plan.unsatisfied)
-    counts: dict[str, int] = {}
-    for m, _h in extra:
-        counts[m] = counts.get(m, 0) + 1
-    for m in sorted(set(mapping.values())):
-        asked = sum(ctx.pairs[(w, mm)].need for w, mm in mapping.items() if mm == m)
-        want = min(asked, ctx.room.get(m, 0))
-        desired[m] = ctx.final_desired(m, want)
-        short = want - counts.get(m, 0) - ctx.surplus.get(m, 0)
-        if short > 0:
-            unsatisfied.append(
-                Unsatisfied(
-                    model_id=m,
-                    code="portfolio_undersupplied",
-                    missing_replicas=short,
-                    message=f"{short} workload replica(s) of {m} do not fit the fleet now",
-                    would_fit_if="more free memory or model slots on a compatible host",
-                )
-            )
-    for auth in carried.values():  # a fulfilled replacement's replica is desired
-        if (auth.model_id, auth.host_id) in placement:
-            placed = sum(1 for m, _h in placement | set(ctx.base_keys) if m == auth.model_id)
-            desired[auth.model_id] = max(desired.get(auth.model_id, 0), placed)
+    desired, unsatisfied = _desired(ctx, plan, mapping, placement, carried)
     scanned = stage_preemptions(ctx, mapping, placement)
     staged = scanned.staged
-    for item in staged:
-        unsatisfied.append(
-            Unsatisfied(
-                model_id=item.model_id,
-                code="preemption_staged",
-                missing_replicas=1,
-                message=(
-                    f"{item.model_id} loads on {item.host_id} for workload {item.workload} "
-                    f"once {', '.join(item.victims)} drain"
-                ),
-                host_id=item.host_id,
-            )
-        )
+    unsatisfied.extend(_staged_entries(staged))
     reclaimed = {(v, item.host_id) for item in staged for v in item.reclaimed}
-    for item in staged:
-        for victim in item.reclaimed:
-            if item.authorized:
-                unsatisfied.append(
-                    Unsatisfied(
-                        model_id=victim,
-                        code="portfolio_replaced",
-                        missing_replicas=1,
-                        message=(
-                            f"{victim} on {item.host_id} drains: {item.model_id} replaces it "
-                            f"for workload {item.workload} (a mature beneficiary)"
-                        ),
-                        would_fit_if="more free memory or model slots on a compatible host",
-                        host_id=item.host_id,
-                    )
-                )
-                continue
-            unsatisfied.append(
-                Unsatisfied(
-                    model_id=victim,
-                    code="portfolio_reclaimed",
-                    missing_replicas=1,
-                    message=(
-                        f"an excess replica of {victim} on {item.host_id} drains so that "
-                        f"{item.model_id} can serve the starved workload {item.workload}; "
-                        f"another replica of {victim} keeps serving"
-                    ),
-                    would_fit_if="more free memory or model slots on a compatible host",
-                    host_id=item.host_id,
-                )
-            )
     assignments = sorted(
         [
             a
@@ -234,12 +257,11 @@ def attach_portfolio(
             "preemptions": [*plan.preemptions, *preemptions_of(staged)],
         }
     )
-    final = out
     out.portfolio = PortfolioReport(
         mapping=dict(sorted(mapping.items())),
         selected_models=sorted(set(mapping.values())),
         exploration_model=explore[0] if explore else None,
-        admission=admission_rows(ctx, final, mapping, staged),
+        admission=admission_rows(ctx, out, mapping, staged),
         candidates=candidate_rows(ctx, scanned.paths),
         solver=solver,
         replacements=authorizations(carried, new_auth),

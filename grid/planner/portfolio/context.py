@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, replace
 from grid.fleet import (
     LIVE_STATES,
     FleetSnapshot,
+    ModelProfile,
+    Outcome,
     Plan,
     PortfolioPolicy,
     ResidencyState,
@@ -311,6 +313,226 @@ def demand_levels(snap: FleetSnapshot, targets: dict[str, Target]) -> dict[str, 
     return out
 
 
+@dataclass(frozen=True)
+class _Scene:
+    """What every (workload, model) pair of the tick is judged against."""
+
+    snap: FleetSnapshot
+    policy: PortfolioPolicy
+    problem: PlacementProblem
+    ledger: Ledger  # the base plan's kept placements, fixed
+    base_keys: frozenset[Key]
+    outside: frozenset[str]
+    counts: Counter[str]  # replicas of each model in the base plan
+    ready_models: set[str]
+    quality: dict[Key, int]
+    outcomes: dict[Key, Outcome]
+
+
+def _scene(
+    snap: FleetSnapshot,
+    base_plan: Plan,
+    problem: PlacementProblem,
+    base_keys: frozenset[Key],
+    outside: frozenset[str],
+) -> _Scene:
+    return _Scene(
+        snap=snap,
+        policy=snap.policy.portfolio,
+        problem=problem,
+        ledger=Ledger(problem, [k for k in base_keys if k[1] not in outside]),
+        base_keys=base_keys,
+        outside=outside,
+        counts=Counter(a.model_id for a in base_plan.assignments),
+        ready_models=ready_on_admitting(snap, problem),
+        quality=quality_scores(problem),
+        outcomes=outcome_table(snap),
+    )
+
+
+def _pair(sc: _Scene, m: ModelProfile, word: str, score: float) -> PairInfo:
+    """Feasibility, cost and value of serving `word` with model `m` alongside the base plan."""
+    snap, policy, problem, base_keys = sc.snap, sc.policy, sc.problem, sc.base_keys
+    forecast = snap.workloads[word]
+    fits = [
+        c
+        for c in problem.candidates_of_model(m.model_id)
+        if c.host_id not in sc.outside
+        and ((c.model_id, c.host_id) in base_keys or not sc.ledger.host_blockers(c))
+    ]
+    keys = tuple(sorted((c.model_id, c.host_id) for c in fits))
+    feasible = bool(keys) or sc.counts[m.model_id] > 0
+    rejection, residency = (None, False) if feasible else _rejection(problem, sc.ledger, m.model_id)
+    startups = [
+        0.0 if k in base_keys else startup_seconds(problem, problem.candidates[k]) for k in keys
+    ]
+    startup = min(startups) if startups else (0.0 if feasible else None)
+    best = max(keys, key=lambda k: (k in base_keys, sc.quality[k], k[1]))[1] if keys else None
+    penalty = 0.0
+    if m.model_id not in sc.ready_models and sc.counts[m.model_id] == 0:
+        penalty = min(policy.max_transition_penalty, (startup or 0.0) / 4.0)
+    ev = evidence_of(sc.outcomes.get((m.model_id, word)), policy)
+    suit = (1.0 - ev.quality_confidence) * score + ev.quality_confidence * (ev.quality or 0.0)
+    exploit = 100.0 * suit - 20.0 * ev.service_confidence * (1.0 - ev.success_rate) - penalty
+    weak = weak_evidence(
+        forecast,
+        policy,
+        direct_demand=has_direct_demand(snap, m.model_id),
+        fresh_success=ev.fresh_success,
+    )
+    return PairInfo(
+        workload=word,
+        model_id=m.model_id,
+        score=score,
+        feasible=feasible,
+        rejection=rejection,
+        blocked_by_residency=residency,
+        keys=keys,
+        best_host=best,
+        startup_s=startup,
+        transition_penalty=round(penalty, 3),
+        evidence=ev,
+        bonus=bonus_of(ev, policy) if feasible else 0.0,
+        exploit_utility=round(exploit, 3),
+        need=replicas_needed(
+            m,
+            forecast,
+            policy,
+            snap.policy.demand_headroom_fraction,
+            weak=weak,
+            serving=m.model_id in sc.ready_models and ev.fresh_success,
+        ),
+        weak=weak,
+    )
+
+
+def _pairs(sc: _Scene) -> dict[tuple[str, str], PairInfo]:
+    """Every (workload, model) with a score and an active workload, feasible or not."""
+    pairs: dict[tuple[str, str], PairInfo] = {}
+    for m in sorted(sc.snap.models, key=lambda p: p.model_id):
+        for word, score in sorted(m.workload_scores.items()):
+            if word in sc.snap.workloads:
+                pairs[(word, m.model_id)] = _pair(sc, m, word, score)
+    return pairs
+
+
+def _gates(sc: _Scene, pairs: dict[tuple[str, str], PairInfo]) -> dict[str, GateResult]:
+    """The evidence gate of every active workload."""
+    policy = sc.policy
+    gates: dict[str, GateResult] = {}
+    for word, forecast in sorted(sc.snap.workloads.items()):
+        proof = False
+        if not ordinary_gate(forecast, policy) and in_media_band(word, forecast, policy):
+            proof = any(
+                spare_capacity_proof(sc.problem, sc.ledger, p.keys, policy)
+                for (w, _m), p in pairs.items()
+                if w == word and p.feasible
+            )
+        candidate = any(p.feasible for (w, _m), p in pairs.items() if w == word)
+        incumbent = next(
+            (
+                m
+                for (w, m), p in sorted(pairs.items())
+                if w == word and p.feasible and m in sc.ready_models and p.evidence.fresh_success
+            ),
+            None,
+        )
+        if word not in policy.media_workloads:
+            incumbent = None  # text traffic is continuous; sparse bursts are image/video jobs
+        gates[word] = gate_of(
+            word,
+            forecast,
+            policy,
+            proof,
+            has_candidate=candidate,
+            resident_incumbent=incumbent,
+        )
+    return gates
+
+
+def _starved(
+    gates: dict[str, GateResult], pairs: dict[tuple[str, str], PairInfo]
+) -> frozenset[str]:
+    return frozenset(
+        w
+        for w, g in gates.items()
+        if g.gate is Gate.ORDINARY
+        and not any(p.feasible for (ww, _m), p in pairs.items() if ww == w)
+    )
+
+
+def _cap_unproven(
+    pairs: dict[tuple[str, str], PairInfo],
+    gates: dict[str, GateResult],
+    authorized: dict[str, Carried],
+    policy: PortfolioPolicy,
+) -> None:
+    """A media canary is one replica whatever the concurrency asks, and so is an authorized
+    replacement until a fresh success validates it (in place)."""
+    for key, p in list(pairs.items()):
+        auth = authorized.get(p.workload)
+        unvalidated = (
+            auth is not None and auth.model_id == p.model_id and not p.evidence.fresh_success
+        )
+        if gates[p.workload].gate is Gate.MEDIA_CANARY or unvalidated:
+            pairs[key] = replace(p, need=min(p.need, policy.canary_max_replicas), weak=True)
+
+
+def _raise_targets(
+    snap: FleetSnapshot,
+    base_targets: dict[str, Target],
+    levels: dict[str, int],
+    pairs: dict[tuple[str, str], PairInfo],
+    gates: dict[str, GateResult],
+) -> tuple[dict[str, Target], dict[str, int]]:
+    """The augmented targets (each model desired up to its level plus what admitted workloads
+    ask of it, within its ceiling) and the workload room each model receives."""
+    final = dict(base_targets)
+    room: dict[str, int] = {}
+    for m in snap.models:
+        asked = sum(
+            p.need
+            for (w, mid), p in pairs.items()
+            if mid == m.model_id and p.feasible and gates[w].admitted
+        )
+        level = levels[m.model_id]
+        ceiling = max(m.max_replicas, len(set(m.pinned_hosts)))
+        desired = max(level, min(ceiling, level + asked))
+        room[m.model_id] = desired - level
+        if desired > base_targets[m.model_id].desired:
+            final[m.model_id] = replace(
+                base_targets[m.model_id], desired=desired, reason="portfolio"
+            )
+    return final, room
+
+
+def _spare_reserve(
+    problem: PlacementProblem,
+    base_keys: frozenset[Key],
+    pairs: dict[tuple[str, str], PairInfo],
+    gates: dict[str, GateResult],
+    surplus: dict[str, int],
+    policy: PortfolioPolicy,
+) -> int:
+    asked_by_word = {
+        w: min(max(0, p.need - surplus.get(p.model_id, 0)) for p in options)
+        for w in sorted(gates)
+        if gates[w].admitted
+        and (options := [p for (ww, _m), p in pairs.items() if ww == w and p.feasible])
+    }
+    usable = {
+        w: {
+            h
+            for p in pairs.values()
+            if p.workload == w and p.feasible
+            for m, h in p.keys
+            if (m, h) not in base_keys
+        }
+        for w in asked_by_word
+    }
+    return effective_spare_reserve(problem, base_keys, asked_by_word, usable, policy)
+
+
 def build_context(
     snap: FleetSnapshot,
     base_plan: Plan,
@@ -330,155 +552,15 @@ def build_context(
     base_keys, outside = _base_keys(base_plan, problem)
     authorized = carried_authorizations(snap, problem)
     outside = outside | frozenset(a.host_id for a in authorized.values())
-    fixed_keys = [k for k in base_keys if k[1] not in outside]
-    ledger = Ledger(problem, fixed_keys)
-    counts: Counter[str] = Counter(a.model_id for a in base_plan.assignments)
-    quality = quality_scores(problem)
-    outcomes = outcome_table(snap)
-    headroom = snap.policy.demand_headroom_fraction
-    ready_models = ready_on_admitting(snap, problem)
-    pairs: dict[tuple[str, str], PairInfo] = {}
-    for m in sorted(snap.models, key=lambda p: p.model_id):
-        for word, score in sorted(m.workload_scores.items()):
-            forecast = snap.workloads.get(word)
-            if forecast is None:
-                continue
-            fits = [
-                c
-                for c in problem.candidates_of_model(m.model_id)
-                if c.host_id not in outside
-                and ((c.model_id, c.host_id) in base_keys or not ledger.host_blockers(c))
-            ]
-            keys = tuple(sorted((c.model_id, c.host_id) for c in fits))
-            feasible = bool(keys) or counts[m.model_id] > 0
-            rejection, residency = (
-                (None, False) if feasible else _rejection(problem, ledger, m.model_id)
-            )
-            startups = [
-                0.0 if k in base_keys else startup_seconds(problem, problem.candidates[k])
-                for k in keys
-            ]
-            startup = min(startups) if startups else (0.0 if feasible else None)
-            best = max(keys, key=lambda k: (k in base_keys, quality[k], k[1]))[1] if keys else None
-            penalty = 0.0
-            if m.model_id not in ready_models and counts[m.model_id] == 0:
-                penalty = min(policy.max_transition_penalty, (startup or 0.0) / 4.0)
-            ev = evidence_of(outcomes.get((m.model_id, word)), policy)
-            suit = (1.0 - ev.quality_confidence) * score + ev.quality_confidence * (
-                ev.quality or 0.0
-            )
-            exploit = (
-                100.0 * suit - 20.0 * ev.service_confidence * (1.0 - ev.success_rate) - penalty
-            )
-            weak = weak_evidence(
-                forecast,
-                policy,
-                direct_demand=has_direct_demand(snap, m.model_id),
-                fresh_success=ev.fresh_success,
-            )
-            pairs[(word, m.model_id)] = PairInfo(
-                workload=word,
-                model_id=m.model_id,
-                score=score,
-                feasible=feasible,
-                rejection=rejection,
-                blocked_by_residency=residency,
-                keys=keys,
-                best_host=best,
-                startup_s=startup,
-                transition_penalty=round(penalty, 3),
-                evidence=ev,
-                bonus=bonus_of(ev, policy) if feasible else 0.0,
-                exploit_utility=round(exploit, 3),
-                need=replicas_needed(
-                    m,
-                    forecast,
-                    policy,
-                    headroom,
-                    weak=weak,
-                    serving=m.model_id in ready_models and ev.fresh_success,
-                ),
-                weak=weak,
-            )
-    gates: dict[str, GateResult] = {}
-    for word, forecast in sorted(snap.workloads.items()):
-        proof = False
-        if not ordinary_gate(forecast, policy) and in_media_band(word, forecast, policy):
-            proof = any(
-                spare_capacity_proof(problem, ledger, p.keys, policy)
-                for (w, _m), p in pairs.items()
-                if w == word and p.feasible
-            )
-        candidate = any(p.feasible for (w, _m), p in pairs.items() if w == word)
-        incumbent = next(
-            (
-                m
-                for (w, m), p in sorted(pairs.items())
-                if w == word and p.feasible and m in ready_models and p.evidence.fresh_success
-            ),
-            None,
-        )
-        if word not in policy.media_workloads:
-            incumbent = None  # text traffic is continuous; sparse bursts are image/video jobs
-        gates[word] = gate_of(
-            word,
-            forecast,
-            policy,
-            proof,
-            has_candidate=candidate,
-            resident_incumbent=incumbent,
-        )
-    starved = frozenset(
-        w
-        for w, g in gates.items()
-        if g.gate is Gate.ORDINARY
-        and not any(p.feasible for (ww, _m), p in pairs.items() if ww == w)
-    )
+    sc = _scene(snap, base_plan, problem, base_keys, outside)
+    pairs = _pairs(sc)
+    gates = _gates(sc, pairs)
+    starved = _starved(gates, pairs)
     reserved = reserved_hosts(snap, problem, base_keys, (m for (w, m) in pairs if w in starved))
-    # A media canary is one replica whatever the concurrency asks, and so is an authorized
-    # replacement until a fresh success validates it.
-    for key, p in list(pairs.items()):
-        auth = authorized.get(p.workload)
-        unvalidated = (
-            auth is not None and auth.model_id == p.model_id and not p.evidence.fresh_success
-        )
-        if gates[p.workload].gate is Gate.MEDIA_CANARY or unvalidated:
-            pairs[key] = replace(p, need=min(p.need, policy.canary_max_replicas), weak=True)
-    final = dict(base_targets)
-    room: dict[str, int] = {}
+    _cap_unproven(pairs, gates, authorized, policy)
     levels = demand_levels(snap, base_targets)
-    for m in snap.models:
-        asked = sum(
-            p.need
-            for (w, mid), p in pairs.items()
-            if mid == m.model_id and p.feasible and gates[w].admitted
-        )
-        level = levels[m.model_id]
-        ceiling = max(m.max_replicas, len(set(m.pinned_hosts)))
-        desired = max(level, min(ceiling, level + asked))
-        room[m.model_id] = desired - level
-        if desired > base_targets[m.model_id].desired:
-            final[m.model_id] = replace(
-                base_targets[m.model_id], desired=desired, reason="portfolio"
-            )
-    problem.targets = final
-    surplus = {m: max(0, counts[m] - n) for m, n in levels.items()}
-    asked_by_word = {
-        w: min(max(0, p.need - surplus.get(p.model_id, 0)) for p in options)
-        for w in sorted(gates)
-        if gates[w].admitted
-        and (options := [p for (ww, _m), p in pairs.items() if ww == w and p.feasible])
-    }
-    usable = {
-        w: {
-            h
-            for p in pairs.values()
-            if p.workload == w and p.feasible
-            for m, h in p.keys
-            if (m, h) not in base_keys
-        }
-        for w in asked_by_word
-    }
+    problem.targets, room = _raise_targets(snap, base_targets, levels, pairs, gates)
+    surplus = {m: max(0, sc.counts[m] - n) for m, n in levels.items()}
     return PortfolioContext(
         snapshot=snap,
         policy=policy,
@@ -486,14 +568,14 @@ def build_context(
         problem=problem,
         base_keys=base_keys,
         outside_hosts=outside | reserved,
-        base_counts=dict(counts),
+        base_counts=dict(sc.counts),
         base_level=levels,
         surplus=surplus,
         base_desired={m: t.desired for m, t in base_targets.items()},
         gates=gates,
         pairs=pairs,
         room=room,
-        spare_reserve=effective_spare_reserve(problem, base_keys, asked_by_word, usable, policy),
+        spare_reserve=_spare_reserve(problem, base_keys, pairs, gates, surplus, policy),
         starved=starved,
         weights=replica_weights(snap, problem),
         authorized=authorized,

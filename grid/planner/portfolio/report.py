@@ -84,6 +84,95 @@ def _unmapped(ctx: PortfolioContext, workload: str) -> tuple[AdmissionState, str
     return AdmissionState.INFEASIBLE, best.rejection or "no_eligible_host", best
 
 
+def _unplaced_row(
+    ctx: PortfolioContext,
+    workload: str,
+    offered: float,
+    waiting: Mapping[str, StagedWorkload],
+) -> AdmissionRow:
+    """The row of a workload the portfolio maps to no model: awaiting its staged preemption,
+    admitted but unmapped, or deferred by its gate (its best feasible candidate named)."""
+    gate = ctx.gates[workload]
+    pair: PairInfo | None
+    if workload in waiting:
+        item = waiting[workload]
+        state = AdmissionState.AWAITING_PLAN
+        reason = (
+            f"preemption_staged: {item.model_id} loads on {item.host_id} once "
+            f"{', '.join(item.victims)} drain"
+        )
+        pair = ctx.pairs[(workload, item.model_id)]
+    elif gate.admitted:
+        state, reason, pair = _unmapped(ctx, workload)
+    else:
+        state, reason = AdmissionState.DEFERRED, gate.reason
+        feasible = sorted(
+            (p for (w, _m), p in ctx.pairs.items() if w == workload and p.feasible),
+            key=lambda p: (-p.utility, p.model_id),
+        )
+        pair = feasible[0] if feasible else None
+    return AdmissionRow(
+        workload=workload,
+        state=state,
+        reason=reason,
+        model_id=pair.model_id if pair else None,
+        offered_concurrency=offered,
+        desired=0,
+        planned=0,
+        ready=0,
+        missing=0,
+        eligible_hosts=len(pair.keys) if pair else 0,
+        startup_s=pair.startup_s if pair else None,
+    )
+
+
+def _mapped_row(
+    ctx: PortfolioContext,
+    plan: Plan,
+    states: Mapping[tuple[str, str], ResidencyState],
+    workload: str,
+    model_id: str,
+    offered: float,
+) -> AdmissionRow:
+    """The row of a mapped workload: undersupplied, ready, starting or planned."""
+    pair = ctx.pairs[(workload, model_id)]
+    placed = sorted(a.host_id for a in plan.assignments if a.model_id == model_id)
+    desired = plan.desired_replicas.get(model_id, 0)
+    ready = [h for h in placed if states.get((model_id, h)) is ResidencyState.READY]
+    starting = [
+        h
+        for h in placed
+        if states.get((model_id, h)) in (ResidencyState.LOADING, ResidencyState.WARMING)
+    ]
+    missing = max(0, desired - len(placed))
+    if missing and placed:
+        state = AdmissionState.UNDERSUPPLIED
+        reason = f"undersupplied: {len(placed)} of {desired} replicas of {model_id} placed"
+    elif ready:
+        state, reason = AdmissionState.READY, f"ready: {model_id} serves it on {ready[0]}"
+    elif starting:
+        state = AdmissionState.STARTING
+        reason = f"starting: {model_id} is loading or warming on {starting[0]}"
+    else:
+        state = AdmissionState.PLANNED
+        where = ", ".join(placed) if placed else "no host"
+        canary = " (canary)" if pair.weak else ""
+        reason = f"placed: {model_id} on {where}{canary}"
+    return AdmissionRow(
+        workload=workload,
+        state=state,
+        reason=reason,
+        model_id=model_id,
+        offered_concurrency=offered,
+        desired=desired,
+        planned=len(placed),
+        ready=len(ready),
+        missing=missing,
+        eligible_hosts=len(pair.keys),
+        startup_s=pair.startup_s,
+    )
+
+
 def admission_rows(
     ctx: PortfolioContext,
     plan: Plan,
@@ -94,79 +183,10 @@ def admission_rows(
     waiting = {s.workload: s for s in staged}
     rows: list[AdmissionRow] = []
     for workload, forecast in sorted(ctx.snapshot.workloads.items()):
-        gate = ctx.gates[workload]
         offered = round(forecast.offered_concurrency, 3)
         model_id = mapping.get(workload)
         if model_id is None:
-            if workload in waiting:
-                item = waiting[workload]
-                state = AdmissionState.AWAITING_PLAN
-                reason = (
-                    f"preemption_staged: {item.model_id} loads on {item.host_id} once "
-                    f"{', '.join(item.victims)} drain"
-                )
-                pair: PairInfo | None = ctx.pairs[(workload, item.model_id)]
-            elif gate.admitted:
-                state, reason, pair = _unmapped(ctx, workload)
-            else:
-                state, reason = AdmissionState.DEFERRED, gate.reason
-                feasible = sorted(
-                    (p for (w, _m), p in ctx.pairs.items() if w == workload and p.feasible),
-                    key=lambda p: (-p.utility, p.model_id),
-                )
-                pair = feasible[0] if feasible else None
-            rows.append(
-                AdmissionRow(
-                    workload=workload,
-                    state=state,
-                    reason=reason,
-                    model_id=pair.model_id if pair else None,
-                    offered_concurrency=offered,
-                    desired=0,
-                    planned=0,
-                    ready=0,
-                    missing=0,
-                    eligible_hosts=len(pair.keys) if pair else 0,
-                    startup_s=pair.startup_s if pair else None,
-                )
-            )
-            continue
-        pair = ctx.pairs[(workload, model_id)]
-        placed = sorted(a.host_id for a in plan.assignments if a.model_id == model_id)
-        desired = plan.desired_replicas.get(model_id, 0)
-        ready = [h for h in placed if states.get((model_id, h)) is ResidencyState.READY]
-        starting = [
-            h
-            for h in placed
-            if states.get((model_id, h)) in (ResidencyState.LOADING, ResidencyState.WARMING)
-        ]
-        missing = max(0, desired - len(placed))
-        if missing and placed:
-            state = AdmissionState.UNDERSUPPLIED
-            reason = f"undersupplied: {len(placed)} of {desired} replicas of {model_id} placed"
-        elif ready:
-            state, reason = AdmissionState.READY, f"ready: {model_id} serves it on {ready[0]}"
-        elif starting:
-            state = AdmissionState.STARTING
-            reason = f"starting: {model_id} is loading or warming on {starting[0]}"
+            rows.append(_unplaced_row(ctx, workload, offered, waiting))
         else:
-            state = AdmissionState.PLANNED
-            where = ", ".join(placed) if placed else "no host"
-            canary = " (canary)" if pair.weak else ""
-            reason = f"placed: {model_id} on {where}{canary}"
-        rows.append(
-            AdmissionRow(
-                workload=workload,
-                state=state,
-                reason=reason,
-                model_id=model_id,
-                offered_concurrency=offered,
-                desired=desired,
-                planned=len(placed),
-                ready=len(ready),
-                missing=missing,
-                eligible_hosts=len(pair.keys),
-                startup_s=pair.startup_s,
-            )
-        )
+            rows.append(_mapped_row(ctx, plan, states, workload, model_id, offered))
     return rows

@@ -97,38 +97,43 @@ def _place_order(ctx: PortfolioContext, model_id: str) -> list[Key]:
     return cached
 
 
-def place(
-    ctx: PortfolioContext, mapping: dict[str, str], *, keep_reserve: bool = False
-) -> set[Key]:
-    """The greedy ledger's placement of one portfolio (base plan kept). `keep_reserve`: a
-    further replica (beyond a model's first) never takes one of the spare-slot reserve's slots,
-    as the decided portfolio would not (spare slots rank above missing replicas): the
-    hysteresis compares a held mapping placed so with the decision on equal terms."""
-    problem = ctx.problem
-    fixed = [k for k in ctx.base_keys if k[1] not in ctx.outside_hosts]
-    ledger = Ledger(problem, fixed)
+def _demand(
+    ctx: PortfolioContext, mapping: dict[str, str]
+) -> tuple[list[str], dict[str, int], dict[str, int]]:
+    """The mapped models by falling pressure, their workload replicas D_m (goal) and what
+    the placement must add (want: the base plan's idle incumbents, surplus, already count)."""
     weight: dict[str, int] = {}
     asked: dict[str, int] = {}
     for w, m in mapping.items():
         weight[m] = weight.get(m, 0) + pressure_of(ctx, w)
         asked[m] = asked.get(m, 0) + ctx.pairs[(w, m)].need
     order = sorted(weight, key=lambda m: (-weight[m], m))
-    # D_m workload replicas; the base plan's idle incumbents (surplus) already count.
     goal = {m: min(asked[m], ctx.room.get(m, 0)) for m in order}
     want = {m: max(0, goal[m] - ctx.surplus.get(m, 0)) for m in order}
-    keys_of = {m: _place_order(ctx, m) for m in order}
-    added = {m: 0 for m in order}
-    off_room: dict[str, int] = {}  # placements still allowed off the pins (pinned models)
-    for m in order:
-        allowance = ctx.off_pin_allowance(m, goal[m])
-        if allowance is not None:
-            pins = set(problem.model_by_id[m].pinned_hosts)
-            used = sum(1 for mm, h in ctx.base_keys if mm == m and h not in pins)
-            off_room[m] = allowance - used
+    return order, goal, want
 
-    def fits(k: Key) -> bool:
+
+class _Placer:
+    """The greedy ledger of one placement: the base plan fixed, the pinned models' room off
+    their pins counted down as replicas are taken."""
+
+    def __init__(self, ctx: PortfolioContext, order: list[str], goal: dict[str, int]) -> None:
+        self.ctx, self.problem = ctx, ctx.problem
+        fixed = [k for k in ctx.base_keys if k[1] not in ctx.outside_hosts]
+        self.ledger = Ledger(self.problem, fixed)
+        self.added = {m: 0 for m in order}
+        self.off_room: dict[str, int] = {}  # placements still allowed off the pins
+        for m in order:
+            allowance = ctx.off_pin_allowance(m, goal[m])
+            if allowance is not None:
+                pins = set(self.problem.model_by_id[m].pinned_hosts)
+                used = sum(1 for mm, h in ctx.base_keys if mm == m and h not in pins)
+                self.off_room[m] = allowance - used
+
+    def fits(self, k: Key) -> bool:
         # Two of the ledger's own blockers first, read off the running load (a full host is
         # the common refusal at 1,000 hosts: 0.5 M fit checks per search); same answers.
+        ledger, problem = self.ledger, self.problem
         load, cand = ledger.hosts[k[1]], problem.candidates[k]
         if cand.memory_mb > load.budget.footprint_budget_mb - load.footprint_mb:
             return False
@@ -137,48 +142,59 @@ def place(
             return False
         if ledger.blockers(k):
             return False
-        if k[0] in off_room and k[1] not in problem.model_by_id[k[0]].pinned_hosts:
-            return off_room[k[0]] > 0
+        if k[0] in self.off_room and k[1] not in problem.model_by_id[k[0]].pinned_hosts:
+            return self.off_room[k[0]] > 0
         return True
 
-    def take(k: Key) -> None:
-        ledger.add(k)
-        added[k[0]] += 1
-        if k[0] in off_room and k[1] not in problem.model_by_id[k[0]].pinned_hosts:
-            off_room[k[0]] -= 1
+    def take(self, k: Key) -> None:
+        self.ledger.add(k)
+        self.added[k[0]] += 1
+        if k[0] in self.off_room and k[1] not in self.problem.model_by_id[k[0]].pinned_hosts:
+            self.off_room[k[0]] -= 1
 
+    def spares(self, k: Key, guarded: set[str]) -> bool:
+        """Taking k leaves the spare-slot reserve whole on the `guarded` hosts."""
+        if k[1] not in guarded:
+            return True
+        free = sum(
+            max(0, (self.problem.host_by_id[h].desired_cap or 0) - len(self.ledger.hosts[h].models))
+            for h in guarded
+        )
+        return free - 1 >= self.ctx.spare_reserve
+
+
+def place(
+    ctx: PortfolioContext, mapping: dict[str, str], *, keep_reserve: bool = False
+) -> set[Key]:
+    """The greedy ledger's placement of one portfolio (base plan kept). `keep_reserve`: a
+    further replica (beyond a model's first) never takes one of the spare-slot reserve's slots,
+    as the decided portfolio would not (spare slots rank above missing replicas): the
+    hysteresis compares a held mapping placed so with the decision on equal terms."""
+    order, goal, want = _demand(ctx, mapping)
+    keys_of = {m: _place_order(ctx, m) for m in order}
+    placer = _Placer(ctx, order, goal)
     # First replica of each selected model without one, then further replicas round by round.
     for m in order:
         if ctx.base_counts.get(m, 0) > 0 or want[m] == 0:
             continue
         for k in keys_of[m]:
-            if fits(k):
-                take(k)
+            if placer.fits(k):
+                placer.take(k)
                 break
     limited, unlimited = slot_hosts(ctx)
     guarded = set(limited) if keep_reserve and not unlimited else set()
-
-    def spares(k: Key) -> bool:
-        if k[1] not in guarded:
-            return True
-        free = sum(
-            max(0, (problem.host_by_id[h].desired_cap or 0) - len(ledger.hosts[h].models))
-            for h in guarded
-        )
-        return free - 1 >= ctx.spare_reserve
-
     progress = True
     while progress:
         progress = False
         for m in order:
-            if added[m] >= want[m]:
+            if placer.added[m] >= want[m]:
                 continue
             for k in keys_of[m]:
-                if k not in ledger.placed and fits(k) and spares(k):
-                    take(k)
+                if k not in placer.ledger.placed and placer.fits(k) and placer.spares(k, guarded):
+                    placer.take(k)
                     progress = True
                     break
-    return set(ledger.placed) | set(ctx.outside_keys())
+    return set(placer.ledger.placed) | set(ctx.outside_keys())
 
 
 SUBSET_MODELS = 8  # the broadest candidate models that subsets are drawn from

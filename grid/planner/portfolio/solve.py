@@ -193,16 +193,29 @@ def solve_after_search(
     )
 
 
-def _solve(
-    ctx: PortfolioContext,
-    hint_mapping: dict[str, str],
-    hint_placement: set[Key],
-    deadline: float,
-    deterministic: bool,
-    hint_exploit: dict[str, str] | None,
-    types: list[PortfolioType],
-) -> CpsatResult | None:
-    """The lexicographic stages on the per-host model (`types` empty) or the typed one."""
+@dataclass
+class _Joint:
+    """The joint model of one solve: placement variables (per host, or typed), assignment
+    literals and the level expressions."""
+
+    model: cp_model.CpModel
+    xs: PlacementVars
+    typed: TypedVars | None
+    av: AssignVars
+    exprs: dict[str, Expr]
+
+    def hint(
+        self, state: tuple[set[Key], dict[Key, int]], placement: set[Key], mapping: dict[str, str]
+    ) -> None:
+        if self.typed is not None:
+            self.typed.hint_solution(*state)
+        else:
+            self.xs.hint(placement)
+        self.av.hint(self.model, mapping)
+
+
+def _joint(ctx: PortfolioContext, types: list[PortfolioType]) -> _Joint:
+    """The per-host model (`types` empty) or the typed one, base fixed, links added."""
     model = cp_model.CpModel()
     typed: TypedVars | None = None
     xs: PlacementVars
@@ -215,7 +228,21 @@ def _solve(
     fix_base(model, xs, ctx)
     av = AssignVars(model, ctx)
     missing = add_links(model, xs, ctx, av)
-    exprs = level_expressions(model, xs, ctx, av, missing)
+    return _Joint(model, xs, typed, av, level_expressions(model, xs, ctx, av, missing))
+
+
+def _solve(
+    ctx: PortfolioContext,
+    hint_mapping: dict[str, str],
+    hint_placement: set[Key],
+    deadline: float,
+    deterministic: bool,
+    hint_exploit: dict[str, str] | None,
+    types: list[PortfolioType],
+) -> CpsatResult | None:
+    """The lexicographic stages on the per-host model (`types` empty) or the typed one."""
+    j = _joint(ctx, types)
+    model, xs, typed, av = j.model, j.xs, j.typed, j.av
     mapping, placement = dict(hint_mapping), set(hint_placement)
     state = typed.of_placement(placement) if typed is not None else (placement, {})
     exploit: dict[str, str] = dict(hint_mapping)
@@ -229,13 +256,9 @@ def _solve(
             statuses.append((name, "SKIPPED"))
             proven = False
             continue
-        expr = _stage_expression(levels, exprs, bounds)
+        expr = _stage_expression(levels, j.exprs, bounds)
         model.maximize(expr)
-        if typed is not None:
-            typed.hint_solution(*state)
-        else:
-            xs.hint(placement)
-        av.hint(model, mapping)
+        j.hint(state, placement, mapping)
         # The typed model solves without presolve and probing (both repeat for every stage of
         # a growing model; cpsat/aggregate.py measured the same for presolve). 1,000 production
         # hosts, 10 s budget: with both, quality UNKNOWN after 7.9 s of solves; without
@@ -244,23 +267,20 @@ def _solve(
         # are proven.
         solver = _solver(remaining, deterministic, presolve=typed is None)
         status = solver.solve(model)
-        label = solver.status_name(status)
-        statuses.append((name, label))
+        statuses.append((name, solver.status_name(status)))
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if status == cp_model.UNKNOWN:
                 proven = False
                 continue
             return None  # INFEASIBLE / MODEL_INVALID: the fixed base and the model disagree
         solved_any = True
-        if status != cp_model.OPTIMAL:
-            proven = False
+        proven = proven and status == cp_model.OPTIMAL
         found_map = av.mapping(solver)
         if typed is not None:
             state = typed.solution(solver)
             found_place = set(ctx.outside_keys())  # concrete only where it is read (below)
         else:
             found_place = xs.placement(solver) | set(ctx.outside_keys())
-        achieved = round(solver.objective_value)
         if name == "utility_exploit":
             if typed is not None:
                 found_place, short = disaggregate(ctx, types, state[1], state[0])
@@ -270,7 +290,7 @@ def _solve(
             mapping, placement = found_map, found_place
             add_exploration_budget(model, ctx, av, exploit)
             continue
-        model.add(expr >= achieved)
+        model.add(expr >= round(solver.objective_value))
         mapping, placement = found_map, found_place
     if not solved_any:
         return None
