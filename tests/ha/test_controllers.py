@@ -57,9 +57,7 @@ def test_one_leader_two_standbys_that_redirect_mutations(trio: list[HAController
     assert followed.status_code == 200
     for standby in standbys:
         wait_for(
-            lambda s=standby: (
-                [p["model_id"] for p in s.status().model_dump(mode="json")["profiles"]] == ["m1"]
-            ),  # type: ignore[misc]
+            lambda s=standby: [p["model_id"] for p in s.status()["profiles"]] == ["m1"],  # type: ignore[misc]
             5,
             "the standby to follow the profile",
         )
@@ -84,7 +82,7 @@ def test_a_standby_leads_within_the_lease_ttl_after_the_leader_is_killed(
     assert took <= TTL + 2.0, f"failover took {took:.1f} s"
     after = successor.authority()
     assert after is not None and after["term"] > before["term"]
-    status = successor.status().model_dump(mode="json")
+    status = successor.status()
     assert [p["model_id"] for p in status["profiles"]] == ["m1"]
     assert status["mode"] == "automatic"
     other = next(c for c in rest if c is not successor)
@@ -117,7 +115,7 @@ def test_a_stopped_leader_resumed_after_its_lease_expired_is_fenced(
     headers = {"X-Grid-Allocator-Token": leader.settings.operator_token}
     refused = httpx.put(f"{leader.url}/allocator/mode", json={"mode": "observe"}, headers=headers)
     assert refused.status_code == 307
-    assert successor.status().model_dump(mode="json")["mode"] == "automatic"
+    assert successor.status()["mode"] == "automatic"
 
 
 def test_losing_one_member_changes_nothing_and_losing_quorum_stops_mutations(
@@ -140,7 +138,7 @@ def test_losing_one_member_changes_nothing_and_losing_quorum_stops_mutations(
             try:
                 status = wait_for(
                     lambda: (
-                        (s := leader.status().model_dump(mode="json"))
+                        (s := leader.status())
                         and any(w["code"] == "store_unavailable" for w in s["warnings"])
                         and s
                     ),
@@ -158,13 +156,11 @@ def test_losing_one_member_changes_nothing_and_losing_quorum_stops_mutations(
                 cluster.start_member(cluster.members[1])
             back = leader_of(made, timeout_s=TTL + 15)
             wait_for(
-                lambda: back.status().model_dump(mode="json")["mode"] == "automatic",
+                lambda: back.status()["mode"] == "automatic",
                 10,
                 "automatic mode back",
             )
-            assert [p["model_id"] for p in back.status().model_dump(mode="json")["profiles"]] == [
-                "m1"
-            ]
+            assert [p["model_id"] for p in back.status()["profiles"]] == ["m1"]
         finally:
             cluster.start_member(cluster.members[0])
     finally:

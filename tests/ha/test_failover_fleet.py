@@ -163,7 +163,7 @@ def test_kill_stop_member_loss_and_quorum_loss_with_a_real_node(
         cluster.kill_member(cluster.members[1])
         try:
             wait_for(
-                lambda: (s := third.status().model_dump(mode="json"))["mode"] == "recommend"
+                lambda: (s := third.status())["mode"] == "recommend"
                 and any(w["code"] == "store_unavailable" for w in s["warnings"]),
                 TTL + 10, "recommend mode on quorum loss",
             )  # fmt: skip
@@ -173,7 +173,7 @@ def test_kill_stop_member_loss_and_quorum_loss_with_a_real_node(
             cluster.start_member(cluster.members[2])
         back = leader_of([c for c in trio if c is not leader], timeout_s=TTL + 15)
         wait_for(
-            lambda: back.status().model_dump(mode="json")["mode"] == "automatic",
+            lambda: back.status()["mode"] == "automatic",
             15,
             "automatic again",
         )
@@ -186,7 +186,7 @@ def test_kill_stop_member_loss_and_quorum_loss_with_a_real_node(
         assert Counter(r["kind"] for r in rows if r["model_id"] == model) == {"warm": 1}
         assert node.ready_residency(model)["pid"] == engine_pid
         wait_for(lambda: all(r["acknowledged"] for r in receipts(node)), 15, "receipts acked")
-        history = back.status().model_dump(mode="json")["history"]
+        history = back.status()["history"]
         assert [r["kind"] for r in history if r["status"] == "succeeded"] == ["warm"]
     finally:
         node.cleanup()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from grid.fleet.models import FleetSnapshot, Preemption, Unsatisfied
-from grid.planner import explain
+from grid.planner import explain_bindings
 from grid.planner.cpsat.solve import solve_lexicographic
 from grid.planner.explain import explain_unsatisfied
 from grid.planner.levels import placed_counts
@@ -239,7 +239,7 @@ def test_too_few_eligible_hosts_for_the_replicas_asked() -> None:
 def test_without_cpsat_budget_the_static_ledger_still_binds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(explain, "CPSAT_MODELS", 0)
+    monkeypatch.setattr(explain_bindings, "CPSAT_MODELS", 0)
     snap = snapshot(
         [host("gpu-01", 10000)],
         [model("chat", 4000, priority=100), model("coder", 8000)],

@@ -105,7 +105,7 @@ class ResidencyRow(_Doc):
     state: str  # a residency state, or "stale" (a silent host), or "warming" (route unproven)
     memory_mb: int
     ownership: str
-    active_requests: int
+    active_requests: int | None  # None: the node does not know (an external endpoint)
 
 
 class HostRow(_Doc):
