@@ -24,7 +24,6 @@ import httpx
 import pytest
 
 from grid.node.agent.config import CatalogEntry, save_config
-from grid.wire import AllocatorClient
 from tests.e2e.fleet_helpers import EngineNode, chat, host_row, wait_for
 from tests.ha.cluster import EtcdCluster
 from tests.ha.harness import HA_CONTROLLER, HAControllerProcess, leader_of, start_controllers
@@ -39,9 +38,9 @@ def receipts(node: EngineNode) -> list[dict[str, Any]]:
     return rows
 
 
-def _doc(client: AllocatorClient) -> dict[str, Any]:
+def _doc(controller: HAControllerProcess) -> dict[str, Any]:
     """The status document as JSON, as `grid allocator status --json` prints it."""
-    return client.status().model_dump(mode="json")
+    return controller.status()
 
 
 def heartbeat_age(ctl: HAControllerProcess) -> float:
