@@ -249,7 +249,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_table(result: dict[str, Any]) -> None:
-    base, flood = result["baseline"], result["flood"]
+    if "flood" in result:  # absent with --only-restarts
+        print_flood(result["baseline"], result["flood"])
+    r, up = result["restarts"], result["restarts"]["after_the_controller_answers"]
+    print(f"controller SIGKILL reconvergence over {r['n']} trials: p50 {r['p50_s']} s, "
+          f"p95 {r['p95_s']} s, max {r['max_s']} s; from the new controller's first answer: "
+          f"p50 {up['p50_s']} s, max {up['max_s']} s; most children at once "
+          f"{r['most_children_at_once']} (of 2)")  # fmt: skip
+    print(f"load average: {result['load_average_start']:.1f} at start, "
+          f"{result['load_average_end']:.1f} at end")  # fmt: skip
+
+
+def print_flood(base: dict[str, Any], flood: dict[str, Any]) -> None:
     rows = [
         ("/healthz p95 ms", base["healthz_p95_ms"], flood["healthz_p95_ms"]),
         ("/v1/models p95 ms", base["v1_models_p95_ms"], flood["v1_models_p95_ms"]),
@@ -270,13 +281,6 @@ def print_table(result: dict[str, Any]) -> None:
         print(f"{name:24} {a!s:>10} {b!s:>10}")
     print(f"rogue: {flood['rogue_updates_sent']} updates {flood['rogue_answers']}, term "
           f"{flood['controller_term']}, named in status: {flood['rogue_named']}")  # fmt: skip
-    r, up = result["restarts"], result["restarts"]["after_the_controller_answers"]
-    print(f"controller SIGKILL reconvergence over {r['n']} trials: p50 {r['p50_s']} s, "
-          f"p95 {r['p95_s']} s, max {r['max_s']} s; from the new controller's first answer: "
-          f"p50 {up['p50_s']} s, max {up['max_s']} s; most children at once "
-          f"{r['most_children_at_once']} (of 2)")  # fmt: skip
-    print(f"load average: {result['load_average_start']:.1f} at start, "
-          f"{result['load_average_end']:.1f} at end")  # fmt: skip
 
 
 def main() -> None:
