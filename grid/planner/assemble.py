@@ -16,7 +16,7 @@ from grid.fleet import (
     SolverReport,
 )
 from grid.planner.cpsat import static_bounds
-from grid.planner.deadline import SHORTENED_NOTE, Deadline
+from grid.planner.deadline import SHORTENED_NOTE, SUMMARISED_NOTE, Deadline
 from grid.planner.explain import explain_unsatisfied
 from grid.planner.levels import levels, score_placement
 from grid.planner.problem import PlacementProblem
@@ -68,13 +68,17 @@ def assignments_of(problem: PlacementProblem, placed: set[Key]) -> list[Assignme
     return assignments
 
 
-def _with_shortened(message: str, deadline: Deadline | None, *, unsatisfied_count: int) -> str:
-    if not unsatisfied_count or deadline is None:
+def _with_shortened(
+    message: str, deadline: Deadline | None, *, unsatisfied_count: int, summarised: int = 0
+) -> str:
+    if not (unsatisfied_count or summarised) or deadline is None:
         return message
-    note = (
-        f"{unsatisfied_count} explanation(s) shortened to the static ledger: the time limit of "
-        f"{deadline.limit_s:g} s was reached"
-    )
+    notes = []
+    if unsatisfied_count:
+        notes.append(f"{unsatisfied_count} explanation(s) shortened to the static ledger")
+    if summarised:
+        notes.append(f"{summarised} explanation(s) summarised from a sample of hosts")
+    note = f"{' and '.join(notes)}: the time limit of {deadline.limit_s:g} s was reached"
     return f"{message} {note}".strip()
 
 
@@ -89,12 +93,13 @@ def plan_document(
     message: str = "",
     deadline: Deadline | None = None,
     values: dict[str, int] | None = None,
+    explain_floor_s: float = 0.0,
 ) -> Plan:
     """The Plan document of a staged placement (`staged`: stage_changes' preemptions and
     final placement): assignments, every level's value and bound, explanations. `values`:
     score_placement of the final placement when the caller has it (0.2 s at 10,000 hosts);
     `deadline`: the command's budget, which shortens explanations once it has run out (and
-    the message says so)."""
+    the message says so), and summarises them once it leaves only `explain_floor_s`."""
     preemptions, final = staged
     assignments = assignments_of(problem, final)
     values = values if values is not None else score_placement(problem, final)
@@ -106,7 +111,7 @@ def plan_document(
         # A bound never claims less than the plan achieves (max) or more (min).
         bound = max(bound, value) if level.sense == "max" else min(bound, value)
         objective.append(LevelValue(level=level.name, value=value, bound=bound))
-    unsatisfied = explain_unsatisfied(problem, final, preemptions, deadline)
+    unsatisfied = explain_unsatisfied(problem, final, preemptions, deadline, explain_floor_s)
     plan = Plan(
         assignments=sorted(assignments, key=lambda a: (a.host_id, a.model_id)),
         desired_replicas={m.model_id: problem.targets[m.model_id].desired for m in problem.models},
@@ -121,6 +126,9 @@ def plan_document(
         ),
     )
     shortened = sum(1 for u in plan.unsatisfied if SHORTENED_NOTE in u.message)
-    if shortened:
-        plan.solver.message = _with_shortened(message, deadline, unsatisfied_count=shortened)
+    summarised = sum(1 for u in plan.unsatisfied if SUMMARISED_NOTE in u.message)
+    if shortened or summarised:
+        plan.solver.message = _with_shortened(
+            message, deadline, unsatisfied_count=shortened, summarised=summarised
+        )
     return plan

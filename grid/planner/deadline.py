@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 Clock = Callable[[], float]
 SHORTENED_NOTE = "explanation shortened: the time limit was reached"
+SUMMARISED_NOTE = "explanation summarised from a sample of hosts: the time limit was reached"
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,17 @@ class Calibration:
     explanation_cores_limit_share: float = 0.05
     full_explanation_s: float = 0.1
     after_explain_per_candidate_s: float = 4e-6
+    # -- bounded staging and summarised explanations (`after_stage_s`) -----------------------
+    # Staging stops once the deadline leaves only the later phases' floor: summarised
+    # explanations (0.02 s + 0.2 ms per model, stretched by the pace: trace 4,278 x 300
+    # shortened 0.12-0.26 s at load 6-17), the portfolio's share and the output. Explanations
+    # are summarised (the first explain_summary_hosts open hosts of the model, in candidate
+    # order, and the ledger) once that floor is reached, or once shortened entries have
+    # scanned explain_scan_max candidates (each scan asks the ledger about every open host).
+    explain_summary_base_s: float = 0.02
+    explain_summary_per_model_s: float = 2e-4
+    explain_summary_hosts: int = 16
+    explain_scan_max: int = 200_000
     # The wall cap of an explanation's core solve, which its deterministic budget ends first
     # (explain.py keeps its figure of wall seconds per unit of deterministic work).
     core_wall_safety_s: float = 2.0
@@ -228,6 +240,12 @@ def explain_s(candidates: int, limit_s: float | None = None) -> float:
     if limit_s is not None:
         cores = min(cores, CALIBRATION.explanation_cores_limit_share * limit_s)
     return cores
+
+
+def summary_s(models: int, pace: float = 1.0) -> float:
+    """Summarised explanations for this many models, at this pace (`after_stage_s`)."""
+    c = CALIBRATION
+    return pace * (c.explain_summary_base_s + c.explain_summary_per_model_s * models)
 
 
 def post_solve_reserve_s(

@@ -14,18 +14,29 @@ within a deterministic work budget (deadline.CALIBRATION: core_work_per_model,
 core_work_total), and from the static ledger otherwise.
 `would_fit_if` is the single host whose blockers (or refusals) are fewest and smallest. Out of
 time (deadline.explanation_margin_s), a capacity entry uses the static ledger and says so.
+Bounded work: once the deadline leaves only `floor_s` (the phases after the explanations), or
+once shortened entries have asked the ledger about CALIBRATION.explain_scan_max open hosts,
+capacity and domain entries are *summarised*: the ledger on the model's first
+explain_summary_hosts open hosts in candidate order, and the entry says so (SUMMARISED_NOTE;
+the plan document counts them).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
 from grid.fleet import Binding, ModelProfile, Preemption, Unsatisfied
 from grid.planner.cpsat import Blocker, Ledger
-from grid.planner.deadline import SHORTENED_NOTE, Deadline, explanation_margin_s
+from grid.planner.deadline import (
+    CALIBRATION,
+    SHORTENED_NOTE,
+    SUMMARISED_NOTE,
+    Deadline,
+    explanation_margin_s,
+)
 from grid.planner.eligibility import REASON_TEXT
 from grid.planner.explain_bindings import FAMILY_ORDER, LOCAL_HOSTS, MAX_BINDINGS, Bindings
 from grid.planner.levels import placed_counts
@@ -39,9 +50,12 @@ def explain_unsatisfied(
     placed: set[Key],
     preemptions: list[Preemption],
     deadline: Deadline | None = None,
+    floor_s: float = 0.0,
 ) -> list[Unsatisfied]:
+    """`floor_s`: what the phases after the explanations need of the deadline; entries are
+    summarised once only that is left."""
     explainer = _Explainer(
-        problem, {k for k in placed if k in problem.candidates}, preemptions, deadline
+        problem, {k for k in placed if k in problem.candidates}, preemptions, deadline, floor_s
     )
     out: list[Unsatisfied] = []
     for profile in problem.models:
@@ -89,10 +103,13 @@ class _Explainer(Bindings):
         placed: set[Key],
         preemptions: Sequence[Preemption],
         deadline: Deadline | None = None,
+        floor_s: float = 0.0,
     ) -> None:
         self.problem = problem
         self.deadline = deadline
         self.margin_s = explanation_margin_s(len(problem.candidates))
+        self.floor_s = floor_s
+        self.scanned = 0  # open hosts asked about by shortened and summarised entries
         self.placed = placed
         self.ledger = Ledger(problem, placed)
         self.counts = placed_counts(problem, placed)
@@ -137,6 +154,27 @@ class _Explainer(Bindings):
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and self.deadline.expired(self.margin_s)
+
+    def summarise(self) -> bool:
+        """Past the floor of the later phases, or past the scan cap once out of time."""
+        if self.deadline is None:
+            return False
+        if self.deadline.expired(self.floor_s):
+            return True
+        return self.scanned >= CALIBRATION.explain_scan_max and self.out_of_time()
+
+    def open_hosts(
+        self, model_id: str, hosts: Iterable[str], summarise: bool
+    ) -> tuple[list[str], bool]:
+        """The hosts of `hosts` without a replica of the model, and whether that list is a
+        sample: when summarising, the first explain_summary_hosts (a sample only when more
+        are left; a complete list is the shortened entry's)."""
+        found = (h for h in hosts if (model_id, h) not in self.placed)
+        if not summarise:
+            return list(found), False
+        most = CALIBRATION.explain_summary_hosts
+        first = list(islice(found, most + 1))
+        return first[:most], len(first) > most
 
     def change(self, host_id: str, blockers: Sequence[Blocker]) -> _Change:
         fraction = self.problem.snapshot.policy.memory_headroom_fraction
@@ -241,9 +279,9 @@ class _Explainer(Bindings):
         if not cands:
             return self.no_host_entry(profile, missing)
         have = desired - missing
-        open_hosts = [c.host_id for c in cands if (model_id, c.host_id) not in self.placed]
         pins = set(profile.pinned_hosts)
-        unpinned_open = [h for h in open_hosts if h not in pins]
+        unpinned = (c.host_id for c in cands if c.host_id not in pins)
+        unpinned_open, summarised = self.open_hosts(model_id, unpinned, self.summarise())
         if not unpinned_open:
             return self.too_few_hosts_entry(profile, missing, desired, len(cands))
         changes = sorted(
@@ -254,8 +292,11 @@ class _Explainer(Bindings):
             key=_Change.rank,
         )
         local = [c.host_id for c in changes[:LOCAL_HOSTS]]
-        core = None if self.out_of_time() else self.core_bindings(model_id, local)
+        late = summarised or self.out_of_time() or self.summarise()
+        core = None if late else self.core_bindings(model_id, local)
         shortened, bindings = core is None, core or []
+        if shortened:
+            self.scanned += len(unpinned_open)
         if not bindings:
             blockers = (b for c in changes for b in c.blockers)  # only the first few are shown
             bindings = [self.blocker_binding(model_id, b) for b in islice(blockers, MAX_BINDINGS)]
@@ -280,7 +321,7 @@ class _Explainer(Bindings):
             code="insufficient_capacity",
             missing_replicas=missing,
             message=f"{model_id} has {have} of {desired} desired replicas because no eligible "
-            f"host has room for another ({why})." + (f" ({SHORTENED_NOTE})" if shortened else ""),
+            f"host has room for another ({why})." + _note(shortened, summarised, changes, cands),
             binding=bindings,
             would_fit_if=fix,
         )
@@ -349,14 +390,19 @@ class _Explainer(Bindings):
                 f"({', '.join(sorted(reachable))})"
             )
             fix = "a host in another failure domain were eligible for it"
+            note = ""
         else:
-            elsewhere = [
-                c
-                for c in self.problem.candidates_of_model(model_id)
-                if domain_of[c.host_id] not in covered
-            ]
+            cands = self.problem.candidates_of_model(model_id)
+            outside = (c.host_id for c in cands if domain_of[c.host_id] not in covered)
+            elsewhere, summarised = self.open_hosts(model_id, outside, self.summarise())
+            if summarised or self.out_of_time():
+                self.scanned += len(elsewhere)
+            candidates = self.problem.candidates
             changes = sorted(
-                (self.change(c.host_id, self.ledger.host_blockers(c)) for c in elsewhere),
+                (
+                    self.change(h, self.ledger.host_blockers(candidates[(model_id, h)]))
+                    for h in elsewhere
+                ),
                 key=_Change.rank,
             )
             best = changes[0]
@@ -366,17 +412,26 @@ class _Explainer(Bindings):
                 if best.blockers
                 else f"one replica moved to {best.host_id} ({domain_of[best.host_id]})"
             )
+            note = _note(False, summarised, changes, cands)
         return Unsatisfied(
             model_id=model_id,
             code="failure_domain_shortfall",
             missing_replicas=0,
             message=f"{model_id}'s {count} replica(s) span {len(covered)} failure domain(s), "
-            f"short of the {need} it requires.",
+            f"short of the {need} it requires.{note}",
             binding=[Binding(constraint="failure_domain", detail=detail)],
             would_fit_if=fix,
         )
 
     # -- CP-SAT core ---------------------------------------------------------------------
+
+
+def _note(
+    shortened: bool, summarised: bool, changes: Sequence[_Change], cands: Sequence[object]
+) -> str:
+    if summarised:
+        return f" ({SUMMARISED_NOTE}; {len(changes)} of {len(cands)} eligible hosts examined)"
+    return f" ({SHORTENED_NOTE})" if shortened else ""
 
 
 def _change_text(model_id: str, change: _Change) -> str:

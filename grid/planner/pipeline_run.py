@@ -21,6 +21,7 @@ from grid.planner.deadline import (
     output_reserve_s,
     portfolio_share_s,
     stage_s,
+    summary_s,
 )
 from grid.planner.problem import PlacementProblem
 from grid.planner.targets import Target
@@ -114,6 +115,10 @@ class Run:
     def floor_s(self) -> float:
         """The fallback path's reserve: staging once (no per-candidate term), no cores."""
         return stage_s(0, self.build_s, len(self.built.hosts), self.pace) + self.output_s
+
+    def after_stage_s(self) -> float:
+        """The floor staging leaves: summarised explanations, the portfolio and the output."""
+        return summary_s(len(self.built.models), self.pace) + self.portfolio_s + self.output_s
 
     def setup_s(self) -> float:
         return budget.CALIBRATION.solve_setup_share * self.build_s

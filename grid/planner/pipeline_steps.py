@@ -13,7 +13,7 @@ from grid.planner.heuristic import heuristic_placement
 from grid.planner.levels import compare, score_placement
 from grid.planner.narrow import narrowed, portfolio_targets
 from grid.planner.pipeline_run import Outcome, Run
-from grid.planner.preemption import stage_changes
+from grid.planner.preemption import stage_within
 from grid.planner.problem_build import build_problem
 from grid.planner.targets import compute_targets
 
@@ -179,17 +179,32 @@ def _no_time_left(run: Run, what: str) -> Outcome:
 def stage(run: Run) -> None:
     """Preemption staging of the placement; a solver placement that is as good before staging
     can lose replicas to a larger victim set after it, so the heuristic's staged placement is
-    kept where it is better then."""
-    problem = run.built
+    kept where it is better then. Staging stops once the deadline leaves only the later
+    phases' floor (`Run.after_stage_s`; not in deterministic plans), and the plan says how
+    many models short of replicas were not examined; the comparison then does not run."""
+    problem, deadline = run.built, run.deadline
     if run.outcome is None:  # the heuristic engine
         run.outcome = Outcome("heuristic", "HEURISTIC")
-    staged = stage_changes(problem, run.placed)
+    floor = run.after_stage_s()
+
+    def late() -> bool:
+        return deadline.remaining() < floor
+
+    out_of_time = None if run.deterministic else late
+    preemptions, final, unexamined = stage_within(problem, run.placed, out_of_time)
+    staged = (preemptions, final)
     run.values = None
-    if run.solved and run.placed != run.greedy:
-        greedy_staged = stage_changes(problem, run.greedy)
+    if unexamined:
+        note = f"preemption staging stopped at the time limit of {deadline.limit_s:g} s: "
+        note += f"{unexamined} model(s) short of replicas were not examined for evictions"
+        run.outcome.message = f"{run.outcome.message} {note}".strip()
+    elif run.solved and run.placed != run.greedy and not (out_of_time and late()):
+        greedy_preemptions, greedy_final, cut = stage_within(problem, run.greedy, out_of_time)
+        greedy_staged = (greedy_preemptions, greedy_final)
         run.values = score_placement(problem, staged[1])
         greedy_values = score_placement(problem, greedy_staged[1])
-        if compare(problem, greedy_values, run.values) > 0:
+        # A comparison cut short is not one: the solver's staged placement stays.
+        if not cut and compare(problem, greedy_values, run.values) > 0:
             run.placed, staged, run.values = run.greedy, greedy_staged, greedy_values
             kept = KEPT_HEURISTIC
             run.outcome.message = f"{run.outcome.message} {kept}".strip()
@@ -209,6 +224,7 @@ def explain(run: Run) -> None:
         message=outcome.message,
         deadline=run.deadline,
         values=run.values,
+        explain_floor_s=run.portfolio_s + run.output_s,
     )
 
 

@@ -20,10 +20,16 @@ of a lower class that the plan put on the host (nothing of it runs yet) also yie
 when the beneficiary needs it beside the evictions (it leaves the plan; nothing drains), so the
 freed host is not refilled by a lower class first; when such drops alone would make room, no
 eviction is staged (the engine's business).
+
+Bounded work: `stage_within` takes an `out_of_time` test, asked before each missing replica
+and each host examined for it; once it answers yes, staging stops with what it has committed
+(fewer evictions are always valid) and counts the models still short of replicas they have
+authority for, which no one examined (the plan reports them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import combinations
 
 from grid.fleet import ModelProfile, Preemption
@@ -65,14 +71,38 @@ def stage_changes(problem: PlacementProblem, placed: set[Key]) -> tuple[list[Pre
 
     Returns the preemptions and the final placement: victims out, relocated incumbents in.
     """
-    preemptions, removed, added = _Stager(problem, placed, repack=True).run()
-    return preemptions, (placed - removed) | added
+    preemptions, final, _unexamined = stage_within(problem, placed, None)
+    return preemptions, final
+
+
+def stage_within(
+    problem: PlacementProblem, placed: set[Key], out_of_time: Callable[[], bool] | None
+) -> tuple[list[Preemption], set[Key], int]:
+    """`stage_changes` that stops once `out_of_time()` (asked per missing replica and per host
+    examined): the preemptions and final placement so far, and how many models short of
+    replicas they have authority for were left unexamined (0 when it ran to the end)."""
+    stager = _Stager(problem, placed, repack=True, out_of_time=out_of_time)
+    preemptions, removed, added = stager.run()
+    return preemptions, (placed - removed) | added, stager.unexamined
+
+
+class _OutOfTime(Exception):
+    """Raised inside one replica's host scan: nothing of that replica was committed yet."""
 
 
 class _Stager:
-    def __init__(self, problem: PlacementProblem, placed: set[Key], *, repack: bool) -> None:
+    def __init__(
+        self,
+        problem: PlacementProblem,
+        placed: set[Key],
+        *,
+        repack: bool,
+        out_of_time: Callable[[], bool] | None = None,
+    ) -> None:
         self.problem = problem
         self.repack = repack
+        self.out_of_time = out_of_time
+        self.unexamined = 0
         self.added: set[Key] = set()
         self.snap = problem.snapshot
         self.budget = self.snap.policy.max_evictions_per_plan
@@ -105,13 +135,31 @@ class _Stager:
             if nxt is None:
                 break
             model, hosts, pin_target = nxt
-            if self._stage_one(model, hosts, pin_target):
+            try:
+                self._check_time()
+                staged = self._stage_one(model, hosts, pin_target)
+            except _OutOfTime:
+                self.unexamined = self._still_missing()
+                break
+            if staged:
                 continue
             if pin_target:
                 self.failed_pins.update((model.model_id, h) for h in hosts)
             else:
                 self.done.add(model.model_id)
         return self.preemptions, self.removed, self.added
+
+    def _check_time(self) -> None:
+        if self.out_of_time is not None and self.out_of_time():
+            raise _OutOfTime
+
+    def _still_missing(self) -> int:
+        """Models short of replicas they have authority for, not yet given up on."""
+        return sum(
+            1
+            for m in self.problem.models
+            if m.model_id not in self.done and len(self.present[m.model_id]) < self._authorized(m)
+        )
 
     def _next_missing(self) -> tuple[ModelProfile, list[str], bool] | None:
         """The most important missing replica that has eviction authority, and its hosts."""
@@ -159,6 +207,7 @@ class _Stager:
         best: tuple[tuple[int, SetKey, str], HostView, Staged, list[Victim], frozenset[str]] | None
         best = None
         for host_id in host_ids:
+            self._check_time()
             found = self._best_on_host(model, self.views[host_id])
             if found is None:
                 continue
@@ -182,6 +231,7 @@ class _Stager:
     def _repack_one(self, model: ModelProfile, host_ids: list[str]) -> bool:
         sole = self._sole_compatible_host(model)
         for host_id in host_ids:
+            self._check_time()
             found = find_repack(self.problem, self.views, model, self.views[host_id], sole)
             if found is None:
                 continue
