@@ -145,7 +145,14 @@ def test_kill_stop_member_loss_and_quorum_loss_with_a_real_node(
         finally:
             second.resume()
         resumed = wait_for(
-            lambda: (a := second.authority()) and a["role"] == "standby" and a, 5, "fenced"
+            lambda: (
+                (a := second.authority())
+                and a["role"] == "standby"
+                and a["term"] > second_term
+                and a
+            ),
+            5,
+            "fenced and following the newer term",
         )
         assert resumed["term"] > second_term and resumed["leader_url"] == third.url
         wait_for(lambda: chat(port_of(third), None, model).status_code == 200, 15, "chat")
