@@ -188,7 +188,7 @@ def stage(run: Run) -> None:
     floor = run.after_stage_s()
 
     def late() -> bool:
-        return deadline.remaining() < floor
+        return deadline.expired(floor)
 
     out_of_time = None if run.deterministic else late
     preemptions, final, unexamined = stage_within(problem, run.placed, out_of_time)
