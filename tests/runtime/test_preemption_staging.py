@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grid.fleet.actions import ActionKind, Urgency
+from grid.fleet.actions import ActionKind, ActionRecord, Urgency
 from grid.fleet.models import FleetSnapshot
 from grid.runtime.reconcile import reconcile
 from tests.runtime.builders import NOW, host, model, plan, record, res, snapshot
@@ -125,3 +125,61 @@ def test_victim_released_means_nothing_left_to_do_but_wait_for_the_next_plan() -
     assert result.actions == []
     staged = result.deferral(WARM, "h1", "vip")
     assert staged is not None and staged.code == "preemption_staged"
+
+
+# -- the unload that completes a preemption drain ------------------------------------------
+# Two hosts, one victim drained on each for `vip`; a later plan names only one of them (the
+# beneficiary's forecast asks for one replica now): the other drained victim is obsolete, and
+# its unload still records the preemption it completes (the e2e burst test reads that flag).
+
+
+def _drained_pair() -> FleetSnapshot:
+    drained = [res("batch", "draining", 8000)]
+    return snapshot(
+        [host(h, 10000, residencies=list(drained), cached_models=["vip"]) for h in ("h1", "h2")],
+        [model("vip", 8000, priority=90), model("batch", 8000, priority=1)],
+    )
+
+
+def _drain_record(host_id: str, *, preemption: bool = True) -> ActionRecord:
+    return record(
+        "drain",
+        host_id,
+        "batch",
+        "succeeded",
+        created_at=NOW - 20,
+        finished_at=NOW - 19,
+        priority=90,
+        preemption=preemption,
+        reason="preemption: release memory for vip" if preemption else "drain an obsolete replica",
+    )
+
+
+def test_an_unnamed_drained_victim_is_unloaded_as_part_of_its_preemption() -> None:
+    named_one = plan(preemptions=[("batch", "h1", "vip")])
+    history = [_drain_record("h1"), _drain_record("h2")]
+    result = reconcile(named_one, _drained_pair(), history, mode="automatic")
+    unloads = {a.host_id: a for a in result.actions if a.kind is UNLOAD}
+    assert set(unloads) == {"h1", "h2"}
+    assert unloads["h1"].preemption and unloads["h2"].preemption
+    assert unloads["h2"].priority == 90  # the beneficiary's, as its drain had
+    assert "vip" in unloads["h2"].reason
+
+
+def test_a_cleanup_drain_keeps_its_unload_a_cleanup() -> None:
+    history = [_drain_record("h1"), _drain_record("h2", preemption=False)]
+    result = reconcile(plan(), _drained_pair(), history, mode="automatic")
+    unloads = {a.host_id: a for a in result.actions if a.kind is UNLOAD}
+    assert set(unloads) == {"h1", "h2"}
+    assert unloads["h1"].preemption and not unloads["h2"].preemption
+    assert unloads["h2"].priority == 1
+
+
+def test_a_warm_after_the_preemption_drain_ends_its_claim() -> None:
+    history = [
+        _drain_record("h2"),
+        record("warm", "h2", "batch", "succeeded", created_at=NOW - 10, finished_at=NOW - 9),
+    ]
+    result = reconcile(plan(), _drained_pair(), history, mode="automatic")
+    unload = result.action(UNLOAD, "h2", "batch")
+    assert unload is not None and not unload.preemption

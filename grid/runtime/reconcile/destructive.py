@@ -178,15 +178,26 @@ def _cleanup_one(ctx: GateContext, tick: TickState, host_id: str, res: Residency
     why = "the model was retired" if retired else "no longer in the plan"
     if candidate.path is Path.REPACK:
         why = "the plan relocates it and its new replica is ready"
+    reason = f"{kind.value} an obsolete replica: {why}"
+    priority = prof.priority if prof is not None else 0
+    # The unload that completes a preemption drain belongs to that preemption, also once the
+    # plan no longer names the victim (its beneficiary went elsewhere or needs fewer replicas).
+    drained_for = None
+    if kind is ActionKind.UNLOAD and res.state is ResidencyState.DRAINING and not retired:
+        drained_for = ctx.history.preemption_drain(model_id, host_id)
+    if drained_for is not None:
+        reason = f"unload a preemption victim: {drained_for.reason.removeprefix('preemption: ')}"
+        priority = max(priority, drained_for.priority)
     tick.proposals.append(
         Proposal(
             kind=kind,
             host_id=host_id,
             model_id=model_id,
             memory_mb=res.memory_mb,
-            reason=f"{kind.value} an obsolete replica: {why}",
-            priority=prof.priority if prof is not None else 0,
+            reason=reason,
+            priority=priority,
             urgency=Urgency.CLEANUP,
             busy_rank=0 if kind is ActionKind.UNLOAD else (1 if res.active_requests == 0 else 2),
+            preemption=drained_for is not None,
         )
     )

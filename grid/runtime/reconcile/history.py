@@ -163,6 +163,23 @@ class HistoryIndex:
             return None
         return None
 
+    def preemption_drain(self, model_id: str, host_id: str) -> ActionRecord | None:
+        """The preemption drain this residency's DRAINING state comes from: its newest drain,
+        when that one succeeded as a planner-staged preemption and no load or warm of the
+        residency came after it (None otherwise)."""
+        drains = self.by_key.get((ActionKind.DRAIN, host_id, model_id), [])
+        if not drains or drains[-1].status is not RecordStatus.SUCCEEDED:
+            return None
+        drain = drains[-1]
+        if not drain.preemption:
+            return None
+        later = [
+            r
+            for r in self.constructive.get((model_id, host_id), [])
+            if r.created_at > drain.created_at
+        ]
+        return None if later else drain
+
     # -- governors -------------------------------------------------------------------------
     def slot_holders(self) -> list[ActionRecord]:
         return [r for r in self.by_id.values() if r.holds_slot]
