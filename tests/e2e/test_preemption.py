@@ -42,10 +42,18 @@ def _profile(entry: CatalogEntry, memory_mb: int, priority: int) -> dict[str, An
 
 
 def _demand(admin: AllocatorClient, models: list[str]) -> None:
-    # One second of service per poll and model: far more than one replica can carry, so the
-    # forecast asks for max_replicas (one per node).
+    # One second of service per 0.5 s over the last 2.5 s, for every model, at every poll: far
+    # more than one replica can carry in each demand bucket, so the forecast asks for
+    # max_replicas (one per node) from the first poll on and never dips between polls (a dip to
+    # one replica would hand a drained victim's host back to SmolLM2 mid-burst).
     now = time.time()
-    admin.observe([{"model_id": m, "timestamp": now, "service_time_s": 1.0} for m in models])
+    admin.observe(
+        [
+            {"model_id": m, "timestamp": now - 0.5 * k, "service_time_s": 1.0}
+            for m in models
+            for k in range(6)
+        ]
+    )
 
 
 def _states(admin: AllocatorClient, model_id: str) -> dict[str, str | None]:
