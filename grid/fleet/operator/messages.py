@@ -143,6 +143,14 @@ class ExternalRemoved(_Message):
     removed: str
 
 
+class DesiredReason(_Message):
+    """One model's desired replica count and why, in `grid allocator status` (read from the
+    dashboard's view document, which reads the planner's targets)."""
+
+    desired: int
+    why: str
+
+
 class RecordedEvaluation(_Message):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
     model_id: str
