@@ -333,9 +333,7 @@ def desired_reasons(api: Any) -> dict[str, DesiredReason]:
     """Per model, the desired replica count and why (the dashboard's view document, which
     reads the planner's targets for the controller's own snapshot); {} from an older one."""
     try:
-        view = _View.model_validate(
-            api.request("GET", "/ui/view.json", params={"history": 0})
-        )
+        view = _View.model_validate(api.request("GET", "/ui/view.json", params={"history": 0}))
     except (GridError, ValidationError):
         return {}
     return {m.model_id: DesiredReason(desired=m.desired, why=m.reason) for m in view.models}
