@@ -36,7 +36,7 @@ from grid.runtime.reconcile.gates import (
     refused_standing,
 )
 from grid.runtime.reconcile.history import HistoryIndex
-from grid.runtime.reconcile.proposals import Proposal, TickState
+from grid.runtime.reconcile.proposals import Proposal, TickState, busy_rank
 from grid.runtime.reconcile.safety import Blocker, destructive_postcondition
 from grid.runtime.reconcile.view import FleetView, Key
 
@@ -187,6 +187,6 @@ def _cleanup_one(ctx: GateContext, tick: TickState, host_id: str, res: Residency
             reason=f"{kind.value} an obsolete replica: {why}",
             priority=prof.priority if prof is not None else 0,
             urgency=Urgency.CLEANUP,
-            busy_rank=0 if kind is ActionKind.UNLOAD else (1 if res.active_requests == 0 else 2),
+            busy_rank=busy_rank(kind, res),
         )
     )
