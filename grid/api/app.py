@@ -72,8 +72,11 @@ def create_app(
     # The relay: each node's tunnel (grid/api/relay.py); the router sends relay routes down it.
     app.state.relay = RelayHub()
     app.state.dialer = Dialer(app.state.relay)
-    # In memory only: circuits and measurements die with the app.
-    app.state.proxy = ProxyState(breaker, connected=app.state.relay.connected)
+    # In memory only: circuits and measurements die with the app. The measurements are the
+    # controller's store (placement reads what the router records).
+    app.state.proxy = ProxyState(
+        breaker, connected=app.state.relay.connected, measurements=service.controller.measured
+    )
     app.state.route_window = RouteWindow()  # the first heartbeats after a start (settling.py)
     # Background probes of advertised routes; a changed verdict is applied at once.
     app.state.reachability = Reachability(on_result=service.controller.set_unreachable)

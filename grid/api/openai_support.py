@@ -196,7 +196,6 @@ def observe_quietly(service: ControllerService, facts: RequestFacts) -> None:
             now,
             served_sha256=served.artifact_sha256 if served is not None else None,
             affinity_digest=facts.affinity_digest,
-            engine=(served.host_id, served.engine_id) if served is not None else None,
         )
         # Unserved demand (no route, an engine failure) wakes the controller at once; served
         # requests are folded in by its next periodic pass, so a busy router does not replan

@@ -2,13 +2,14 @@
 
 It reads the routing table the controller publishes (`Controller.routing`, an immutable view:
 grid/runtime/controller/views.py), asks the pure router for one engine, and folds each outcome
-back; it never takes the controller's lock. Nothing here is persisted: a restarted server starts
-with closed circuits and no measurements. A managed node that reaches its engines over its relay
-tunnel (`relay` in its envelope) sends no engine key: its routes are `relay` routes, admitted
-while its tunnel is up (`connected`). A host that reports an engine key (a node on the
-controller's own machine, older nodes) has `http` routes, which the router dials only at a
-loopback address. That private key is read from the table only to build the upstream hop and is
-never returned in anything a client can see.
+back; it never takes the controller's lock. Each successful response is measured once, into the
+store it shares with the controller (`Controller.measured`, read for placement). Nothing here
+is persisted: a restarted server starts with closed circuits and no measurements. A managed
+node that reaches its engines over its relay tunnel (`relay` in its envelope) sends no engine
+key: its routes are `relay` routes, admitted while its tunnel is up (`connected`). A host that
+reports an engine key (a node on the controller's own machine, older nodes) has `http` routes,
+which the router dials only at a loopback address. That private key is read from the table
+only to build the upstream hop and is never returned in anything a client can see.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from grid.router import (
     RouteRefusal,
     choose_route,
     classify_status,
+    measure,
     route_refusal,
 )
 from grid.runtime.controller import Controller, RoutingTable
@@ -120,11 +122,13 @@ class ProxyState:
         self,
         breaker: BreakerPolicy | None = None,
         connected: Callable[[str, float], bool] | None = None,
+        measurements: Measurements | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self._active: Counter[tuple[str, str]] = Counter()
         self.breakers = CircuitBreakers(breaker)
-        self.measurements = Measurements()
+        # The one store of measurements; the app passes the controller's (placement reads it).
+        self.measurements = measurements if measurements is not None else Measurements()
         # Whether a host's relay tunnel is up at `now` (grid.api.relay.RelayHub.connected).
         self._connected = connected or (lambda _h, _n: False)
         # The last transport failure of each route (engine id, model): code, sentence, when.
@@ -270,9 +274,7 @@ class ProxyState:
             outcome = classify_status(status)
             self.breakers.record(key, outcome, now)
             if status is not None and 200 <= status < 300:
-                self.measurements.record(
-                    upstream.route.measure_key, latency_s, completion_tokens, now
-                )
+                measure.record(self.measurements, upstream.route, latency_s, completion_tokens, now)
 
     def abandon(self, upstream: Upstream, now: float) -> None:
         """The request ended without an engine verdict (the client left): free its route only."""

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from grid.api.auth import DEFAULT_NODE_TTL_S, MAX_NODE_TTL_S, Credentials
 from grid.api.credential_book import CredentialBook
@@ -55,6 +55,21 @@ class EnrollBody(BaseModel):
     token: str = Field(min_length=1, max_length=256, repr=False)
 
 
+class BookEntry(BaseModel):
+    """One issued token in the book, keyed by the token's SHA-256 (the file's JSON form)."""
+
+    model_config = ConfigDict(extra="ignore")
+    host_id: str
+    created_at: float = 0.0
+    expires_at: float = 0.0
+    credential_ttl_s: float = DEFAULT_NODE_TTL_S
+    used_at: float | None = None
+
+
+Book = dict[str, BookEntry]
+_BOOK = TypeAdapter(Book)
+
+
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
 
@@ -63,31 +78,29 @@ def _book_path(service: Any) -> Path:
     return Path(service.controller.store.path).with_name(ENROLLMENTS_NAME)
 
 
-def _load(path: Path) -> dict[str, dict[str, Any]]:
+def _load(path: Path) -> Book:
     try:
-        data = read_json_file(path)  # depth-checked like state.json
-        if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-            raise ValueError("not a book of enrollment entries")
+        return _BOOK.validate_python(read_json_file(path))  # depth-checked like state.json
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # a pydantic ValidationError is a ValueError
         raise GridError(
             "enrollment_book_unreadable",
             f"{path} cannot be read, so no enrollment token can be checked",
             fix=f"move {path} aside (outstanding tokens are then void) and enroll again",
             details={"http_status": 500},
         ) from None
-    return data if isinstance(data, dict) else {}
 
 
-def _save(path: Path, book: dict[str, dict[str, Any]], now: float) -> None:
+def _save(path: Path, book: Book, now: float) -> None:
     if len(book) > MAX_KEPT:
-        for key in sorted(book, key=lambda k: book[k].get("expires_at", 0.0)):
+        for key in sorted(book, key=lambda k: book[k].expires_at):
             if len(book) <= MAX_KEPT:
                 break
-            if book[key].get("used_at") or book[key].get("expires_at", 0.0) <= now:
+            if book[key].used_at or book[key].expires_at <= now:
                 del book[key]
-    atomic_write_text(path, json.dumps(book, indent=1, sort_keys=True), 0o600)
+    document = _BOOK.dump_python(book, mode="json")
+    atomic_write_text(path, json.dumps(document, indent=1, sort_keys=True), 0o600)
 
 
 @router.post("/allocator/enrollments", dependencies=[Depends(require_operator)])
@@ -97,13 +110,12 @@ def post_enrollment(body: EnrollmentRequest, service: Service) -> Enrollment:
     path = _book_path(service)
     with _LOCK:
         book = _load(path)
-        book[_digest(token)] = {
-            "host_id": body.host_id,
-            "created_at": now,
-            "expires_at": now + body.ttl_seconds,
-            "credential_ttl_s": body.credential_ttl_seconds,
-            "used_at": None,
-        }
+        book[_digest(token)] = BookEntry(
+            host_id=body.host_id,
+            created_at=now,
+            expires_at=now + body.ttl_seconds,
+            credential_ttl_s=body.credential_ttl_seconds,
+        )
         _save(path, book, now)
     return Enrollment(host_id=body.host_id, token=token, expires_at=now + body.ttl_seconds)
 
@@ -136,21 +148,20 @@ def post_enroll(
             raise _refused(
                 "enrollment_token_invalid", "this enrollment token is not known here", 403
             )
-        if entry.get("used_at"):
+        if entry.used_at:
             raise _refused(
                 "enrollment_token_used",
                 "this enrollment token was already used; a token enrolls one machine once",
                 409,
             )
-        if float(entry.get("expires_at", 0.0)) <= now:
+        if entry.expires_at <= now:
             raise _refused("enrollment_token_expired", "this enrollment token has expired", 410)
-        entry["used_at"] = now
+        entry.used_at = now
         _save(path, book, now)  # durable before the credential leaves: never usable twice
     issued: CredentialBook = request.app.state.credential_book
-    ttl = entry.get("credential_ttl_s", DEFAULT_NODE_TTL_S)
-    ttl = float(ttl) if isinstance(ttl, int | float) else DEFAULT_NODE_TTL_S
-    host_id = str(entry["host_id"])
-    answer = issued.issue(credentials, host_id, now=now, ttl_s=ttl, source="enrollment")
+    answer = issued.issue(
+        credentials, entry.host_id, now=now, ttl_s=entry.credential_ttl_s, source="enrollment"
+    )
     # A controller cluster on etcd: every controller's URL, so the node follows its leader.
     urls = service.controller_urls() if isinstance(service, HAService) else []
     return EnrolledCredential(**dict(answer), controllers=urls)

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, FastAPI, Path
 from grid.api.deps import Service, require_operator
 from grid.api.externals import ExternalProber, apply_health, probe
 from grid.fleet import NAME_PATTERN, ExternalEndpoint, ExternalSpec, GridError, url_problem
+from grid.fleet.operator import ExternalList, ExternalRemoved, ExternalView
 from grid.runtime.controller import ControllerService
 
 router = APIRouter(prefix="/allocator", tags=["allocator"])
@@ -69,7 +70,7 @@ def _checked(name: str, spec: ExternalSpec, now: float) -> ExternalEndpoint:
 
 
 @router.put("/externals/{name}", dependencies=admin)
-def put_external(name: Name, spec: ExternalSpec, service: Service) -> dict[str, Any]:
+def put_external(name: Name, spec: ExternalSpec, service: Service) -> ExternalView:
     ctl = service.controller
     endpoint = _checked(name, spec, service.clock())
     ctl.put_external(endpoint, service.clock())  # refused when a node uses the name
@@ -79,12 +80,12 @@ def put_external(name: Name, spec: ExternalSpec, service: Service) -> dict[str, 
 
 
 @router.get("/externals", dependencies=admin)
-def list_externals(service: Service) -> dict[str, Any]:
-    return {"externals": service.controller.external_rows()}
+def list_externals(service: Service) -> ExternalList:
+    return ExternalList(externals=service.controller.external_rows())
 
 
 @router.delete("/externals/{name}", dependencies=admin)
-def delete_external(name: Name, service: Service) -> dict[str, Any]:
+def delete_external(name: Name, service: Service) -> ExternalRemoved:
     service.controller.remove_external(name, service.clock())
     service.notify()
-    return {"removed": name}
+    return ExternalRemoved(removed=name)

@@ -412,33 +412,33 @@ def _served_headers(chosen: Upstream, facts: RequestFacts) -> dict[str, str]:
     return headers
 
 
-async def _read_request(request: Request) -> bytes:
-    chunks: list[bytes] = []
+async def _joined(chunks: AsyncIterator[bytes], limit: int, too_large: Exception) -> bytes:
+    """The chunks joined, or `too_large` raised as soon as they pass `limit` bytes."""
+    kept: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    async for chunk in chunks:
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise GridError(
-                "request_too_large",
-                f"the request body is larger than {MAX_BODY_BYTES} bytes",
-                fix="send a smaller request",
-                details={"http_status": 413},
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
+        if size > limit:
+            raise too_large
+        kept.append(chunk)
+    return b"".join(kept)
+
+
+async def _read_request(request: Request) -> bytes:
+    too_large = GridError(
+        "request_too_large",
+        f"the request body is larger than {MAX_BODY_BYTES} bytes",
+        fix="send a smaller request",
+        details={"http_status": 413},
+    )
+    return await _joined(request.stream(), MAX_BODY_BYTES, too_large)
 
 
 async def _read_bounded(reply: EngineReply) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in reply.aiter_raw():
-        size += len(chunk)
-        if size > MAX_RESPONSE_BYTES:
-            raise UpstreamError(
-                "response_too_large", "the engine's answer is larger than the proxy accepts"
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
+    too_large = UpstreamError(
+        "response_too_large", "the engine's answer is larger than the proxy accepts"
+    )
+    return await _joined(reply.aiter_raw(), MAX_RESPONSE_BYTES, too_large)
 
 
 def _transport_failure(

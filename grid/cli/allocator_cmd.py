@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, ValidationError
 from rich.console import Console
 
 from grid.cli.connection import (
@@ -60,7 +60,7 @@ from grid.cli.model_set_options import (
 from grid.cli.render_status import render_status
 from grid.cli.text import plural
 from grid.fleet import GridError, ModelProfile
-from grid.fleet.operator import ProfileUpdate
+from grid.fleet.operator import DesiredReason, ProfileUpdate
 
 T = TypeVar("T")
 
@@ -315,15 +315,28 @@ def tick(
 # ----------------------------------------------------------------------------- status
 
 
-def desired_reasons(api: Any) -> dict[str, dict[str, Any]]:
+class _ViewModel(BaseModel):
+    """The part of a model row of the dashboard's view document that status reads."""
+
+    model_config = ConfigDict(extra="ignore", protected_namespaces=())
+    model_id: str
+    desired: int
+    reason: str
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    models: list[_ViewModel] = []
+
+
+def desired_reasons(api: Any) -> dict[str, DesiredReason]:
     """Per model, the desired replica count and why (the dashboard's view document, which
     reads the planner's targets for the controller's own snapshot); {} from an older one."""
     try:
-        view = api.request("GET", "/ui/view.json", params={"history": 0})
-    except GridError:
+        view = _View.model_validate(api.request("GET", "/ui/view.json", params={"history": 0}))
+    except (GridError, ValidationError):
         return {}
-    models = view.get("models", []) if isinstance(view, dict) else []
-    return {m["model_id"]: {"desired": m["desired"], "why": m["reason"]} for m in models}
+    return {m.model_id: DesiredReason(desired=m.desired, why=m.reason) for m in view.models}
 
 
 @allocator_app.command("status")
@@ -346,7 +359,8 @@ def status(
         doc = api.status(history=history)
         reasons = desired_reasons(api)
     if as_json:
-        _emit({**doc.model_dump(mode="json"), "desired_reasons": reasons})
+        by_model = {m: r.model_dump(mode="json") for m, r in reasons.items()}
+        _emit({**doc.model_dump(mode="json"), "desired_reasons": by_model})
     else:
         console = Console(highlight=False, width=max(120, Console().width))
         console.print(render_status(doc, reasons))

@@ -1,4 +1,5 @@
-"""`--engine-override MODEL:KEY=VALUE` of `grid allocator node start` (docs/engines.md).
+"""`--engine-override MODEL:KEY=VALUE` and `--engine-ports LOW-HIGH` of `grid allocator node
+start` (docs/engines.md).
 
 KEY is an engine setting (threads, context, parallel, gpu_layers, gpu_memory_utilization,
 extra_flags; extra_flags takes comma-separated tokens); MODEL is a model id or `*` for every
@@ -52,3 +53,21 @@ def engine_overrides(
             )
         out.setdefault(model, {})[key] = parsed
     return out
+
+
+def port_range(text: str | None) -> tuple[int, int] | None:
+    """`--engine-ports LOW-HIGH` as a pair (None: the flag was not given); node.json checks
+    the bounds."""
+    if text is None:
+        return None
+    low, sep, high = text.partition("-")
+    try:
+        if not sep:
+            raise ValueError
+        return int(low), int(high)
+    except ValueError:
+        raise GridError(
+            "invalid_option",
+            f"--engine-ports {text!r} is not LOW-HIGH",
+            fix="pass a port range such as 39100-39199",
+        ) from None

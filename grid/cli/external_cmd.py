@@ -17,6 +17,7 @@ from grid.cli.connection import GridOpt, JsonOpt, StateOpt, TokenFileOpt, client
 from grid.cli.hints import with_dirs
 from grid.cli.node_cmd import node_app
 from grid.fleet import GridError
+from grid.fleet.operator import ExternalList, ExternalView
 
 # The external-endpoint commands join the node agent's own (`grid node`, `grid allocator node`).
 node_root_app = node_app
@@ -34,11 +35,11 @@ def _models(text: str) -> list[str]:
     return models
 
 
-def _line(view: dict[str, Any]) -> str:
-    record, health = view["external"], view["health"]
-    state = "healthy" if health["healthy"] else f"unhealthy [{health['code']}]"
-    serving = ", ".join(view["serving"]) or "nothing"
-    return f"{record['name']}: {record['url']} {state}: {health['reason']} (routes: {serving})"
+def _line(view: ExternalView) -> str:
+    record, health = view.external, view.health
+    state = "healthy" if health.healthy else f"unhealthy [{health.code}]"
+    serving = ", ".join(view.serving) or "nothing"
+    return f"{record.name}: {record.url} {state}: {health.reason} (routes: {serving})"
 
 
 @node_root_app.command("add-external")
@@ -72,9 +73,11 @@ def add_external(
     if ca_file is not None:
         body["ca_file"] = str(ca_file.expanduser().absolute())
     with client(grid, state_dir, token_file) as api:
-        view = api.request("PUT", f"/allocator/externals/{name}", json=body)
+        view = ExternalView.model_validate(
+            api.request("PUT", f"/allocator/externals/{name}", json=body)
+        )
     if as_json:
-        typer.echo(json.dumps(view, indent=2))
+        typer.echo(json.dumps(view.model_dump(mode="json"), indent=2))
         return
     typer.echo(_line(view))
     typer.echo("Next: " + with_dirs("grid allocator status", state_dir=state_dir))
@@ -89,13 +92,13 @@ def list_external(
 ) -> None:
     """List the external endpoints with their last health verdict."""
     with client(grid, state_dir, token_file) as api:
-        doc = api.request("GET", "/allocator/externals")
+        doc = ExternalList.model_validate(api.request("GET", "/allocator/externals"))
     if as_json:
-        typer.echo(json.dumps(doc, indent=2))
+        typer.echo(json.dumps(doc.model_dump(mode="json"), indent=2))
         return
-    for view in doc["externals"]:
+    for view in doc.externals:
         typer.echo(_line(view))
-    if not doc["externals"]:
+    if not doc.externals:
         typer.echo("No external endpoints. Next: grid node add-external NAME --url URL --models M")
 
 

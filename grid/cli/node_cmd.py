@@ -20,13 +20,9 @@ from typing import Annotated, Any
 
 import typer
 
-from grid.cli.engine_flags import engine_overrides
+from grid.cli.engine_flags import engine_overrides, port_range
 from grid.cli.hints import default_node_dir, with_dirs
-from grid.cli.node_start import (
-    _port_range,
-    merged_config,
-    start_source,
-)
+from grid.cli.node_start import merged_config, start_source
 from grid.cli.text import local_time
 from grid.fleet import GridError, NodeStatus
 from grid.node.agent import (
@@ -207,7 +203,7 @@ def start(
         ("capacity_mb", capacity_mb),
         ("reserved_mb", reserved_mb),
         ("tags", tag),
-        ("engine_port_range", _port_range(engine_ports)),
+        ("engine_port_range", port_range(engine_ports)),
         ("dedicated", dedicated),
         ("heartbeat_interval_s", heartbeat_s),
         ("telemetry", telemetry),

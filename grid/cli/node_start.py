@@ -87,22 +87,6 @@ def _shipped_catalog() -> list[CatalogEntry]:
     return [CatalogEntry(model_id=SMOLLM2_MODEL_ID, path=str(path), sha256=SMOLLM2_SHA256)]
 
 
-def _port_range(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    low, sep, high = text.partition("-")
-    try:
-        if not sep:
-            raise ValueError
-        return int(low), int(high)
-    except ValueError:
-        raise GridError(
-            "invalid_option",
-            f"--engine-ports {text!r} is not LOW-HIGH",
-            fix="pass a port range such as 39100-39199",
-        ) from None
-
-
 def _state(state_dir: Path | None) -> Path:
     return (state_dir or default_state_dir()).expanduser()
 
@@ -221,20 +205,27 @@ def start_source(
 ) -> StartSource:
     """The saved configuration, the credential, the host id, the controller URL and its CA."""
     env_text = os.environ.get(TOKEN_ENV, "").strip() or None
-    env_token = parse_credential(env_text)[0] if env_text else None
-    if env_text is not None and parse_credential(env_text)[1] is None:
-        raise no_reply_key(TOKEN_ENV)
+    env_token = None
+    if env_text is not None:
+        env_token, env_key = parse_credential(env_text)
+        if env_key is None:
+            raise no_reply_key(TOKEN_ENV)
     existing: dict[str, Any] = {}
     if config_path(folder).exists():
         existing = load_config(folder).model_dump(mode="json")
     token, token_file, chosen_host = _start_credential(
         folder, existing, env_token, token_file, host_id, grid, state_dir
     )
-    url = grid or existing.get("grid_url") or load_settings(_state(state_dir)).url
+    local = None  # the controller's settings on this machine, read once
+    if grid is None and not existing.get("grid_url"):
+        local = load_settings(_state(state_dir))  # no URL given or saved: this machine's
+    url = grid or existing.get("grid_url") or (local.url if local is not None else "")
     if ca_file is None and not existing.get("ca_file") and grid is None:
-        with contextlib.suppress(GridError):  # a TLS controller on this machine: its own CA
-            recorded = load_settings(_state(state_dir)).ca_file
-            ca_file = Path(recorded) if recorded else None
+        if local is None:
+            with contextlib.suppress(GridError):  # a TLS controller on this machine: its own CA
+                local = load_settings(_state(state_dir))
+        recorded = local.ca_file if local is not None else None
+        ca_file = Path(recorded) if recorded else None
     return StartSource(existing, env_text, env_token, token, token_file, chosen_host, url, ca_file)
 
 

@@ -118,6 +118,13 @@ def reconcile(
     Console(highlight=False).print(view)
 
 
+def _table(title: str, columns: tuple[str, ...]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    return table
+
+
 def _retry(now: float, at: float) -> str:
     delta = at - now
     return "now" if delta <= 0 else f"in {delta:.0f} s"
@@ -139,9 +146,7 @@ def render_reconcile(
     }[result.mode.value]
     title = f"Actions — {verb}"
     if result.actions:
-        table = Table(title=title, title_justify="left")
-        for column in ("id", "kind", "host", "model", "memory MB", "after", "reason"):
-            table.add_column(column)
+        table = _table(title, ("id", "kind", "host", "model", "memory MB", "after", "reason"))
         for a in result.actions:
             table.add_row(
                 a.action_id,
@@ -156,9 +161,7 @@ def render_reconcile(
     else:
         parts.append(Text(f"{title}: none", style="bold"))
     if result.deferred:
-        table = Table(title="Deferred", title_justify="left")
-        for column in ("kind", "host", "model", "code", "retry", "why"):
-            table.add_column(column)
+        table = _table("Deferred", ("kind", "host", "model", "code", "retry", "why"))
         for d in result.deferred:
             table.add_row(
                 d.kind.value,
@@ -170,9 +173,7 @@ def render_reconcile(
             )
         parts.append(table)
     if result.withdrawn:
-        table = Table(title="Withdrawn", title_justify="left")
-        for column in ("id", "kind", "host", "model", "code", "delivered"):
-            table.add_column(column)
+        table = _table("Withdrawn", ("id", "kind", "host", "model", "code", "delivered"))
         for w in result.withdrawn:
             table.add_row(
                 w.action_id,

@@ -13,7 +13,7 @@ from grid.cli.render_portfolio import workload_parts
 from grid.cli.render_prefetch import prefetch_parts
 from grid.cli.text import local_time, plural, relative
 from grid.fleet import Plan, RecordStatus
-from grid.fleet.operator import StatusDocument
+from grid.fleet.operator import DesiredReason, StatusDocument
 
 
 def _table(title: str, columns: list[str]) -> Table:
@@ -91,12 +91,12 @@ def _plan(plan: Plan | None, generation: str | None) -> list[RenderableType]:
     return [title, levels]
 
 
-def _reasons(reasons: Mapping[str, Mapping[str, object]]) -> list[RenderableType]:
+def _reasons(reasons: Mapping[str, DesiredReason]) -> list[RenderableType]:
     if not reasons:
         return []
     table = _table("Desired replicas", ["model", "desired", "why"])
     for model_id, r in sorted(reasons.items()):
-        table.add_row(model_id, str(r["desired"]), str(r["why"]))
+        table.add_row(model_id, str(r.desired), r.why)
     return [table]
 
 
@@ -194,7 +194,7 @@ def _mode(doc: StatusDocument) -> list[RenderableType]:
 
 
 def render_status(
-    doc: StatusDocument, reasons: Mapping[str, Mapping[str, object]] | None = None
+    doc: StatusDocument, reasons: Mapping[str, DesiredReason] | None = None
 ) -> RenderableType:
     """The whole status: head, warnings, hosts, plan, workloads, prefetch, desired replicas,
     mode, unmet replicas, commands, failures and safety holds (`reasons`: desired replicas

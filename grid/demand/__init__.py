@@ -27,8 +27,9 @@ from grid.demand.throughput import (
     MAX_AGE_S,
     MAX_TRACKED,
     Ewma,
+    Measurements,
     PlacementEstimate,
-    RevisionMeasurements,
+    RevisionKey,
 )
 from grid.demand.tracker import DemandTracker, Footprint, ModelForecast
 from grid.demand.workflow import LearnedEdge, Step, WorkflowConfig, WorkflowLearner
@@ -47,6 +48,7 @@ __all__ = [
     "Ewma",
     "Footprint",
     "LearnedEdge",
+    "Measurements",
     "Modality",
     "ModelForecast",
     "Observation",
@@ -56,7 +58,7 @@ __all__ = [
     "RelationKind",
     "RequestOutcome",
     "RequestShape",
-    "RevisionMeasurements",
+    "RevisionKey",
     "Step",
     "WorkflowConfig",
     "WorkflowLearner",

@@ -1,18 +1,21 @@
-"""Measured token throughput per (engine, model, artifact revision): placement evidence (pure).
+"""Measured latency and token throughput per (engine, model, artifact revision) (pure).
 
-The OpenAI proxy reports each successful response; the controller keeps one
-`RevisionMeasurements` and turns it into each host's `measured_tokens_per_s` for the planning
-snapshot (grid/runtime/controller/workload_inputs.py). The router's own latency and throughput
-estimates (grid/router/measure.py) use the same bounded, confidence-ramped `Ewma` defined here,
-so both sides weigh evidence by one rule: full confidence after `FULL_CONFIDENCE_SAMPLES`
-samples, a half-life of `HALF_LIFE_S`, nothing older than `MAX_AGE_S`, at most `MAX_TRACKED`
-series (stalest first out). No clock is read: every call takes `now`.
+One store, `Measurements`, holds what the OpenAI proxy measures: each successful response is
+recorded once (grid/router/measure.py `record`), and two readers use it. The router rates
+engines by their latency and throughput (grid/router/measure.py); the controller turns the
+throughput into each host's `measured_tokens_per_s` for the planning snapshot
+(grid/runtime/controller/workload_inputs.py, `estimate`). Both weigh evidence by one rule, the
+bounded, confidence-ramped `Ewma`: full confidence after `FULL_CONFIDENCE_SAMPLES` samples, a
+half-life of `HALF_LIFE_S`, nothing older than `MAX_AGE_S`, at most `MAX_TRACKED` series
+(stalest first out). A sample of one revision never touches another's series, so a replaced
+artifact starts from the prior. No clock is read: every call takes `now`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 ALPHA = 0.3
 FULL_CONFIDENCE_SAMPLES = 8
@@ -59,49 +62,59 @@ def ramp_weight(samples: int) -> float:
     return min(max(samples, 0), FULL_CONFIDENCE_SAMPLES) / FULL_CONFIDENCE_SAMPLES
 
 
-class RevisionMeasurements:
-    """Token-throughput EWMAs per (engine, model, artifact revision) for the planning snapshot.
+MAX_LATENCY_S = 86_400.0  # a longer "response" is not a measurement
 
-    The router's own `Measurements` rate engines for routing; these feed placement. A sample
-    of one revision never touches another's EWMA, so a replaced artifact starts at the prior
-    (the host's hardware estimate) and ramps to its own measurement over eight responses.
-    Bounded (`MAX_TRACKED`, stalest first out); an estimate older than `MAX_AGE_S` is ignored.
+
+@dataclass
+class Series:
+    """One revision's latency and throughput EWMAs, and the host that serves it."""
+
+    host_id: str
+    latency: Ewma = field(default_factory=Ewma)
+    throughput: Ewma = field(default_factory=Ewma)
+
+
+class Measurements:
+    """Latency and token-throughput EWMAs per (engine, model, artifact revision).
+
+    Thread-safe: the proxy records while the controller's tick reads placement estimates.
     """
 
     def __init__(self) -> None:
-        self._ewmas: dict[RevisionKey, Ewma] = {}
-        self._hosts: dict[RevisionKey, str] = {}
+        self._series: dict[RevisionKey, Series] = {}
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._ewmas)
+        return len(self._series)
 
     def record(
         self,
         host_id: str,
-        engine_id: str,
-        model_id: str,
-        artifact_sha256: str | None,
+        key: RevisionKey,
         latency_s: float,
         completion_tokens: float | None,
         now: float,
-    ) -> bool:
-        """One successful response; False (nothing recorded) without a usable rate."""
-        if completion_tokens is None or not (completion_tokens > 0 and 0 < latency_s <= 86_400):
-            return False
-        rate = completion_tokens / latency_s
-        if not math.isfinite(rate):
-            return False
-        key = (engine_id, model_id, (artifact_sha256 or "").lower())
-        ewma = self._ewmas.get(key)
-        if ewma is None:
-            while len(self._ewmas) >= MAX_TRACKED:
-                stalest = min(self._ewmas, key=lambda k: self._ewmas[k].updated_at)
-                del self._ewmas[stalest]
-                self._hosts.pop(stalest, None)
-            ewma = self._ewmas[key] = Ewma()
-            self._hosts[key] = host_id
-        ewma.fold(rate, now)
-        return True
+    ) -> None:
+        """One successful response; tokens None (a stream without usage) refreshes latency only."""
+        if not (0.0 <= latency_s <= MAX_LATENCY_S):
+            return
+        with self._lock:
+            series = self._series.get(key)
+            if series is None:
+                # Evict before adding: the new, still empty series would otherwise look stalest.
+                while len(self._series) >= MAX_TRACKED:
+                    stalest = min(self._series, key=lambda k: self._series[k].latency.updated_at)
+                    del self._series[stalest]
+                series = self._series[key] = Series(host_id)
+            series.latency.fold(latency_s, now)
+            if completion_tokens is not None and completion_tokens > 0 and latency_s > 0:
+                rate = completion_tokens / latency_s
+                if math.isfinite(rate):
+                    series.throughput.fold(rate, now)
+
+    def series(self, key: RevisionKey) -> Series | None:
+        with self._lock:
+            return self._series.get(key)
 
     def estimate(
         self,
@@ -115,13 +128,15 @@ class RevisionMeasurements:
         best-sampled fresh engine of exactly this revision (none: the prior alone)."""
         sha = (artifact_sha256 or "").lower()
         best: Ewma | None = None
-        for key, ewma in self._ewmas.items():
-            if key[1] != model_id or key[2] != sha or self._hosts.get(key) != host_id:
-                continue
-            if now - ewma.updated_at > MAX_AGE_S:
-                continue
-            if best is None or ewma.samples > best.samples:
-                best = ewma
+        with self._lock:
+            for key, series in self._series.items():
+                ewma = series.throughput
+                if key[1] != model_id or key[2] != sha or series.host_id != host_id:
+                    continue
+                if ewma.samples == 0 or now - ewma.updated_at > MAX_AGE_S:
+                    continue
+                if best is None or ewma.samples > best.samples:
+                    best = ewma
         if best is None:
             return PlacementEstimate(prior_tokens_per_s, 0.0, 0)
         weight = ramp_weight(best.samples)
@@ -129,4 +144,10 @@ class RevisionMeasurements:
         return PlacementEstimate(value, weight, best.samples)
 
     def models_of(self, host_id: str) -> set[str]:
-        return {key[1] for key, host in self._hosts.items() if host == host_id}
+        """The models with a throughput measurement on `host_id`."""
+        with self._lock:
+            return {
+                key[1]
+                for key, series in self._series.items()
+                if series.host_id == host_id and series.throughput.samples
+            }

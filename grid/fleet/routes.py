@@ -51,12 +51,11 @@ class Route:
         return (self.engine_id, self.model_id)
 
     @property
-    def measure_key(self) -> tuple[str, str]:
-        """The latency/throughput series: per engine, model and artifact revision, so a
-        replaced artifact starts from the prior instead of the old weights' measurements."""
-        if not self.artifact_sha256:
-            return self.breaker_key
-        return (self.engine_id, f"{self.model_id}@{self.artifact_sha256.lower()}")
+    def measure_key(self) -> tuple[str, str, str]:
+        """The latency/throughput series: per engine, model and artifact revision ("" when the
+        node reports none), so a replaced artifact starts from the prior instead of the old
+        weights' measurements (grid/demand/throughput.py)."""
+        return (self.engine_id, self.model_id, (self.artifact_sha256 or "").lower())
 
     @property
     def protection_class(self) -> int:

@@ -133,6 +133,11 @@ class SimHost:
         )
 
     # -- actuator ----------------------------------------------------------------------------
+    def _begin(self, action: Action, state: ResidencyState, now: float, sha: str | None) -> None:
+        self.residencies[action.model_id] = SimResidency(
+            action.model_id, state, action.memory_mb, loaded_at=now, artifact_sha256=sha
+        )
+
     def start(
         self,
         action: Action,
@@ -153,13 +158,7 @@ class SimHost:
             if res is not None and res.state in LIVE_STATES:
                 return (action.action_id, ReceiptStatus.FAILED, now, "model already live")
             if action.memory_mb > 0:
-                self.residencies[action.model_id] = SimResidency(
-                    action.model_id,
-                    ResidencyState.LOADING,
-                    action.memory_mb,
-                    loaded_at=now,
-                    artifact_sha256=sha,
-                )
+                self._begin(action, ResidencyState.LOADING, now, sha)
         elif kind is ActionKind.WARM:
             if action.model_id not in self.cached:
                 return (action.action_id, ReceiptStatus.FAILED, now, "artifact not cached")
@@ -168,13 +167,7 @@ class SimHost:
                 self.predictive[action.model_id] = entry.model_copy(update={"warmed": True})
             if res is not None and res.state in LIVE_STATES:
                 return (action.action_id, ReceiptStatus.FAILED, now, "model already live")
-            self.residencies[action.model_id] = SimResidency(
-                action.model_id,
-                ResidencyState.WARMING,
-                action.memory_mb,
-                loaded_at=now,
-                artifact_sha256=sha,
-            )
+            self._begin(action, ResidencyState.WARMING, now, sha)
         elif kind is ActionKind.DRAIN:
             if res is None or res.state is not ResidencyState.READY:
                 return (action.action_id, ReceiptStatus.FAILED, now, "nothing ready to drain")

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from grid.fleet import Route
+from grid.router import measure
 from grid.router.affinity import AffinityKey, rendezvous_order
 from grid.router.breaker import CircuitBreakers
-from grid.router.measure import Measurements
+from grid.router.measure import MeasureKey, Measurements
 from grid.router.routes import DEFAULT_FUTURE_SKEW_S, route_refusal
 
 AFFINITY_SLACK = 1.2
@@ -44,7 +45,7 @@ class RouteRefusal:
 
 def _estimate(
     route: Route,
-    peers: list[tuple[str, str]],
+    peers: list[MeasureKey],
     now: float,
     measurements: Measurements | None,
     max_tokens: int | None,
@@ -53,9 +54,9 @@ def _estimate(
     waves = 1.0 + (route.active + route.queued) / max(1, limit if limit is not None else 1)
     if measurements is None:
         return waves
-    estimate = waves * measurements.latency_s(route.measure_key, peers, now)
+    estimate = waves * measure.latency_s(measurements, route.measure_key, peers, now)
     if max_tokens is not None and max_tokens > 0:
-        throughput = measurements.throughput(route.measure_key, peers, now)
+        throughput = measure.throughput(measurements, route.measure_key, peers, now)
         if throughput is not None:
             estimate += max_tokens / throughput
     return estimate

@@ -194,7 +194,7 @@ def test_status_shows_deferrals_as_retry_in_and_failures_as_local_time(
     from rich.console import Console
 
     from grid.cli.allocator_cmd import render_status
-    from grid.fleet.operator import AllocatorStatus
+    from grid.fleet.operator import AllocatorStatus, DesiredReason
 
     listed = _cli(
         controller, ["allocator", "status", "--json", "--state-dir", str(controller["state"])]
@@ -226,7 +226,7 @@ def test_status_shows_deferrals_as_retry_in_and_failures_as_local_time(
         }
     ]
     console = Console(width=200, record=True, highlight=False)
-    reasons = doc.pop("desired_reasons")
+    reasons = {m: DesiredReason(**r) for m, r in doc.pop("desired_reasons").items()}
     console.print(render_status(AllocatorStatus.model_validate(doc), reasons))
     text = console.export_text()
     assert "retry_backoff" in text and "in 10 s" in text

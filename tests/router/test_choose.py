@@ -113,10 +113,10 @@ def test_measured_latency_steers_to_the_faster_engine_for_that_model_only() -> N
     measurements = Measurements()
     slow, fast = route("slow"), route("fast")
     for _ in range(8):
-        measurements.record(slow.breaker_key, 4.0, 40, NOW - 1)
-        measurements.record(fast.breaker_key, 0.5, 40, NOW - 1)
+        measurements.record(slow.host_id, slow.measure_key, 4.0, 40, NOW - 1)
+        measurements.record(fast.host_id, fast.measure_key, 0.5, 40, NOW - 1)
         # another model's numbers on the slow engine must not help it
-        measurements.record(("slow:39100", "other"), 0.01, 40, NOW - 1)
+        measurements.record("slow", ("slow:39100", "other", ""), 0.01, 40, NOW - 1)
     assert choose([slow, fast], measurements=measurements).route.host_id == "fast"
 
 
@@ -124,8 +124,9 @@ def test_long_generations_favor_token_throughput() -> None:
     measurements = Measurements()
     snappy, wide = route("snappy"), route("wide")
     for _ in range(8):
-        measurements.record(snappy.breaker_key, 0.5, 10, NOW - 1)  # 20 tok/s, low latency
-        measurements.record(wide.breaker_key, 1.0, 200, NOW - 1)  # 200 tok/s
+        # 20 tok/s, low latency
+        measurements.record(snappy.host_id, snappy.measure_key, 0.5, 10, NOW - 1)
+        measurements.record(wide.host_id, wide.measure_key, 1.0, 200, NOW - 1)  # 200 tok/s
     assert choose([snappy, wide], measurements=measurements).route.host_id == "snappy"
     long = choose([snappy, wide], measurements=measurements, max_tokens=2000)
     assert long.route.host_id == "wide"

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from grid.fleet.actions import Mode, Tombstone
+from grid.fleet.externals import ExternalEndpoint, ExternalHealth
 from grid.fleet.models import ModelProfile
 from grid.fleet.operator.status import TickSummary
 
@@ -123,6 +124,31 @@ class Enrollment(_Message):
     host_id: str
     token: str = Field(repr=False)
     expires_at: float
+
+
+class ExternalView(_Message):
+    """PUT /allocator/externals/{name} (and one row of the list): the endpoint as saved, its
+    last health verdict and the models routed to it."""
+
+    external: ExternalEndpoint
+    health: ExternalHealth
+    serving: list[str]
+
+
+class ExternalList(_Message):
+    externals: list[ExternalView]
+
+
+class ExternalRemoved(_Message):
+    removed: str
+
+
+class DesiredReason(_Message):
+    """One model's desired replica count and why, in `grid allocator status` (read from the
+    dashboard's view document, which reads the planner's targets)."""
+
+    desired: int
+    why: str
 
 
 class RecordedEvaluation(_Message):

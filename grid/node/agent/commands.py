@@ -218,12 +218,7 @@ class CommandExecutor:
                 state.predictive.pop(model_id, None)
             current = state.residencies.get(model_id)
             if current is None or current.state in (ResidencyState.LOADING, ResidencyState.CACHED):
-                state.residencies[model_id] = ResidencyRecord(
-                    model_id=model_id,
-                    state=ResidencyState.CACHED,
-                    model_path=artifact.path,
-                    artifact_sha256=artifact.sha256,
-                )
+                state.residencies[model_id] = _cached(model_id, artifact)
 
         self.keeper.update(publish)
         verb = "fetched and verified" if fetched else "verified"
@@ -419,12 +414,7 @@ class CommandExecutor:
             if artifact is None:
                 state.residencies.pop(model_id, None)
                 return
-            state.residencies[model_id] = ResidencyRecord(
-                model_id=model_id,
-                state=ResidencyState.CACHED,
-                model_path=artifact.path,
-                artifact_sha256=artifact.sha256,
-            )
+            state.residencies[model_id] = _cached(model_id, artifact)
 
         self.keeper.update(change)
 
@@ -444,6 +434,16 @@ class CommandExecutor:
             self.keeper.update(failed)
             return
         self._release(model_id, artifact)
+
+
+def _cached(model_id: str, artifact: VerifiedArtifact) -> ResidencyRecord:
+    """The residency of weights on disk with no engine: CACHED at the artifact's path."""
+    return ResidencyRecord(
+        model_id=model_id,
+        state=ResidencyState.CACHED,
+        model_path=artifact.path,
+        artifact_sha256=artifact.sha256,
+    )
 
 
 def _artifact(model_id: str, path: Path, sha256: str) -> VerifiedArtifact:

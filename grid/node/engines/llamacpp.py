@@ -126,10 +126,7 @@ class LlamaCppSupervisor:
         if self.settings_changed(model_id, launch):
             self.stop(model_id, drain_timeout_s=self._config.stop_grace_s)
         with self._lock:
-            engine = self._engines.get(model_id)
-            if engine is not None:
-                self._refresh(engine)
-                engine = self._engines.get(model_id)
+            engine = self._live(model_id)
             if engine is None:
                 engine = self._spawn(model_id, model_path, launch)
             elif not engine.proven:
@@ -198,10 +195,7 @@ class LlamaCppSupervisor:
     ) -> StopResult:
         """Drain check, SIGTERM, bounded wait, SIGKILL for a proven child; idempotent."""
         with self._lock:
-            engine = self._engines.get(model_id)
-            if engine is not None:
-                self._refresh(engine)
-                engine = self._engines.get(model_id)
+            engine = self._live(model_id)
             if engine is None:
                 self._failures.pop(model_id, None)
                 return StopResult(model_id, stopped=False, reason="no running engine")
@@ -344,6 +338,14 @@ class LlamaCppSupervisor:
     def _paths(self) -> tuple[Path, Path]:
         """What an identity proof compares the argv with: the key file and the state folder."""
         return self._store.key_path, self._config.state_dir
+
+    def _live(self, model_id: str) -> _Engine | None:
+        """Under the lock: the model's engine after `_refresh` (None: none, or it died)."""
+        engine = self._engines.get(model_id)
+        if engine is not None:
+            self._refresh(engine)
+            engine = self._engines.get(model_id)
+        return engine
 
     def _refresh(self, engine: _Engine) -> None:
         """Under the lock: release a dead child, or try again to prove an unproven one."""

@@ -39,8 +39,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from grid.demand import Observation, RevisionMeasurements
-from grid.demand import Outcome as ObsOutcome
+from grid.demand import Measurements, Observation
 from grid.fleet import FleetSnapshot, GridError, Mode, Plan
 from grid.fleet.operator import StatusDocument
 from grid.planner import compute_targets, make_plan
@@ -109,7 +108,7 @@ class Controller(ControllerFields, Operations):
         )
         self.state: ControllerState = restore_state(store, self.config.demand)
         self.classifier = classifier_config(self.policy)  # the policy's vocabulary, once
-        self.measured = RevisionMeasurements()  # router throughput per revision (placement)
+        self.measured = Measurements()  # what the proxy measures (grid/api/proxy_state.py)
         self.keeper = LeaseKeeper(lease, self.state.warnings)
         self.grace = Grace(restored=self.state.restored)
         self.outbox = Outbox(
@@ -237,13 +236,12 @@ class Controller(ControllerFields, Operations):
         *,
         served_sha256: str | None = None,
         affinity_digest: str | None = None,
-        engine: tuple[str, str] | None = None,
     ) -> bool:
         """One classified request at the proxy boundary. A request that names a configured
         model is demand for it; any other (`auto`, no model) is workload demand only, and the
-        model that served it gets outcome evidence for its revision, never demand. `engine`
-        (host_id, engine_id) of a successful response feeds the placement measurements.
-        True when anything was recorded."""
+        model that served it gets outcome evidence for its revision, never demand (its latency
+        and throughput the proxy measures itself, into `measured`). True when anything was
+        recorded."""
         with self.lock:
             signal = self.signals.observe(
                 obs,
@@ -253,17 +251,6 @@ class Controller(ControllerFields, Operations):
                 served_sha256=served_sha256,
                 affinity_digest=affinity_digest,
             )
-            served = obs.served_model_id
-            if engine is not None and served is not None and obs.outcome is ObsOutcome.OK:
-                self.measured.record(
-                    engine[0],
-                    engine[1],
-                    served,
-                    served_sha256,
-                    obs.service_time_s,
-                    obs.output_units,
-                    now,
-                )
             if signal.workload_demand:
                 accepted = obs.workload in self.signals.workloads.vocabulary
                 self.counters.observations_accepted += int(accepted)

@@ -25,7 +25,7 @@ from grid.fleet import (
     WireLaunch,
 )
 from grid.fleet import NodeReply as WireNodeReply
-from grid.fleet.operator import RecordedEvaluation, StatusDocument
+from grid.fleet.operator import ExternalView, RecordedEvaluation, StatusDocument
 from grid.runtime.controller.engine_restarts import serving_view, stage_restarts
 from grid.runtime.controller.evidence_store import (
     EvaluationRequest,
@@ -262,16 +262,16 @@ class Operations:
         with self.lock:
             return list(self.state.externals.to_state())
 
-    def external_rows(self, names: list[str] | None = None) -> list[dict[str, Any]]:
+    def external_rows(self, names: list[str] | None = None) -> list[ExternalView]:
         """Each endpoint (those in `names`, else all) with its health and the models routed."""
         with self.lock:
             inventory = self.state.externals
             return [
-                {
-                    "external": inventory.records[n].model_dump(mode="json"),
-                    "health": inventory.health_of(n).model_dump(mode="json"),
-                    "serving": inventory.serving(n),
-                }
+                ExternalView(
+                    external=inventory.records[n].model_copy(deep=True),
+                    health=inventory.health_of(n).model_copy(deep=True),
+                    serving=inventory.serving(n),
+                )
                 for n in (sorted(inventory.records) if names is None else names)
                 if n in inventory.records
             ]

@@ -7,7 +7,7 @@ predictions (`prefetch_inputs.snapshot_demand`).
 
 from __future__ import annotations
 
-from grid.demand import RevisionMeasurements
+from grid.demand import Measurements
 from grid.fleet import FleetSnapshot, Host
 from grid.runtime.controller.live_state import ControllerState
 from grid.runtime.controller.prefetch_inputs import snapshot_demand
@@ -15,7 +15,7 @@ from grid.runtime.controller.workload_inputs import mapped_inputs, measured_host
 
 
 def fleet_snapshot(
-    state: ControllerState, hosts: list[Host], measured: RevisionMeasurements, now: float
+    state: ControllerState, hosts: list[Host], measured: Measurements, now: float
 ) -> FleetSnapshot:
     """The planning snapshot of a tick: the registry's hosts, the profiles, and the demand and
     workload inputs the controller state holds (prunes the demand tracker to `now`)."""

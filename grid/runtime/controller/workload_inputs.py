@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from grid.demand import ClassifierConfig, LearnedEdge, RevisionMeasurements
+from grid.demand import ClassifierConfig, LearnedEdge, Measurements
 from grid.fleet import DemandEntry, Evidence, Host, ModelProfile, Plan, Policy, WorkloadForecast
 
 FALLBACK_WORD = "general"
@@ -38,7 +38,7 @@ def classifier_config(policy: Policy) -> ClassifierConfig:
 def measured_hosts(
     hosts: Sequence[Host],
     profiles: Mapping[str, ModelProfile],
-    measured: RevisionMeasurements,
+    measured: Measurements,
     now: float,
 ) -> list[Host]:
     out: list[Host] = []

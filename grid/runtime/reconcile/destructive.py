@@ -36,7 +36,7 @@ from grid.runtime.reconcile.gates import (
     refused_standing,
 )
 from grid.runtime.reconcile.history import HistoryIndex
-from grid.runtime.reconcile.proposals import Proposal, TickState
+from grid.runtime.reconcile.proposals import Proposal, TickState, busy_rank
 from grid.runtime.reconcile.safety import Blocker, destructive_postcondition
 from grid.runtime.reconcile.view import FleetView, Key
 
@@ -197,7 +197,7 @@ def _cleanup_one(ctx: GateContext, tick: TickState, host_id: str, res: Residency
             reason=reason,
             priority=priority,
             urgency=Urgency.CLEANUP,
-            busy_rank=0 if kind is ActionKind.UNLOAD else (1 if res.active_requests == 0 else 2),
+            busy_rank=busy_rank(kind, res),
             preemption=drained_for is not None,
         )
     )

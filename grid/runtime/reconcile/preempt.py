@@ -29,7 +29,7 @@ from grid.runtime.reconcile.gates import (
     refused_standing,
 )
 from grid.runtime.reconcile.history import HistoryIndex
-from grid.runtime.reconcile.proposals import Proposal, TickState
+from grid.runtime.reconcile.proposals import Proposal, TickState, busy_rank
 from grid.runtime.reconcile.safety import awaiting_heartbeat, backoff_blocker, defer_blocked
 from grid.runtime.reconcile.view import FleetView, Key
 
@@ -109,7 +109,6 @@ def propose_preemptions(
         prefetch, prefetch_record = _prefetch(view, history, tick, p, cached)
         if not admitted_after_standing(ctx, tick, candidate):
             continue
-        busy_rank = 0 if kind is ActionKind.UNLOAD else (1 if res.active_requests == 0 else 2)
         tick.proposals.append(
             Proposal(
                 kind=kind,
@@ -121,7 +120,7 @@ def propose_preemptions(
                 urgency=urgency,
                 replica_round=ben_round,
                 cold_start_s=startup_s(view, beneficiary, host_id, cached),
-                busy_rank=busy_rank,
+                busy_rank=busy_rank(kind, res),
                 preemption=True,
                 depends_on=prefetch if kind is ActionKind.DRAIN else None,
                 depends_on_record=prefetch_record if kind is ActionKind.DRAIN else None,

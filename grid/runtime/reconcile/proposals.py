@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grid.fleet import ActionKind, ActionRecord, Deferral, Urgency, Withdrawal
+from grid.fleet import ActionKind, ActionRecord, Deferral, Residency, Urgency, Withdrawal
 from grid.runtime.reconcile.codes import deferral_text, withdrawal_text
 from grid.runtime.reconcile.history import ActionKey
 
@@ -21,6 +21,14 @@ KIND_ORDER = {
     ActionKind.UNLOAD: 3,
     ActionKind.EVICT: 4,
 }
+
+
+def busy_rank(kind: ActionKind, res: Residency) -> int:
+    """A destructive step's order among its peers: 0 an unload (already drained and idle),
+    1 a drain of an idle replica, 2 a drain of a busy one."""
+    if kind is ActionKind.UNLOAD:
+        return 0
+    return 1 if res.active_requests == 0 else 2
 
 
 @dataclass

@@ -122,7 +122,7 @@ def test_an_external_endpoint_is_routed_once_healthy_and_its_name_is_guarded() -
         "/openai",
     )
     assert route.external and route.lease_at == T0
-    assert ctl.external_rows()[0]["serving"] == ["m"]
+    assert ctl.external_rows()[0].serving == ["m"]
     ctl.node_update("h.allocator", "h", _report(39100), T0)
     with pytest.raises(GridError) as refused:
         ctl.put_external(endpoint.model_copy(update={"name": "h"}), T0)

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from grid.demand import EndpointFamily, Observation
+from grid.demand import EndpointFamily, Measurements, Observation
 from grid.demand import Outcome as ObsOutcome
 from grid.fleet.errors import GridError
 from grid.fleet.models import Evidence, Host, ModelProfile
 from grid.router.affinity import hash_affinity_key
-from grid.router.measure import RevisionMeasurements
 from grid.runtime.controller.core import Controller
 from grid.runtime.controller.store import StateStore
 from grid.runtime.controller.workload_inputs import measured_hosts
@@ -140,17 +139,17 @@ def test_router_measurements_ramp_to_full_weight_over_eight_samples() -> None:
     # in 1 s = 100 tok/s, so the EWMA stays 100 and the estimate is 60 + 40 * n / 8.
     host = Host(host_id="h1", capacity_mb=8192, memory_bandwidth_gbps=400, compute_gflops=20000)
     profiles = {"m": ModelProfile(model_id="m", memory_mb=100, artifact_sha256=SHA_A)}
-    measured = RevisionMeasurements()
+    measured = Measurements()
     assert measured_hosts([host], profiles, measured, T0)[0].measured_tokens_per_s == {}
     expected = [65.0, 70.0, 75.0, 80.0, 85.0, 90.0, 95.0, 100.0, 100.0]
     for n, want in enumerate(expected, start=1):
-        measured.record("h1", "h1:9000", "m", SHA_A, 1.0, 100, T0 + n)
+        measured.record("h1", ("h1:9000", "m", SHA_A), 1.0, 100, T0 + n)
         rate = measured_hosts([host], profiles, measured, T0 + n)[0].measured_tokens_per_s["m"]
         assert rate == pytest.approx(want), n
     # A replaced artifact starts from the hardware prior: old samples do not count for it.
     replaced = {"m": profiles["m"].model_copy(update={"artifact_sha256": SHA_B})}
     assert measured_hosts([host], replaced, measured, T0 + 20)[0].measured_tokens_per_s == {}
-    measured.record("h1", "h1:9000", "m", SHA_B, 1.0, 20, T0 + 21)  # 20 tok/s, one sample
+    measured.record("h1", ("h1:9000", "m", SHA_B), 1.0, 20, T0 + 21)  # 20 tok/s, one sample
     rate = measured_hosts([host], replaced, measured, T0 + 21)[0].measured_tokens_per_s["m"]
     assert rate == pytest.approx(60.0 + (20.0 - 60.0) / 8)
 
