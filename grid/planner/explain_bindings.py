@@ -9,13 +9,17 @@ work: how many models get a core, how many hosts and candidates one local model 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from grid.fleet import Binding, ModelProfile
-from grid.planner.cpsat import Blocker, Core, Ledger, binding_core
+from grid.planner.cpsat import Blocker, Ledger
 from grid.planner.deadline import CALIBRATION, Deadline
 from grid.planner.eligibility import REASON_TEXT
 from grid.planner.gpus import gpus_wanted, refusal_text
 from grid.planner.problem import PlacementProblem
+
+if TYPE_CHECKING:
+    from grid.planner.cpsat import Core
 
 Key = tuple[str, str]
 
@@ -64,6 +68,8 @@ class Bindings:
             work = min(work, left / CALIBRATION.core_wall_per_work_s)
             if work < CALIBRATION.core_work_min:
                 return None
+        from grid.planner.cpsat import binding_core  # OR-Tools, loaded when a core runs
+
         self.cpsat_models += 1
         core = binding_core(
             self.problem,

@@ -67,21 +67,19 @@ def _early(run: Run) -> bool:
 
 
 def _types_first(run: Run) -> bool:
+    if not (_cpsat(run) and _early(run)):
+        return False  # before the import: a heuristic plan loads no OR-Tools
     from grid.planner.cpsat import aggregation_pays
 
-    return _cpsat(run) and _early(run) and aggregation_pays(run.built) and run.solver_reachable()
+    return aggregation_pays(run.built) and run.solver_reachable()
 
 
 def _types_late(run: Run) -> bool:
+    if not _cpsat(run) or _early(run) or run.fallback is not None:
+        return False
     from grid.planner.cpsat import aggregation_pays
 
-    return (
-        _cpsat(run)
-        and not _early(run)
-        and run.fallback is None
-        and aggregation_pays(run.built)
-        and run.solver_reachable()
-    )
+    return aggregation_pays(run.built) and run.solver_reachable()
 
 
 def _estimate_build(run: Run) -> float:

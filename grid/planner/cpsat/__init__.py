@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         disaggregation_s,
         solve_aggregated,
     )
+    from grid.planner.cpsat.allowance import pinned_hosts, unpinned_allowance
     from grid.planner.cpsat.assumptions import Core, binding_core
     from grid.planner.cpsat.bounds import static_bounds
     from grid.planner.cpsat.build import add_hard_constraints
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
     from grid.planner.cpsat.gpus import add_gpus
     from grid.planner.cpsat.ledger import Blocker, HostLoad, Ledger, host_blockers, host_load
     from grid.planner.cpsat.memory import add_memory
-    from grid.planner.cpsat.replicas import pinned_hosts, unpinned_allowance
     from grid.planner.cpsat.scoring import Scorer
     from grid.planner.cpsat.slots import add_slots
     from grid.planner.cpsat.solve import solve_lexicographic
@@ -74,7 +74,7 @@ _EXPORTS: dict[str, str] = {
     "grid.planner.cpsat.gpus": "add_gpus",
     "grid.planner.cpsat.ledger": "Blocker HostLoad Ledger host_blockers host_load",
     "grid.planner.cpsat.memory": "add_memory",
-    "grid.planner.cpsat.replicas": "pinned_hosts unpinned_allowance",
+    "grid.planner.cpsat.allowance": "pinned_hosts unpinned_allowance",
     "grid.planner.cpsat.scoring": "Scorer",
     "grid.planner.cpsat.slots": "add_slots",
     "grid.planner.cpsat.solve": "solve_lexicographic",

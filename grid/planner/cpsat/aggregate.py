@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 import grid.planner.deadline as budget  # every calibrated figure (CALIBRATION)
+from grid.planner.cpsat.allowance import pinned_hosts, unpinned_allowance
 from grid.planner.cpsat.arcflow import (
     TypeFlow,
     add_type_flow,
@@ -55,7 +56,6 @@ from grid.planner.cpsat.disk import add_disk
 from grid.planner.cpsat.gpus import add_gpus
 from grid.planner.cpsat.memory import add_memory
 from grid.planner.cpsat.objective import _sum, _weighted
-from grid.planner.cpsat.replicas import pinned_hosts, unpinned_allowance
 from grid.planner.cpsat.scoring import Scorer
 from grid.planner.cpsat.slots import add_slots
 from grid.planner.cpsat.stages import Stage, fold_stages, stages_of

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import operator
 
-from grid.planner.cpsat.replicas import unpinned_allowance
+from grid.planner.cpsat.allowance import unpinned_allowance
 from grid.planner.levels import (
     baseline_members,
     baseline_rounds,

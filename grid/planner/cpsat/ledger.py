@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from grid.planner.cpsat.replicas import unpinned_allowance
+from grid.planner.cpsat.allowance import unpinned_allowance
 from grid.planner.ledger import Blocker, HostLoad, Rules, blockers, host_blockers, host_load
 from grid.planner.problem import Candidate, PlacementProblem
 
